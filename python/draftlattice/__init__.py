@@ -1,0 +1,16 @@
+"""draftlattice: blockwise parallel speculative decoding with exact lattice rescoring of drafts.
+
+The C++ core (``draftlattice._core``) is private; this package is the public API.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ._core import FormatError
+
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__all__ = ["FormatError", "__version__"]

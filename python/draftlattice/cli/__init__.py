@@ -1,0 +1,1 @@
+"""The `draftlattice` command line interface."""

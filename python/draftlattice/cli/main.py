@@ -1,0 +1,52 @@
+"""Entry point of the `draftlattice` command.
+
+Each command group lives in its own module exposing ``register(subparsers)``; the parser it
+adds sets ``func`` to a callable taking the parsed arguments and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+import draftlattice
+
+# Command-group modules, in the order they appear in --help.
+COMMAND_MODULES = [
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="draftlattice",
+        description="Blockwise parallel decoding with exact n-gram lattice rescoring of drafts.",
+    )
+    parser.add_argument("--version", action="version", version=draftlattice.__version__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"draftlattice.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, OSError) as error:
+        print(f"draftlattice: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
