@@ -57,6 +57,17 @@ py::tuple StateWords(const LmState& s) {
 }  // namespace
 
 void BindNgram(py::module_& m) {
+  m.def(
+      "binary_checksum",
+      [](const py::buffer& data, uint64_t seed) {
+        const py::buffer_info info = data.request();
+        if (info.ndim != 1 || info.itemsize != 1)
+          throw InvalidArgument("binary_checksum needs a 1-D byte buffer");
+        py::gil_scoped_release release;
+        return BinaryChecksum(info.ptr, static_cast<size_t>(info.size), seed);
+      },
+      py::arg("data"), py::arg("seed") = 0,
+      "The binary LM format's checksum of a byte buffer (for benchmarks and tests).");
   py::class_<LmState>(m, "LmState",
                       "Scoring state: the retained history, most recent word first (LM word ids).")
       .def_property_readonly("word_ids", &StateWords)

@@ -6,6 +6,8 @@ import numpy as np
 
 class FormatError(ValueError): ...
 
+def binary_checksum(data: bytes | bytearray | memoryview, seed: int = 0) -> int: ...
+
 class LmState:
     """Scoring state: retained history (LM word ids, most recent first); hashable."""
 
