@@ -55,6 +55,7 @@ class ComposedLattice {
   const Lattice& lattice() const { return lattice_; }
   int32_t root() const { return 0; }
   size_t num_nodes() const { return layer_of_.size(); }
+  int64_t arcs_scored() const { return arcs_scored_; }
   int layer(int32_t node) const { return layer_of_[node]; }
 
   // The arc of `node` taking candidate `rank` of its head; scores it on first use.
@@ -66,6 +67,7 @@ class ComposedLattice {
       const float lm_ln = lm_.ScoreToken(states_[node], lattice_.token(t, rank), &next);
       const int32_t child = AddNode(t + 1, next);  // may grow arcs_: index again below
       arcs_[slot] = {lm_ln, child};
+      ++arcs_scored_;
     }
     return arcs_[slot];
   }
@@ -97,6 +99,7 @@ class ComposedLattice {
   std::vector<int> layer_of_;
   std::vector<LmState> states_;
   std::vector<Arc> arcs_;  // [num_nodes * k]
+  int64_t arcs_scored_ = 0;
 };
 
 }  // namespace dl

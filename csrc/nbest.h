@@ -36,6 +36,8 @@ struct Drafts {
   std::vector<double> scores;        // [n] total = head + alpha * lm
   std::vector<double> head_scores;   // [n] sum of lattice log-probs
   std::vector<double> lm_scores;     // [n] ln p_LM(draft | context), unweighted
+  // Work done (for benchmarks): composed nodes created, arcs scored by the LM, heap pops.
+  int64_t nodes = 0, arcs_scored = 0, pops = 0;
 };
 
 namespace nbest_detail {
@@ -110,6 +112,7 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
   while (!heap.empty() && out.n < options.p) {
     const Entry entry = heap.top();
     heap.pop();
+    ++out.pops;
     if (entry.rank >= 0) {  // lazy child: score it, then queue its next sibling
       const Prefix parent = prefixes[entry.prefix];
       const auto& arc = graph.GetArc(parent.node, entry.rank);
@@ -144,6 +147,8 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
     if (expansions[prefix.node]++ >= options.p) continue;  // p better prefixes share this future
     heap.push({prefix.g + lattice.logprob(prefix.depth, 0) + rest[prefix.depth + 1], entry.prefix, 0});
   }
+  out.nodes = static_cast<int64_t>(graph.num_nodes());
+  out.arcs_scored = graph.arcs_scored();
   return out;
 }
 
