@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "errors.h"
+#include "ngram/vocab_index.h"
 
 namespace dl {
 namespace {
@@ -96,6 +96,12 @@ uint64_t ParseCount(std::string_view s, const LineReader& reader) {
 
 class Builder {
  public:
+  struct WordOfFn {
+    const std::vector<std::string_view>* words;
+    std::string_view operator()(WordIndex i) const { return (*words)[i]; }
+  };
+  WordOfFn WordOf() const { return WordOfFn{&words_}; }
+
   Builder(std::string_view text, const std::string& name) : reader_(text, name) {}
 
   std::unique_ptr<NgramLM> Run() {
@@ -158,7 +164,11 @@ class Builder {
     const uint64_t expected = parts_.counts[n - 1];
     uint64_t seen = 0;
     std::string_view fields[kMaxOrder + 3];
-    if (n == 1) parts_.unigrams.reserve(expected);
+    if (n == 1) {
+      parts_.unigrams.reserve(expected);
+      words_.reserve(expected);
+      index_ = ngram::VocabIndex(expected);
+    }
     while (reader_.Next(&line)) {
       if (IsBlank(line)) break;
       if (line[0] == '\\') {
@@ -190,7 +200,8 @@ class Builder {
 
   void AddUnigram(std::string_view word, float prob, float backoff) {
     const WordIndex index = static_cast<WordIndex>(parts_.unigrams.size());
-    if (!index_.emplace(word, index).second) reader_.Fail("duplicate 1-gram '", word, "'");
+    if (!index_.Insert(word, index, WordOf())) reader_.Fail("duplicate 1-gram '", word, "'");
+    words_.push_back(word);
     parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
     parts_.vocab_blob.append(word);
     parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
@@ -199,10 +210,9 @@ class Builder {
   void AddNgram(int n, const std::string_view* words, float prob, float backoff) {
     WordIndex ids[kMaxOrder];
     for (int i = 0; i < n; ++i) {
-      auto it = index_.find(words[i]);
-      if (it == index_.end())
+      ids[i] = index_.Find(words[i], WordOf());
+      if (ids[i] == kNoWord)
         reader_.Fail("word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
-      ids[i] = it->second;
     }
     bool inserted = false;
     Entry* e = tables_[n - 2].FindOrInsert(KeyOf(ids, n), &inserted);
@@ -252,7 +262,9 @@ class Builder {
   LineReader reader_;
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
-  std::unordered_map<std::string_view, WordIndex> index_;
+
+  std::vector<std::string_view> words_;  // 1-grams' words, pointing into the ARPA text
+  ngram::VocabIndex index_;
 };
 
 }  // namespace
@@ -262,11 +274,12 @@ std::unique_ptr<NgramLM> ReadArpa(std::string_view text, const std::string& name
 }
 
 std::unique_ptr<NgramLM> ReadArpaFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw FormatError(Message(path, ": cannot open file"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size())))
+    throw FormatError(Message(path, ": read error"));
   return ReadArpa(text, path);
 }
 

@@ -1,9 +1,12 @@
 # Type stubs for the private C++ extension. Keep in step with csrc/bindings/.
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
 class FormatError(ValueError): ...
+
+def binary_checksum(data: bytes | bytearray | memoryview, seed: int = 0) -> int: ...
 
 class LmState:
     """Scoring state: retained history (LM word ids, most recent first); hashable."""
@@ -17,9 +20,12 @@ class LmState:
 class NgramLM:
     """dl::TokenLm: an n-gram model plus the token-id -> LM-word map (see draftlattice.NgramLM)."""
 
+    @overload
     def __init__(
         self, source: str | bytes, name: str, vocab: Sequence[str] | None, oov_ln: float
     ) -> None: ...
+    @overload
+    def __init__(self, other: NgramLM, vocab: Sequence[str] | None, oov_ln: float) -> None: ...
     @property
     def order(self) -> int: ...
     @property
@@ -37,6 +43,7 @@ class NgramLM:
     @property
     def mapped_words(self) -> int: ...
     def word(self, index: int) -> str: ...
+    def words(self) -> list[str]: ...
     def token_scores(
         self, tokens: np.ndarray, context: np.ndarray, bos: bool, eos: bool
     ) -> np.ndarray: ...
