@@ -9,6 +9,8 @@ namespace py = pybind11;
 namespace dl::bindings {
 // One declaration per bindings file; keep in data-flow order.
 void BindNgram(py::module_& m);
+void BindLattice(py::module_& m);
+void BindRescore(py::module_& m);
 }  // namespace dl::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -24,4 +26,6 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   dl::bindings::BindNgram(m);
+  dl::bindings::BindLattice(m);
+  dl::bindings::BindRescore(m);
 }

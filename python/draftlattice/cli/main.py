@@ -16,6 +16,8 @@ import draftlattice
 # Command-group modules, in the order they appear in --help.
 COMMAND_MODULES = [
     "lm",
+    "rescore",
+    "lattice",
 ]
 
 
