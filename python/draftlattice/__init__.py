@@ -13,4 +13,14 @@ __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["FormatError", "__version__"]
+__all__ = ["FormatError", "__version__", "verify"]
+
+_LAZY_SUBMODULES = {"verify"}  # need torch; imported on first attribute access
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
