@@ -18,6 +18,8 @@ COMMAND_MODULES = [
     "lm",
     "rescore",
     "lattice",
+    "tokenizer",
+    "train",
 ]
 
 
