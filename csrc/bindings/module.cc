@@ -8,6 +8,7 @@ namespace py = pybind11;
 
 namespace dl::bindings {
 // One declaration per bindings file; keep in data-flow order.
+void BindTrain(py::module_& m);
 }  // namespace dl::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -22,4 +23,5 @@ PYBIND11_MODULE(_core, m) {
       py::set_error(PyExc_ValueError, e.what());
     }
   });
+  dl::bindings::BindTrain(m);
 }
