@@ -140,11 +140,12 @@ void BindTrain(py::module_& m) {
       .def(
           "write_arpa",
           [](const KatzModel& k, const std::string& path,
-             const std::vector<std::pair<std::string, std::string>>& metadata) {
+             const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
             py::gil_scoped_release release;
-            train::WriteArpa(k.model, path, metadata);
+            train::WriteArpa(k.model, path, metadata, digits);
           },
-          py::arg("path"), py::arg("metadata") = std::vector<std::pair<std::string, std::string>>{});
+          py::arg("path"), py::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
+          py::arg("digits") = 7);
 
   m.def(
       "estimate_katz",

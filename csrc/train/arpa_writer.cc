@@ -20,7 +20,8 @@ struct FileCloser {
 }  // namespace
 
 void WriteArpa(const BackoffModel& model, const std::string& path,
-               const std::vector<std::pair<std::string, std::string>>& metadata) {
+               const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
+  if (digits < 1 || digits > 17) throw InvalidArgument(Message("ARPA digits must be in 1..17, got ", digits));
   std::vector<char> buffer(1 << 22);  // declared before the file: outlives it
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file) throw FormatError(Message("cannot write ", path, ": ", std::strerror(errno)));
@@ -66,7 +67,7 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
       if (k == 1 && i == kBos) {
         std::snprintf(number, sizeof number, "-99");
       } else {
-        std::snprintf(number, sizeof number, "%.7g", std::log(p) * to_log10);
+        std::snprintf(number, sizeof number, "%.*g", digits, std::log(p) * to_log10);
       }
       line.assign(number);
       for (int m = 0; m < k; ++m) {
@@ -75,7 +76,7 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
       }
       const double bo = level.backoff_ln.empty() ? kNaN : level.backoff_ln[i];
       if (!std::isnan(bo)) {
-        std::snprintf(number, sizeof number, "\t%.7g", bo * to_log10);
+        std::snprintf(number, sizeof number, "\t%.*g", digits, bo * to_log10);
         line.append(number);
       }
       line.push_back('\n');

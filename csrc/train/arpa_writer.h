@@ -17,7 +17,10 @@
 namespace dl::train {
 
 // Throws FormatError (with the path) when the file cannot be written.
+// `digits`: significant digits of the log10 values (OpenGrm prints 7; 7 digits round a log10
+// value by up to 5e-7, so sums over a whole vocabulary hold only to ~1e-6; use more to keep the
+// estimate's precision).
 void WriteArpa(const BackoffModel& model, const std::string& path,
-               const std::vector<std::pair<std::string, std::string>>& metadata);
+               const std::vector<std::pair<std::string, std::string>>& metadata, int digits = 7);
 
 }  // namespace dl::train

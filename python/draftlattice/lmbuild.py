@@ -235,6 +235,7 @@ def build_lm(
     prune_to: int | None = None,
     prune_threshold: float | None = None,
     overwrite: bool = False,
+    arpa_digits: int = 7,
 ) -> LmBuildResult:
     """Builds a Katz backoff n-gram LM and writes it to ``out_path`` (``.arpa`` or ``.dlm``).
 
@@ -251,6 +252,8 @@ def build_lm(
         ``<s>`` included), as ``ngramshrink --target_number_of_ngrams``.
       prune_threshold: relative-entropy pruning with this threshold (``ngramshrink --theta``).
       overwrite: replace an existing ``out_path``.
+      arpa_digits: significant digits of ARPA log10 values (OpenGrm prints 7, which rounds each
+        value by up to 5e-7; more keeps the estimate's full precision).
 
     Raises:
       ValueError: impossible parameters, empty corpus; FormatError (a ValueError) for a corpus
@@ -322,7 +325,7 @@ def build_lm(
     metadata = []
     if tok_sha is not None:
         metadata.append((TOKENIZER_SHA256_KEY, tok_sha))
-    _write_model(model, out, metadata)
+    _write_model(model, out, metadata, arpa_digits)
     seconds["write"] = time.perf_counter() - start
 
     return LmBuildResult(
@@ -339,7 +342,7 @@ def build_lm(
     )
 
 
-def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]]) -> None:
+def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]], digits: int) -> None:
     """Writes atomically: a temporary file in the same folder, then a rename."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".arpa.tmp", dir=out.parent)
     os.close(fd)
@@ -348,7 +351,7 @@ def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]]) -> None
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
     try:
-        model.write_arpa(str(tmp), metadata)
+        model.write_arpa(str(tmp), metadata, digits)
         if out.suffix.lower() == ".dlm":
             _arpa_to_binary(tmp, out)
         else:
