@@ -8,6 +8,7 @@ namespace py = pybind11;
 
 namespace dl::bindings {
 // One declaration per bindings file; keep in data-flow order.
+void BindNgram(py::module_& m);
 void BindTrain(py::module_& m);
 }  // namespace dl::bindings
 
@@ -23,5 +24,6 @@ PYBIND11_MODULE(_core, m) {
       py::set_error(PyExc_ValueError, e.what());
     }
   });
+  dl::bindings::BindNgram(m);
   dl::bindings::BindTrain(m);
 }
