@@ -47,3 +47,10 @@ def decompressed_lm(shared_data, tmp_path_factory):
         return cache[name]
 
     return get
+
+
+# The independent ARPA scorer (tests/arpa_scorer.py) and lm_helpers are imported by the trainer
+# tests.
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
