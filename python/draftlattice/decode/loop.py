@@ -173,27 +173,29 @@ def _batched_greedy_step(model, cache, pending: int, drafts: torch.Tensor):
     prefix = cache.length
     rows = torch.cat([torch.full((p, 1), pending, dtype=torch.int64), drafts], dim=1)  # [p, g+1]
     if p > 1:
-        cache.expand_batch(p)
+        cache.expand(p)
     logits = target_forward(model, rows, cache)  # [p, g+1, h, V]
-    best, num_accepted, next_token = verify.greedy_accept(drafts[None], logits[None, :, :, 0])
-    best, a = int(best[0]), int(num_accepted[0])
+    best, num_accepted, next_token = verify.greedy_accept(drafts, logits[:, :, 0])
+    best, a = int(best), int(num_accepted)
     if p > 1:
-        cache.select_batch(best)
+        cache.batch_select([best])
     cache.crop(prefix + 1 + a)
-    return drafts[best, :a].tolist(), int(next_token[0]), logits[best, a]
+    return drafts[best, :a].tolist(), int(next_token), logits[best, a]
 
 
 def _tree_step(model, cache, pending: int, drafts: torch.Tensor):
     """Verifies the prefix tree of the drafts (root = pending) in one row with a tree mask."""
     prefix = cache.length
-    tree = verify.build_tree(torch.tensor([pending]), drafts, prefix_length=prefix)
+    dtype = next(model.parameters()).dtype
+    tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=dtype)
     logits = target_forward(
-        model, tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask[None]
-    )[0]  # [N, h, V]
-    path, next_token = tree.greedy_accept(logits[:, 0])  # node indices root..last accepted
+        model, tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask_4d(prefix)
+    )[0]  # [T, h, V]
+    result = verify.tree_greedy_accept(tree, logits[:, 0])
+    a = int(result.num_accepted)
+    path = result.path[: a + 1]  # root, then the accepted nodes by depth
     keep_tree_path(cache, prefix, path)
-    accepted = tree.tokens[path[1:]].tolist()
-    return accepted, int(next_token), logits[path[-1]]
+    return tree.tokens[path[1:]].tolist(), int(result.next_token), logits[int(result.last_node)]
 
 
 def _sampling_step(model, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
@@ -203,9 +205,12 @@ def _sampling_step(model, cache, pending: int, drafts: Drafts, sampling, verifie
     rows = torch.cat([torch.tensor([[pending]]), tokens], dim=1)  # [1, g+1]
     logits = target_forward(model, rows, cache)  # [1, g+1, h, V]
     p = sampling.distribution(logits[:, :, 0].float())  # [1, g+1, V]
-    verify_fn = verify.block_verify if verifier == "block" else verify.token_verify
-    num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
-    a = int(num_accepted[0])
+    if tokens.shape[1] == 0:  # nothing drafted: the next token comes straight from the target
+        a, next_token = 0, sample_categorical(p[:, 0], generator)
+    else:
+        verify_fn = verify.block_verify if verifier == "block" else verify.token_verify
+        num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
+        a = int(num_accepted[0])
     cache.crop(prefix + 1 + a)
     return tokens[0, :a].tolist(), int(next_token[0]), logits[0, a]
 

@@ -1,9 +1,10 @@
 """The few things the decoder needs from a blockwise model, in one place.
 
-A target is any module with ``config.num_heads``, ``config.vocab_size``, ``config.max_positions``
+A target is any module with ``config.num_heads``, ``config.vocab_size``, ``config.max_seq_len``,
+``new_cache()``
 and ``forward(input_ids [B, T], cache, position_ids, attention_mask) -> .logits [B, T, h, V]``
-whose cache supports ``length``, ``crop``, ``select`` and batch expand/select
-(``draftlattice.model.KVCache``; ``draftlattice.hf`` adapts Hugging Face models to it).
+whose cache supports ``length``, ``crop``, ``select``, ``expand`` and ``batch_select``
+(``draftlattice.model.KVCache``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ def vocab_size(model) -> int:
 
 def check_positions(model, total: int) -> None:
     """Raises ValueError if prompt + new tokens exceed the model's positions."""
-    limit = getattr(model.config, "max_positions", None)
+    limit = getattr(model.config, "max_seq_len", None)
     if limit is not None and total > limit:
-        raise ValueError(f"prompt + max_new_tokens = {total} exceeds the model's max_positions {limit}")
+        raise ValueError(f"prompt + max_new_tokens = {total} exceeds the model's max_seq_len {limit}")
 
 
 def new_cache(model):
@@ -38,4 +39,4 @@ def target_forward(model, input_ids: torch.Tensor, cache, position_ids=None, att
 def keep_tree_path(cache, prefix: int, nodes) -> None:
     """Keeps the first ``prefix`` cached positions and the tree nodes ``nodes`` (indices into the
     positions appended after the prefix, in path order), dropping the other tree nodes."""
-    cache.select_positions(list(range(prefix)) + [prefix + int(node) for node in nodes])
+    cache.select(prefix + torch.as_tensor(nodes, dtype=torch.int64), prefix=prefix)
