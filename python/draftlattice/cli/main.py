@@ -16,6 +16,7 @@ import draftlattice
 # Command-group modules, in the order they appear in --help.
 COMMAND_MODULES = [
     "tokenizer",
+    "train",
 ]
 
 
