@@ -17,6 +17,7 @@ import draftlattice
 COMMAND_MODULES = [
     "tokenizer",
     "train",
+    "lm",
 ]
 
 
