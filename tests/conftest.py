@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import lzma
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The independent ARPA scorer (tests/arpa_scorer.py) is imported by several tests.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def shared_dir() -> Path:

@@ -15,6 +15,8 @@ import draftlattice
 
 # Command-group modules, in the order they appear in --help.
 COMMAND_MODULES = [
+    "tokenizer",
+    "train",
     "lm",
     "rescore",
     "lattice",

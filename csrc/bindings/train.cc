@@ -1,0 +1,166 @@
+// Bindings for the n-gram trainer (csrc/train/): counting, Katz estimation, pruning, ARPA.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+#include "train/arpa_writer.h"
+#include "train/counts.h"
+#include "train/katz.h"
+#include "train/prune.h"
+
+namespace py = pybind11;
+
+namespace dl::bindings {
+namespace {
+
+using train::BackoffModel;
+using train::NgramCounter;
+
+struct KatzModel {
+  BackoffModel model;
+  train::KatzStats stats;
+};
+
+// The words of n-gram `index` of order k (walking prefix links).
+std::vector<std::string> CounterNgramWords(const NgramCounter& counter, int k, uint32_t index) {
+  std::vector<std::string> words(k);
+  for (int m = k; m >= 2; --m) {
+    const train::CountTable& t = counter.table(m);
+    words[m - 1] = counter.Word(t.word[index]);
+    index = t.prefix[index];
+  }
+  words[0] = counter.Word(index);
+  return words;
+}
+
+void CheckOrderArg(int k, int order) {
+  if (k < 1 || k > order) throw InvalidArgument(Message("order must be in 1..", order, ", got ", k));
+}
+
+}  // namespace
+
+void BindTrain(py::module_& m) {
+  py::class_<NgramCounter>(m, "NgramCounter")
+      .def(py::init<int>(), py::arg("order"))
+      .def_property_readonly("order", &NgramCounter::order)
+      .def_property_readonly("sentences", &NgramCounter::sentences)
+      .def_property_readonly("tokens", &NgramCounter::tokens)
+      .def_property_readonly("vocab_size", &NgramCounter::vocab_size)
+      .def("memory_bytes", &NgramCounter::memory_bytes)
+      .def(
+          "add_text",
+          [](NgramCounter& counter, const py::bytes& text) {
+            char* data = nullptr;
+            Py_ssize_t size = 0;
+            if (PyBytes_AsStringAndSize(text.ptr(), &data, &size) != 0) throw py::error_already_set();
+            py::gil_scoped_release release;
+            counter.AddText(std::string_view(data, static_cast<size_t>(size)));
+          },
+          py::arg("text"))
+      .def(
+          "add_token_batch",
+          [](NgramCounter& counter, py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
+             py::array_t<int64_t, py::array::c_style | py::array::forcecast> offsets) {
+            if (ids.ndim() != 1 || offsets.ndim() != 1 || offsets.shape(0) < 1) {
+              throw InvalidArgument(Message("add_token_batch needs 1-D ids and 1-D offsets (size >= 1), got ndim ",
+                                            ids.ndim(), " and ", offsets.ndim()));
+            }
+            const int32_t* id = ids.data();
+            const int64_t* off = offsets.data();
+            const int64_t n = offsets.shape(0) - 1;
+            const int64_t total = ids.shape(0);
+            for (int64_t s = 0; s < n; ++s) {
+              if (off[s] < 0 || off[s] > off[s + 1] || off[s + 1] > total) {
+                throw InvalidArgument(Message("offsets must be non-decreasing within [0, ", total,
+                                              "], got ", off[s], ", ", off[s + 1]));
+              }
+            }
+            py::gil_scoped_release release;
+            for (int64_t s = 0; s < n; ++s) counter.AddTokens(id + off[s], static_cast<size_t>(off[s + 1] - off[s]));
+          },
+          py::arg("ids"), py::arg("offsets"))
+      .def("num_ngrams",
+           [](const NgramCounter& counter, int k) {
+             CheckOrderArg(k, counter.order());
+             return counter.NumNgrams(k);
+           })
+      .def(
+          "items",
+          [](const NgramCounter& counter, int k) {
+            CheckOrderArg(k, counter.order());
+            py::list out;
+            if (k == 1) {
+              for (train::WordId w = 0; w < counter.vocab_size(); ++w)
+                out.append(py::make_tuple(py::make_tuple(counter.Word(w)), counter.UnigramCount(w)));
+            } else {
+              const train::CountTable& t = counter.table(k);
+              for (uint32_t i = 0; i < t.size(); ++i)
+                out.append(py::make_tuple(py::tuple(py::cast(CounterNgramWords(counter, k, i))), t.count[i]));
+            }
+            return out;
+          },
+          py::arg("order"), "All n-grams of one order with their counts (for small corpora).");
+
+  py::class_<KatzModel>(m, "KatzModel")
+      .def_property_readonly("order", [](const KatzModel& k) { return k.model.order; })
+      .def("counts",
+           [](const KatzModel& k) {
+             std::vector<uint64_t> c;
+             for (int o = 1; o <= k.model.order; ++o) c.push_back(k.model.NumNgrams(o));
+             return c;
+           })
+      .def_property_readonly("count_of_counts", [](const KatzModel& k) { return k.stats.count_of_counts; })
+      .def_property_readonly("discounts", [](const KatzModel& k) { return k.stats.discounts; })
+      .def(
+          "prune",
+          [](KatzModel& k, std::optional<double> threshold, std::optional<int64_t> target) {
+            train::PruneOptions options;
+            if (threshold) {
+              if (!(*threshold >= 0)) throw InvalidArgument(Message("prune threshold must be >= 0, got ", *threshold));
+              options.threshold = *threshold;
+            }
+            if (target) {
+              if (*target < 0) throw InvalidArgument(Message("prune target must be >= 0, got ", *target));
+              options.target = *target;
+            }
+            py::gil_scoped_release release;
+            const train::PruneResult r = train::PruneRelativeEntropy(&k.model, options);
+            return std::make_pair(r.theta_ln, r.removed);
+          },
+          py::arg("threshold") = py::none(), py::arg("target") = py::none(),
+          "Relative-entropy pruning; returns (theta applied to D, n-grams removed).")
+      .def(
+          "write_arpa",
+          [](const KatzModel& k, const std::string& path,
+             const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
+            py::gil_scoped_release release;
+            train::WriteArpa(k.model, path, metadata, digits);
+          },
+          py::arg("path"), py::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
+          py::arg("digits") = 7);
+
+  m.def(
+      "estimate_katz",
+      [](NgramCounter& counter, std::vector<uint64_t> min_counts) {
+        auto result = std::make_unique<KatzModel>();
+        train::KatzOptions options;
+        options.min_counts = std::move(min_counts);
+        {
+          py::gil_scoped_release release;
+          result->model = train::EstimateKatz(&counter, options, &result->stats);
+        }
+        return result;
+      },
+      py::arg("counter"), py::arg("min_counts") = std::vector<uint64_t>{},
+      "Katz estimation (OpenGrm ngrammake --method=katz); consumes the counter's records.");
+}
+
+}  // namespace dl::bindings

@@ -1,0 +1,79 @@
+"""`draftlattice lm build`: build a Katz backoff n-gram LM from text (see draftlattice.lmbuild).
+
+The `lm` command group (cli/lm.py) adds this subcommand with ``register_build(lm_subparsers)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _min_counts(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--min-count takes comma-separated integers, one per order (e.g. 1,1,2,4), got {text!r}"
+        ) from None
+
+
+def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = lm_subparsers.add_parser(
+        "build",
+        help="build a Katz backoff n-gram LM (OpenGrm-compatible) from text",
+        description=(
+            "Count n-grams in CORPUS files (one sentence per line; .xz/.gz/.bz2 ok), estimate a "
+            "Katz backoff model exactly as OpenGrm NGram's ngrammake --method=katz, optionally "
+            "prune it with relative entropy (ngramshrink), and write ARPA (.arpa) or binary (.dlm)."
+        ),
+    )
+    parser.add_argument("corpus", nargs="+", help="text corpus files")
+    parser.add_argument("--order", type=int, default=4, help="n-gram order (default 4)")
+    parser.add_argument(
+        "--tokenizer",
+        help="Hugging Face tokenizer.json: build over its token ids (default: whitespace words)",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=_min_counts,
+        metavar="C1,C2,..",
+        help="minimum count per order, e.g. 1,1,2,4 (the paper's)",
+    )
+    prune = parser.add_mutually_exclusive_group()
+    prune.add_argument(
+        "--prune-to",
+        type=int,
+        metavar="N",
+        help="relative-entropy pruning to N n-grams in total (unigrams and <s> included)",
+    )
+    prune.add_argument(
+        "--prune-threshold", type=float, metavar="T", help="relative-entropy pruning threshold"
+    )
+    parser.add_argument("-o", "--output", required=True, help="output file (.arpa or .dlm)")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    parser.set_defaults(func=run_build)
+    return parser
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from ..lmbuild import build_lm
+
+    result = build_lm(
+        args.corpus,
+        args.order,
+        out_path=args.output,
+        tokenizer=args.tokenizer,
+        min_counts=args.min_count,
+        prune_to=args.prune_to,
+        prune_threshold=args.prune_threshold,
+        overwrite=args.force,
+    )
+    counts = " / ".join(f"{c:,}" for c in result.counts)
+    seconds = sum(result.seconds.values())
+    print(
+        f"wrote {result.path}: order {result.order}, n-grams per order {counts} "
+        f"({result.sentences:,} sentences, {result.tokens:,} tokens, {seconds:.1f} s)",
+        file=sys.stdout,
+    )
+    return 0

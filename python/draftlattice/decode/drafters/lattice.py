@@ -1,0 +1,3 @@
+"""N-gram lattice rescoring drafts (placeholder until the engine lands)."""
+class LatticeDrafter:
+    pass

@@ -1,0 +1,8 @@
+"""Blockwise parallel transformer LM with h heads, its KV cache, saving/loading and training."""
+
+from .blockwise import BlockwiseLM, BlockwiseOutput
+from .cache import KVCache
+from .config import BlockwiseConfig
+from .io import load_model, save_model
+
+__all__ = ["BlockwiseConfig", "BlockwiseLM", "BlockwiseOutput", "KVCache", "load_model", "save_model"]

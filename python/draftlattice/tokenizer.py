@@ -1,0 +1,109 @@
+"""Byte-level BPE tokenizers (the `tokenizers` package), trained offline on a text corpus.
+
+A byte-level BPE covers every UTF-8 string (no unknown tokens), so n-gram LMs and the blockwise
+model built over it see every corpus line. Corpus lines are read as documents: line-edge spaces
+are stripped and blank lines dropped, the convention of the WikiText-2 recipes in lm_models/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
+MIN_VOCAB_SIZE = 256 + 1  # the 256 byte symbols plus at least one merge or special token
+
+
+def corpus_lines(files: Iterable[str | Path]) -> Iterator[str]:
+    """Yield the non-blank lines of ``files`` with line-edge whitespace stripped.
+
+    Raises ``ValueError`` naming the file and line when a file is not valid UTF-8.
+    """
+    for path in files:
+        path = Path(path)
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason})") from None
+                if line:
+                    yield line
+
+
+def train_tokenizer(
+    files: Sequence[str | Path],
+    vocab_size: int,
+    out_path: str | Path,
+    special_tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS,
+    *,
+    min_frequency: int = 2,
+    show_progress: bool = False,
+):
+    """Train a byte-level BPE tokenizer on ``files`` and write it to ``out_path`` (tokenizer.json).
+
+    ``vocab_size`` counts the 256 byte symbols, the merges and ``special_tokens`` (which get the
+    first ids, in the order given). Returns the trained ``tokenizers.Tokenizer``.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if not files:
+        raise ValueError("no corpus files given")
+    for path in files:
+        if not Path(path).is_file():
+            raise ValueError(f"corpus file not found: {path}")
+    if vocab_size < MIN_VOCAB_SIZE + len(special_tokens):
+        raise ValueError(
+            f"vocab_size {vocab_size} too small: needs at least 256 byte symbols + "
+            f"{len(special_tokens)} special tokens + 1 merge"
+        )
+    if len(set(special_tokens)) != len(special_tokens) or any(not t for t in special_tokens):
+        raise ValueError(f"special tokens must be distinct and non-empty: {list(special_tokens)}")
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=show_progress,
+    )
+    lines = corpus_lines(files)
+    first = next(lines, None)
+    if first is None:
+        raise ValueError(f"corpus is empty (no non-blank lines): {[str(f) for f in files]}")
+
+    def all_lines() -> Iterator[str]:
+        yield first
+        yield from lines
+
+    tokenizer.train_from_iterator(all_lines(), trainer=trainer)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(out_path))
+    logger.info("wrote %s (vocab %d)", out_path, tokenizer.get_vocab_size())
+    return tokenizer
+
+
+def load_tokenizer(path: str | Path):
+    """Load a ``tokenizer.json`` offline; ``ValueError`` if it is missing or does not parse."""
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"tokenizer file not found: {path}")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
+        raise ValueError(f"{path}: not a valid tokenizer.json ({error})") from None
+
+
+def tokenizer_sha256(path: str | Path) -> str:
+    """Hex sha256 of the tokenizer.json bytes (what n-gram LMs record to detect a mismatch)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

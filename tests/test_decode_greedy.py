@@ -1,0 +1,150 @@
+"""Greedy blockwise decoding equals plain greedy decoding of the target, for every drafter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from _decode_models import VOCAB, one_thread, prompts, trained_model  # noqa: F401 (fixture)
+from draftlattice.decode import (
+    BlockwiseDecoder,
+    Drafts,
+    NeuralDrafter,
+    OracleDrafter,
+    SamplingConfig,
+    VanillaDrafter,
+    greedy_decode,
+)
+
+NEW_TOKENS = 24
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def drafters(model, reference):
+    yield VanillaDrafter()
+    yield NeuralDrafter(trained_model(2, seed=1), k=3, alpha=1.0)
+    yield NeuralDrafter(trained_model(2, seed=1), k=2, alpha=5.0, window=3)
+    yield OracleDrafter(reference, k=3)
+
+
+@pytest.mark.parametrize("h", [2, 4])
+@pytest.mark.parametrize("verifier", ["greedy", "tree"])
+def test_every_drafter_reproduces_greedy_decoding(h, verifier):
+    model = trained_model(h)
+    sizes = torch.zeros(h + 1, dtype=torch.int64)
+    for prompt in prompts(3, seed=h):
+        expected = greedy_decode(model, prompt, NEW_TOKENS)
+        for drafter in drafters(model, prompt + expected):
+            result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, NEW_TOKENS)
+            assert result.tokens == expected, (drafter.name, prompt)
+            stats = result.stats
+            assert stats.new_tokens == NEW_TOKENS
+            assert sum(n * c for n, c in enumerate(stats.block_sizes)) + 1 >= NEW_TOKENS
+            assert stats.serial_calls == stats.steps + 1 == sum(stats.block_sizes) + 1
+            sizes[: len(stats.block_sizes)] += torch.tensor(stats.block_sizes)
+    # The models are trained so that both full acceptance and rejection occur.
+    assert sizes[h] > 0 and sizes[1:h].sum() > 0, sizes.tolist()
+
+
+def test_plain_greedy_with_cache_matches_recomputation():
+    model = trained_model(4)
+    for prompt in prompts(3, seed=7):
+        assert greedy_decode(model, prompt, 20) == greedy_decode(model, prompt, 20, use_cache=False)
+
+
+class RecordingDrafter:
+    """Vanilla drafts with several rows (ranked by p-th best per head) and a log of its inputs."""
+
+    name = "recording"
+
+    def __init__(self, p: int) -> None:
+        self.num_drafts = p
+        self.calls: list[tuple[torch.Tensor, list[int]]] = []
+
+    def propose(self, head_logits, context):
+        self.calls.append((head_logits.clone(), list(context)))
+        top = head_logits.topk(self.num_drafts, -1).indices  # [g, p]
+        rows = top.T.clone()
+        rows[1:, 0] = rows[0, 0]  # rows share a first token, so the tree really merges prefixes
+        return Drafts(torch.unique(rows, dim=0, sorted=False)[: self.num_drafts])
+
+
+@pytest.mark.parametrize("verifier", ["greedy", "tree"])
+@pytest.mark.parametrize("p", [1, 3])
+def test_kv_cache_is_rolled_back_to_the_committed_tokens(verifier, p):
+    """Each step's head logits (computed from the rolled-back cache) equal a fresh forward."""
+    model = trained_model(4)
+    prompt = prompts(1, seed=3)[0]
+    drafter = RecordingDrafter(p)
+    result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, 30)
+    assert result.tokens == greedy_decode(model, prompt, 30)
+    assert len(drafter.calls) >= 5
+    for head_logits, context in drafter.calls:
+        # context ends with the pending token; the heads come from the position before it.
+        with torch.inference_mode():
+            fresh = model(torch.tensor([context[:-1]])).logits[0, -1, 1 : 1 + head_logits.shape[0]]
+        torch.testing.assert_close(head_logits, fresh, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("verifier", ["greedy", "tree"])
+def test_several_drafts_match_and_never_accept_less_than_the_first(verifier):
+    model = trained_model(4)
+    prompt = prompts(1, seed=5)[0]
+    expected = greedy_decode(model, prompt, 30)
+    one = BlockwiseDecoder(model, RecordingDrafter(1), verifier).generate(prompt, 30)
+    three = BlockwiseDecoder(model, RecordingDrafter(3), verifier).generate(prompt, 30)
+    assert one.tokens == three.tokens == expected
+    assert three.stats.serial_calls <= one.stats.serial_calls
+
+
+def test_eos_stops_generation_and_is_included():
+    model = trained_model(4)
+    prompt = prompts(1, seed=2)[0]
+    expected = greedy_decode(model, prompt, 30)
+    eos = expected[10]
+    cut = expected[: expected.index(eos) + 1]
+    assert greedy_decode(model, prompt, 30, eos_token_id=eos) == cut
+    for verifier in ("greedy", "tree"):
+        result = BlockwiseDecoder(model, VanillaDrafter(), verifier).generate(prompt, 30, eos_token_id=eos)
+        assert result.tokens == cut
+        assert result.stats.new_tokens == len(cut)
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 3, 5])
+def test_short_generations(max_new):
+    model = trained_model(4)
+    prompt = prompts(1, seed=4)[0]
+    result = BlockwiseDecoder(model, VanillaDrafter()).generate(prompt, max_new)
+    assert result.tokens == greedy_decode(model, prompt, max_new)
+    assert result.stats.serial_calls <= max_new
+
+
+def test_bad_arguments_raise_clear_errors():
+    model = trained_model(2)
+    with pytest.raises(ValueError, match="verifier"):
+        BlockwiseDecoder(model, VanillaDrafter(), "beam")
+    with pytest.raises(ValueError, match="greedily"):
+        BlockwiseDecoder(model, VanillaDrafter(), "tree", SamplingConfig())
+    decoder = BlockwiseDecoder(model, VanillaDrafter())
+    with pytest.raises(ValueError, match="out of range"):
+        decoder.generate([VOCAB], 3)
+    with pytest.raises(ValueError, match="non-empty"):
+        decoder.generate([], 3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        decoder.generate([1], 0)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        decoder.generate([1] * 100, 100)
+    with pytest.raises(ValueError, match="reference"):
+        BlockwiseDecoder(model, OracleDrafter([5, 5, 5])).generate([1, 2], 4)
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingConfig(temperature=0)
+
+
+class BadDrafter(VanillaDrafter):
+    def propose(self, head_logits, context):
+        return Drafts(torch.zeros(1, head_logits.shape[0] + 1, dtype=torch.int64))
+
+
+def test_a_drafter_returning_the_wrong_shape_is_reported():
+    with pytest.raises(ValueError, match="expected"):
+        BlockwiseDecoder(trained_model(2), BadDrafter()).generate([1, 2], 5)
