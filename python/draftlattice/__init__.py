@@ -31,4 +31,14 @@ __all__ = [
     "sample_drafts_batch",
     "oracle_draft",
     "oracle_drafts",
+    "verify",
 ]
+_LAZY_SUBMODULES = {"verify"}  # need torch; imported on first attribute access
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
