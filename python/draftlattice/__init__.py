@@ -31,4 +31,25 @@ __all__ = [
     "sample_drafts_batch",
     "oracle_draft",
     "oracle_drafts",
+    "verify",
+    "decode",
+    "BlockwiseDecoder",
+    "SamplingConfig",
 ]
+
+_LAZY_SUBMODULES = {"verify"}  # need torch; imported on first attribute access
+_LAZY_SUBMODULES |= {"decode"}
+# Names re-exported from torch-dependent submodules, also imported on first access.
+_LAZY_ATTRIBUTES = {"BlockwiseDecoder": "decode", "SamplingConfig": "decode"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRIBUTES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_ATTRIBUTES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
