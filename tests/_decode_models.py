@@ -80,3 +80,27 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@functools.lru_cache(maxsize=None)
+def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOCAB):
+    """A Katz n-gram LM (draftlattice.build_lm) over the token ids of ``markov_corpus(seed)``.
+
+    Lines of 20 tokens, words = decimal token ids (the convention of LMs over a model's tokens).
+    """
+    from pathlib import Path
+
+    from draftlattice import NgramLM
+    from draftlattice.lmbuild import build_lm
+
+    tokens = markov_corpus(20000, seed, vocab).tolist()
+    corpus = Path(directory) / f"markov-{seed}-{vocab}.txt"
+    corpus.write_text("".join(" ".join(map(str, tokens[i : i + 20])) + "\n" for i in range(0, len(tokens), 20)))
+    out = Path(directory) / f"markov-{seed}-{vocab}-{order}.arpa"
+    build_lm(corpus, order, out_path=out, overwrite=True)
+    return NgramLM(out)
+
+
+@pytest.fixture(scope="session")
+def ngram_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("decode-ngram"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _decode_models import VOCAB, one_thread, prompts, trained_model  # noqa: F401 (fixture)
+from _decode_models import VOCAB, markov_ngram, ngram_dir, one_thread, prompts, trained_model  # noqa: F401
 from draftlattice.decode import (
     BlockwiseDecoder,
     Drafts,
+    LatticeDrafter,
     NeuralDrafter,
     OracleDrafter,
     SamplingConfig,
@@ -20,8 +21,11 @@ NEW_TOKENS = 24
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def drafters(model, reference):
+def drafters(model, reference, lm):
     yield VanillaDrafter()
+    yield LatticeDrafter(lm, k=2, p=1, alpha=0.5)
+    yield LatticeDrafter(lm, k=3, p=4, alpha=1.0)
+    yield LatticeDrafter(lm, k=4, p=2, alpha=0.0, bos=False)
     yield NeuralDrafter(trained_model(2, seed=1), k=3, alpha=1.0)
     yield NeuralDrafter(trained_model(2, seed=1), k=2, alpha=5.0, window=3)
     yield OracleDrafter(reference, k=3)
@@ -29,12 +33,13 @@ def drafters(model, reference):
 
 @pytest.mark.parametrize("h", [2, 4])
 @pytest.mark.parametrize("verifier", ["greedy", "tree"])
-def test_every_drafter_reproduces_greedy_decoding(h, verifier):
+def test_every_drafter_reproduces_greedy_decoding(h, verifier, ngram_dir):
     model = trained_model(h)
+    lm = markov_ngram(ngram_dir, order=3)
     sizes = torch.zeros(h + 1, dtype=torch.int64)
     for prompt in prompts(3, seed=h):
         expected = greedy_decode(model, prompt, NEW_TOKENS)
-        for drafter in drafters(model, prompt + expected):
+        for drafter in drafters(model, prompt + expected, lm):
             result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, NEW_TOKENS)
             assert result.tokens == expected, (drafter.name, prompt)
             stats = result.stats
@@ -148,3 +153,29 @@ class BadDrafter(VanillaDrafter):
 def test_a_drafter_returning_the_wrong_shape_is_reported():
     with pytest.raises(ValueError, match="expected"):
         BlockwiseDecoder(trained_model(2), BadDrafter()).generate([1, 2], 5)
+
+
+def test_lattice_drafts_are_the_exact_p_best_of_the_rescored_lattice(ngram_dir):
+    """p-best drafts by brute force over all k**g drafts, scored with the LM's own scorer."""
+    import itertools
+
+    lm = markov_ngram(ngram_dir, order=3)
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(0)) * 2
+    context = [3, 7, 1]
+    drafter = LatticeDrafter(lm, k=3, p=5, alpha=0.7, bos=True)
+    lattice = drafter.lattice(logits)
+    logp = torch.log_softmax(logits, -1)
+    totals = []
+    for ranks in itertools.product(range(3), repeat=3):
+        draft = [int(lattice.tokens[i, r]) for i, r in enumerate(ranks)]
+        lm_score = lm.score(draft, context=context, bos=True)
+        totals.append((float(sum(logp[i, t] for i, t in enumerate(draft))) + 0.7 * lm_score, draft))
+    best = [d for _, d in sorted(totals, key=lambda x: -x[0])[:5]]
+    assert drafter.propose(logits, context).tokens.tolist() == best
+
+
+def test_lattice_drafter_rejects_bad_settings(ngram_dir):
+    lm = markov_ngram(ngram_dir, order=3)
+    for kwargs in ({"k": 0}, {"p": 0}, {"alpha": -1.0}):
+        with pytest.raises(ValueError):
+            LatticeDrafter(lm, **kwargs)

@@ -14,8 +14,8 @@ import pytest
 import scipy.stats
 import torch
 
-from _decode_models import one_thread, trained_model  # noqa: F401 (fixture)
-from draftlattice.decode import BlockwiseDecoder, Drafts, NeuralDrafter, SamplingConfig, VanillaDrafter
+from _decode_models import markov_ngram, ngram_dir, one_thread, trained_model  # noqa: F401 (fixtures)
+from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -72,13 +72,20 @@ CASES = [
     ("token", "vanilla", SamplingConfig(top_p=0.8)),
     ("block", "neural", SamplingConfig(temperature=0.8)),
     ("block", "vanilla", SamplingConfig(temperature=1.5, top_k=2)),
+    ("block", "ngram", SamplingConfig(temperature=0.9)),
+    ("token", "ngram", SamplingConfig(top_k=2)),
 ]
 
 
 @pytest.mark.parametrize(("verifier", "drafter_name", "sampling"), CASES)
-def test_sampling_preserves_the_target_distribution(verifier, drafter_name, sampling):
+def test_sampling_preserves_the_target_distribution(verifier, drafter_name, sampling, ngram_dir):
     model = tiny_model()
-    drafter = VanillaDrafter() if drafter_name == "vanilla" else NeuralDrafter(trained_model(2, seed=4, vocab=VOCAB), k=2, alpha=1.0)
+    if drafter_name == "vanilla":
+        drafter = VanillaDrafter()
+    elif drafter_name == "neural":
+        drafter = NeuralDrafter(trained_model(2, seed=4, vocab=VOCAB), k=2, alpha=1.0)
+    else:  # exact samples from the lattice rescored by a trigram LM, k = 2 of 3 tokens
+        drafter = LatticeDrafter(markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB), k=2, alpha=1.0)
     decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
     counts = decoder_counts(decoder, seed=11)
     assert chi_square_pvalue(target_law(model, sampling), counts) > 1e-3

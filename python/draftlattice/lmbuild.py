@@ -367,7 +367,14 @@ def _arpa_to_binary(arpa: Path, out: Path) -> None:
         raise ValueError(
             "writing .dlm needs draftlattice.ngram.NgramLM, which this build lacks; write .arpa"
         ) from None
-    NgramLM(str(arpa)).save(str(out))
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".dlm.tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        NgramLM(str(arpa)).save(tmp_name, overwrite=True)
+        os.chmod(tmp_name, os.stat(arpa).st_mode & 0o777)
+        os.replace(tmp_name, out)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)
 
 
 def read_arpa_metadata(path: str | os.PathLike[str]) -> dict[str, str]:

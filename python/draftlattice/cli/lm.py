@@ -16,7 +16,7 @@ import sys
 import time
 
 # Modules adding `lm` subcommands, each exposing register_lm(lm_subparsers).
-EXTENSION_MODULES: list[str] = []
+EXTENSION_MODULES: list[str] = ["draftlattice.cli.lm_build"]
 
 
 def _info(args: argparse.Namespace) -> int:

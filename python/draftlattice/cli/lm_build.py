@@ -56,6 +56,11 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
     return parser
 
 
+def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
+    """The hook cli/lm.py calls for each module in EXTENSION_MODULES."""
+    register_build(lm_subparsers)
+
+
 def run_build(args: argparse.Namespace) -> int:
     from ..lmbuild import build_lm
 
