@@ -20,6 +20,8 @@ COMMAND_MODULES = [
     "lm",
     "rescore",
     "lattice",
+    "trace",
+    "eval",
 ]
 
 
