@@ -39,7 +39,8 @@ class ThresholdPolicy:
 
     @property
     def name(self) -> str:
-        return f"adaptive(k={self.k},p={self.p_lo}/{self.p_hi},{self.side} H>{self.tau:.3f})"
+        test = "H>" if self.side == "high" else "H<="
+        return f"adaptive(k={self.k},p={self.p_hi} if {test}{self.tau:.3f} else {self.p_lo})"
 
 
 def upper_hull(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
