@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import lzma
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The independent ARPA scorer (tests/arpa_scorer.py) is imported by several tests.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def shared_dir() -> Path:
@@ -47,10 +51,3 @@ def decompressed_lm(shared_data, tmp_path_factory):
         return cache[name]
 
     return get
-
-
-# The independent ARPA scorer (tests/arpa_scorer.py) and lm_helpers are imported by the trainer
-# tests.
-import sys  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))

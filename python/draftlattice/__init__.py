@@ -32,9 +32,16 @@ __all__ = [
     "oracle_draft",
     "oracle_drafts",
     "verify",
+    "decode",
+    "evaluate",
+    "BlockwiseDecoder",
+    "SamplingConfig",
 ]
 
-_LAZY_SUBMODULES = {"verify"}  # need torch; imported on first attribute access
+# Submodules that need torch: imported on first attribute access, so the core imports without it.
+_LAZY_SUBMODULES = {"verify", "decode", "evaluate"}
+# Names re-exported from torch-dependent submodules, also imported on first access.
+_LAZY_ATTRIBUTES = {"BlockwiseDecoder": "decode", "SamplingConfig": "decode"}
 
 
 def __getattr__(name: str):
@@ -42,4 +49,8 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRIBUTES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY_ATTRIBUTES[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

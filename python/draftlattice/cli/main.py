@@ -20,6 +20,8 @@ COMMAND_MODULES = [
     "lattice",
     "tokenizer",
     "train",
+    "trace",
+    "eval",
 ]
 
 

@@ -1,0 +1,77 @@
+"""`draftlattice eval`: block efficiency and the paper's analyses, on a trace or live."""
+
+from __future__ import annotations
+
+import argparse
+
+from .trace import WIKITEXT_TEST, record_from_args
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from draftlattice.evaluate.report import evaluate_trace, format_tables, write_report
+    from draftlattice.evaluate.trace import load_trace
+    from draftlattice.ngram import NgramLM
+
+    if args.trace:
+        trace = load_trace(args.trace)
+    else:
+        if not (args.prompts or args.wikitext_test):
+            raise ValueError("live evaluation needs --prompts or --wikitext-test")
+        trace = record_from_args(args)  # live: record in memory; replay is exact (see replay.py)
+    neural = None
+    if args.neural_lm:
+        from draftlattice.decode import NeuralDrafter
+        from draftlattice.model.io import load_model
+
+        neural = NeuralDrafter(load_model(args.neural_lm), k=args.k, alpha=args.neural_alpha)
+    result = evaluate_trace(trace, NgramLM(args.lm), k=args.k, p=args.p, alpha=args.alpha, bos=not args.no_bos,
+                            ks=_ints(args.ks), ps=_ints(args.ps), tune_alpha=args.tune_alpha,
+                            alphas=_floats(args.alphas), heldout_fraction=args.heldout_fraction,
+                            neural=neural, adaptive=not args.no_adaptive,
+                            entropy_threshold=args.entropy_threshold, accuracy_threshold=args.accuracy_threshold,
+                            num_threads=args.threads or None)
+    print(format_tables(result), end="")
+    if args.output:
+        for path in write_report(result, args.output):
+            print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval", help="block efficiency and analyses (trace replay or live)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="trace file from `draftlattice trace record`")
+    source.add_argument("--model", help="model directory: record a trace in memory first (live)")
+    group = parser.add_argument_group("live prompts (with --model)")
+    group.add_argument("--prompts")
+    group.add_argument("--wikitext-test", type=int, metavar="N")
+    group.add_argument("--wikitext-path", default=str(WIKITEXT_TEST))
+    group.add_argument("--prompt-tokens", type=int, default=32)
+    group.add_argument("--max-new-tokens", type=int, default=128)
+    group.add_argument("--top-k", type=int, default=16)
+    parser.add_argument("--lm", required=True, help="n-gram LM (.arpa[.xz|.gz] or .dlm) over the model's token ids")
+    parser.add_argument("--k", type=int, default=16, help="candidates per head (<= trace top-K)")
+    parser.add_argument("--p", type=int, default=16, help="drafts for the p-best rows of Table 4")
+    parser.add_argument("--alpha", type=float, default=0.5, help="LM weight (natural log)")
+    parser.add_argument("--no-bos", action="store_true", help="do not put <s> before the context")
+    parser.add_argument("--tune-alpha", action="store_true", help="tune alpha on held-out prompts, report on the rest")
+    parser.add_argument("--alphas", default="0,0.1,0.25,0.5,1,2")
+    parser.add_argument("--heldout-fraction", type=float, default=0.25)
+    parser.add_argument("--ks", default="1,2,4,8,16", help="k values of Figure 6")
+    parser.add_argument("--ps", default="1,2,4,8,16", help="p values of Figure 7")
+    parser.add_argument("--neural-lm", help="model directory of a small LM for the neural rescoring row")
+    parser.add_argument("--neural-alpha", type=float, default=0.5)
+    parser.add_argument("--no-adaptive", action="store_true", help="skip entropy-adaptive drafting")
+    parser.add_argument("--entropy-threshold", type=float, default=3.0, help="h_max threshold (nats)")
+    parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")
+    parser.add_argument("--threads", type=int, default=0, help="rescoring threads (default: all)")
+    parser.add_argument("-o", "--output", help="directory for results.json, tables.txt and PNGs")
+    parser.set_defaults(func=_run)

@@ -1,0 +1,70 @@
+"""N-gram lattice rescoring drafts (Kim et al. 2024, with exact p-best and exact sampling).
+
+The heads' top-k candidates form a sausage lattice of k**g drafts; each draft d is scored
+    total(d) = sum_i log p_head(d_i) + alpha * ln p_LM(d | committed text)
+by a backoff n-gram LM over the model's tokenizer (C++ core, ``draftlattice.rescore``). Greedy
+mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws one
+draft from P(d) proportional to exp(total(d)) and hands the verifier the exact conditional
+distribution of every drawn token (``draftlattice.sample_drafts``, forward-backward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ...lattice import Lattice
+from ...rescore import rescore
+from ...sample import sample_drafts
+from ..sampling import SamplingConfig, scatter_candidates
+from .base import Drafts, check_head_logits
+
+
+class LatticeDrafter:
+    """Top-k lattice rescored by an n-gram LM.
+
+    Args:
+        lm: ``draftlattice.NgramLM`` whose token ids are the model's (same tokenizer).
+        k: candidates per head (>= 1; capped at the vocabulary size).
+        p: drafts per step in greedy mode (verified together as rows or as a tree).
+        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only).
+        bos: the committed text starts a sentence/line (``<s>`` before the context).
+    """
+
+    name = "ngram"
+
+    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if p < 1:
+            raise ValueError(f"p must be >= 1, got {p}")
+        if not alpha >= 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
+
+    def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
+        """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
+        check_head_logits(head_logits)
+        logits = head_logits.detach().float().cpu().numpy()
+        return Lattice.from_logits(logits, min(self.k, logits.shape[1]), temperature)
+
+    def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
+        result = rescore(self.lattice(head_logits), self.lm, self.num_drafts, self.alpha,
+                         np.asarray(context, dtype=np.int32), self.bos)
+        return Drafts(torch.from_numpy(result.tokens.astype(np.int64)))
+
+    def sample(
+        self,
+        head_logits: torch.Tensor,
+        context: Sequence[int],
+        sampling: SamplingConfig,
+        generator: torch.Generator | None,
+    ) -> Drafts:
+        lattice = self.lattice(head_logits, sampling.temperature)
+        drawn = sample_drafts(lattice, self.lm, 1, self.alpha, np.asarray(context, dtype=np.int32),
+                              self.bos, generator)
+        candidates = torch.from_numpy(lattice.tokens.astype(np.int64))  # [g, k]
+        q = scatter_candidates(candidates, torch.from_numpy(drawn.q[0]), head_logits.shape[1])
+        return Drafts(torch.from_numpy(drawn.tokens.astype(np.int64)), q[None])

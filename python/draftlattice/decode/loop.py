@@ -1,0 +1,235 @@
+"""Blockwise parallel decoding (Stern et al. 2018) with drafters and lossless verification.
+
+State between steps: the KV cache holds every committed token except the last one, ``pending``,
+which is already decided (head 1's argmax in greedy mode, a verifier's draw in sampling mode); and
+``heads`` [h, V] are the model's head outputs at the last cached position, so heads 2..h predict
+the g = h - 1 tokens that follow ``pending``. One step:
+
+1. draft: the drafter turns heads 2..h into drafts d [p, g] (context = committed + pending);
+2. verify: ONE target forward on the rows [pending, d_1 .. d_g] (p rows batched, or one tree)
+   gives head 1's prediction after every draft prefix (acceptance) and, at the last accepted
+   position, all heads' outputs for the next block (Stern et al.'s combined verify/predict step);
+3. commit pending + the a accepted draft tokens, keep the verifier's next token as the new
+   pending, and roll the cache back to the accepted path (crop, or select tree nodes).
+
+Each step therefore costs one serial call and commits 1..h tokens. In greedy mode the output is
+the target's greedy output exactly; in sampling mode (block or token verification) the output
+distribution is the target's exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .. import verify
+from .drafters.base import Drafter, Drafts, empty_drafts
+from .model_api import check_positions, keep_tree_path, new_cache, num_heads, target_forward, vocab_size
+from .sampling import SamplingConfig, sample_categorical
+from .stats import DecodeStats
+
+logger = logging.getLogger(__name__)
+
+VERIFIERS = ("greedy", "tree", "token", "block")
+
+
+@dataclass
+class DecodeResult:
+    """Output of one ``generate`` call: the new tokens (prompt excluded) and the run's statistics."""
+
+    tokens: list[int]
+    stats: DecodeStats
+
+
+class BlockwiseDecoder:
+    """Blockwise parallel decoder around a model with h heads.
+
+    Args:
+        model: a ``BlockwiseLM`` (or anything with the same forward/cache interface); logits
+            [B, T, h, V], head j at position t predicting token t + j.
+        drafter: turns heads 2..h into drafts (see ``draftlattice.decode.drafters``).
+        verifier: "greedy" (drafts verified as p batched rows), "tree" (the drafts' prefix tree in
+            one row with a tree attention mask) -- both greedy decoding; "block" (block
+            verification, Sun et al. 2024) or "token" (token-by-token speculative sampling) --
+            lossless sampling, one draft per step.
+        sampling: the target's sampling settings for "block"/"token" (default: temperature 1).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        drafter: Drafter,
+        verifier: str = "greedy",
+        sampling: SamplingConfig | None = None,
+    ) -> None:
+        if verifier not in VERIFIERS:
+            raise ValueError(f"verifier must be one of {VERIFIERS}, got {verifier!r}")
+        if verifier in ("greedy", "tree") and sampling is not None:
+            raise ValueError(f"verifier {verifier!r} decodes greedily; use 'block' or 'token' to sample")
+        self.model = model
+        self.drafter = drafter
+        self.verifier = verifier
+        self.sampling = (sampling or SamplingConfig()) if verifier in ("token", "block") else None
+        self.h = num_heads(model)
+        self.vocab_size = vocab_size(model)
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompt_ids: Sequence[int] | torch.Tensor,
+        max_new_tokens: int,
+        *,
+        generator: torch.Generator | None = None,
+        eos_token_id: int | None = None,
+    ) -> DecodeResult:
+        """Decodes up to ``max_new_tokens`` tokens after the prompt.
+
+        Args:
+            prompt_ids: [T] token ids, T >= 1.
+            max_new_tokens: >= 1.
+            generator: randomness of sampling mode (drafts and verification).
+            eos_token_id: stop after this token (it is included in the output).
+        Returns:
+            DecodeResult with the new tokens and this run's DecodeStats.
+        """
+        prompt = _as_prompt(prompt_ids, self.vocab_size)
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        check_positions(self.model, len(prompt) + max_new_tokens)
+        self.model.eval()
+        stats = DecodeStats()
+
+        start = time.perf_counter()
+        cache = new_cache(self.model)
+        heads = target_forward(self.model, torch.tensor([prompt]), cache)[0, -1]  # [h, V]
+        pending = self._first_token(heads[0], generator)
+        stats.serial_calls += 1
+        stats.prefill_calls += 1
+        stats.prefill_seconds += time.perf_counter() - start
+
+        context = list(prompt)
+        new: list[int] = []
+        while len(new) + 1 < max_new_tokens and pending != eos_token_id:
+            g = min(self.h - 1, max_new_tokens - len(new) - 2)
+            context.append(pending)
+            start = time.perf_counter()
+            drafts = self._draft(heads[1 : 1 + g], context, generator)
+            stats.drafting_seconds += time.perf_counter() - start
+
+            start = time.perf_counter()
+            accepted, pending, heads = self._verify_step(cache, context[-1], drafts, generator)
+            stats.verification_seconds += time.perf_counter() - start
+            stats.serial_calls += 1
+            stats.record_step(1 + len(accepted))
+
+            new.append(context[-1])
+            new.extend(accepted)
+            context.extend(accepted)
+            if eos_token_id is not None and eos_token_id in new:
+                break
+        else:
+            new.append(pending)
+
+        if eos_token_id is not None and eos_token_id in new:
+            new = new[: new.index(eos_token_id) + 1]
+        new = new[:max_new_tokens]
+        stats.new_tokens = len(new)
+        logger.debug("generate: %s", stats.summary())
+        return DecodeResult(new, stats)
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def _first_token(self, head1_logits: torch.Tensor, generator: torch.Generator | None) -> int:
+        if self.sampling is None:
+            return int(head1_logits.argmax())
+        return int(sample_categorical(self.sampling.distribution(head1_logits.float()), generator))
+
+    def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:
+        if head_logits.shape[0] == 0:
+            return empty_drafts(self.vocab_size, self.sampling is not None)
+        if self.sampling is None:
+            drafts = self.drafter.propose(head_logits, context)
+        else:
+            drafts = self.drafter.sample(head_logits, context, self.sampling, generator)
+        _check_drafts(drafts, head_logits.shape[0], self.vocab_size, self.sampling is not None)
+        return drafts
+
+    def _verify_step(self, cache, pending: int, drafts: Drafts, generator):
+        """Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
+        if self.verifier == "tree":
+            return _tree_step(self.model, cache, pending, drafts.tokens)
+        if self.verifier == "greedy":
+            return _batched_greedy_step(self.model, cache, pending, drafts.tokens)
+        return _sampling_step(self.model, cache, pending, drafts, self.sampling, self.verifier, generator)
+
+
+def _batched_greedy_step(model, cache, pending: int, drafts: torch.Tensor):
+    """Verifies p drafts [p, g] as p rows of one forward (cache expanded to p rows)."""
+    p, g = drafts.shape
+    prefix = cache.length
+    rows = torch.cat([torch.full((p, 1), pending, dtype=torch.int64), drafts], dim=1)  # [p, g+1]
+    if p > 1:
+        cache.expand(p)
+    logits = target_forward(model, rows, cache)  # [p, g+1, h, V]
+    best, num_accepted, next_token = verify.greedy_accept(drafts, logits[:, :, 0])
+    best, a = int(best), int(num_accepted)
+    if p > 1:
+        cache.batch_select([best])
+    cache.crop(prefix + 1 + a)
+    return drafts[best, :a].tolist(), int(next_token), logits[best, a]
+
+
+def _tree_step(model, cache, pending: int, drafts: torch.Tensor):
+    """Verifies the prefix tree of the drafts (root = pending) in one row with a tree mask."""
+    prefix = cache.length
+    dtype = next(model.parameters()).dtype
+    tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=dtype)
+    logits = target_forward(
+        model, tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask_4d(prefix)
+    )[0]  # [T, h, V]
+    result = verify.tree_greedy_accept(tree, logits[:, 0])
+    a = int(result.num_accepted)
+    path = result.path[: a + 1]  # root, then the accepted nodes by depth
+    keep_tree_path(cache, prefix, path)
+    return tree.tokens[path[1:]].tolist(), int(result.next_token), logits[int(result.last_node)]
+
+
+def _sampling_step(model, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
+    """Verifies one sampled draft [1, g] with block or token verification (lossless)."""
+    prefix = cache.length
+    tokens = drafts.tokens
+    rows = torch.cat([torch.tensor([[pending]]), tokens], dim=1)  # [1, g+1]
+    logits = target_forward(model, rows, cache)  # [1, g+1, h, V]
+    p = sampling.distribution(logits[:, :, 0].float())  # [1, g+1, V]
+    if tokens.shape[1] == 0:  # nothing drafted: the next token comes straight from the target
+        a, next_token = 0, sample_categorical(p[:, 0], generator)
+    else:
+        verify_fn = verify.block_verify if verifier == "block" else verify.token_verify
+        num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
+        a = int(num_accepted[0])
+    cache.crop(prefix + 1 + a)
+    return tokens[0, :a].tolist(), int(next_token[0]), logits[0, a]
+
+
+def _as_prompt(prompt_ids, vocab: int) -> list[int]:
+    ids = prompt_ids.tolist() if isinstance(prompt_ids, torch.Tensor) else list(prompt_ids)
+    if not ids or any(not isinstance(t, int) for t in ids):
+        raise ValueError(f"prompt_ids must be a non-empty 1-D sequence of token ids, got {prompt_ids!r:.80}")
+    bad = [t for t in ids if not 0 <= t < vocab]
+    if bad:
+        raise ValueError(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
+    return ids
+
+
+def _check_drafts(drafts: Drafts, g: int, vocab: int, sampling: bool) -> None:
+    tokens = drafts.tokens
+    if tokens.dim() != 2 or tokens.shape[1] != g or tokens.shape[0] < 1:
+        raise ValueError(f"drafter returned tokens of shape {tuple(tokens.shape)}, expected [p, {g}]")
+    if sampling:
+        if tokens.shape[0] != 1 or drafts.q is None or drafts.q.shape != (1, g, vocab):
+            shape = None if drafts.q is None else tuple(drafts.q.shape)
+            raise ValueError(f"sampling mode needs one draft with q [1, {g}, {vocab}], got q {shape}")

@@ -1,0 +1,124 @@
+"""Sampling mode is lossless: the decoder's output law is the target's own sampling law.
+
+The target law of every 4-token continuation over a 3-token vocabulary is computed exactly (one
+batched forward over all 81 continuations); the decoder's empirical law over many seeded runs
+is compared with it by a chi-square test. A drafter that misreports q fails the same test, so
+the test has power.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import scipy.stats
+import torch
+
+from _decode_models import markov_ngram, ngram_dir, one_thread, trained_model  # noqa: F401 (fixtures)
+from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB, NEW, H = 3, 4, 3
+PROMPT = [0, 1]
+RUNS = 1200
+
+
+def target_law(model, sampling: SamplingConfig) -> dict[tuple[int, ...], float]:
+    """Exact probability of every continuation of length NEW under the target's sampling."""
+    continuations = list(itertools.product(range(VOCAB), repeat=NEW))
+    batch = torch.tensor([PROMPT + list(c) for c in continuations])
+    with torch.inference_mode():
+        logits = model(batch).logits[:, len(PROMPT) - 1 : -1, 0]  # [81, NEW, V]
+    probs = sampling.distribution(logits.double())
+    steps = probs.gather(-1, batch[:, len(PROMPT) :, None]).squeeze(-1)  # [81, NEW]
+    return {c: float(p) for c, p in zip(continuations, steps.prod(-1))}
+
+
+def decoder_counts(decoder, seed: int) -> dict[tuple[int, ...], int]:
+    generator = torch.Generator().manual_seed(seed)
+    counts: dict[tuple[int, ...], int] = {}
+    for _ in range(RUNS):
+        out = tuple(decoder.generate(PROMPT, NEW, generator=generator).tokens)
+        counts[out] = counts.get(out, 0) + 1
+    return counts
+
+
+def chi_square_pvalue(law: dict, counts: dict) -> float:
+    """Chi-square goodness of fit, outcomes with expected count < 5 pooled into one cell."""
+    assert sum(counts.values()) == RUNS
+    assert set(counts) <= {c for c, p in law.items() if p > 0}, "an impossible output was produced"
+    observed, expected, rest_obs, rest_exp = [], [], 0, 0.0
+    for outcome, p in law.items():
+        if p * RUNS >= 5:
+            observed.append(counts.get(outcome, 0))
+            expected.append(p * RUNS)
+        else:
+            rest_obs += counts.get(outcome, 0)
+            rest_exp += p * RUNS
+    if rest_exp > 0:
+        observed.append(rest_obs)
+        expected.append(rest_exp)
+    scale = sum(observed) / sum(expected)  # guards float round-off in sum(law) == 1
+    return float(scipy.stats.chisquare(observed, [e * scale for e in expected]).pvalue)
+
+
+def tiny_model():
+    return trained_model(H, seed=3, vocab=VOCAB)
+
+
+CASES = [
+    ("block", "vanilla", SamplingConfig()),
+    ("token", "vanilla", SamplingConfig(top_p=0.8)),
+    ("block", "neural", SamplingConfig(temperature=0.8)),
+    ("block", "vanilla", SamplingConfig(temperature=1.5, top_k=2)),
+    ("block", "ngram", SamplingConfig(temperature=0.9)),
+    ("token", "ngram", SamplingConfig(top_k=2)),
+]
+
+
+@pytest.mark.parametrize(("verifier", "drafter_name", "sampling"), CASES)
+def test_sampling_preserves_the_target_distribution(verifier, drafter_name, sampling, ngram_dir):
+    model = tiny_model()
+    if drafter_name == "vanilla":
+        drafter = VanillaDrafter()
+    elif drafter_name == "neural":
+        drafter = NeuralDrafter(trained_model(2, seed=4, vocab=VOCAB), k=2, alpha=1.0)
+    else:  # exact samples from the lattice rescored by a trigram LM, k = 2 of 3 tokens
+        drafter = LatticeDrafter(markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB), k=2, alpha=1.0)
+    decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
+    counts = decoder_counts(decoder, seed=11)
+    assert chi_square_pvalue(target_law(model, sampling), counts) > 1e-3
+
+
+class LyingDrafter(VanillaDrafter):
+    """Samples from the head but tells the verifier q is uniform: no longer lossless."""
+
+    def sample(self, head_logits, context, sampling, generator):
+        drafts = super().sample(head_logits, context, sampling, generator)
+        return Drafts(drafts.tokens, torch.full_like(drafts.q, 1.0 / VOCAB))
+
+
+def test_the_check_detects_a_drafter_that_misreports_q():
+    model = tiny_model()
+    decoder = BlockwiseDecoder(model, LyingDrafter(), "block", SamplingConfig())
+    counts = decoder_counts(decoder, seed=11)
+    assert chi_square_pvalue(target_law(model, SamplingConfig()), counts) < 1e-6
+
+
+def test_drafts_are_accepted_in_sampling_mode():
+    decoder = BlockwiseDecoder(tiny_model(), VanillaDrafter(), "block", SamplingConfig())
+    generator = torch.Generator().manual_seed(0)
+    stats = sum((decoder.generate(PROMPT, 12, generator=generator).stats for _ in range(20)), start=type(
+        decoder.generate(PROMPT, 1).stats)())
+    assert stats.block_efficiency > 1.2, stats.summary()
+
+
+def test_sampling_mode_rejects_several_drafts():
+    class Two(VanillaDrafter):
+        def sample(self, head_logits, context, sampling, generator):
+            d = super().sample(head_logits, context, sampling, generator)
+            return Drafts(d.tokens.repeat(2, 1), d.q.repeat(2, 1, 1))
+
+    with pytest.raises(ValueError, match="one draft"):
+        BlockwiseDecoder(tiny_model(), Two(), "block").generate(PROMPT, 4, generator=torch.Generator())
