@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 
 from ._core import FormatError
+from .ngram import LmState, NgramLM
 
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["FormatError", "__version__"]
+__all__ = ["FormatError", "LmState", "NgramLM", "__version__"]

@@ -1,0 +1,124 @@
+// Bindings for the n-gram model: _core.NgramLM (a dl::TokenLm held by shared_ptr, so other
+// binding files can take `const dl::TokenLm&`) and _core.LmState. Type conversion only.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "ngram/binary.h"
+#include "ngram/load.h"
+#include "ngram/token_lm.h"
+
+namespace py = pybind11;
+
+namespace dl::bindings {
+namespace {
+
+using Tokens = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+const int32_t* CheckedTokens(const TokenLm& lm, const Tokens& tokens, const char* what) {
+  if (tokens.ndim() != 1)
+    throw InvalidArgument(Message(what, " must be 1-D, got ", tokens.ndim(), " dimensions"));
+  lm.CheckTokens(tokens.data(), static_cast<size_t>(tokens.shape(0)), what);
+  return tokens.data();
+}
+
+std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
+                              std::optional<std::vector<std::string>> vocab, double oov_ln) {
+  std::shared_ptr<NgramLM> model;
+  if (py::isinstance<py::bytes>(source)) {
+    std::string_view text = source.cast<std::string_view>();
+    py::gil_scoped_release release;
+    model = LoadNgramText(text, name);
+  } else {
+    const std::string path = source.cast<std::string>();
+    py::gil_scoped_release release;
+    model = LoadNgramFile(path);
+  }
+  return std::make_shared<TokenLm>(model, std::move(vocab), static_cast<float>(oov_ln));
+}
+
+py::tuple StateWords(const LmState& s) {
+  py::tuple words(s.length);
+  for (int i = 0; i < s.length; ++i) words[i] = s.words[i];
+  return words;
+}
+
+}  // namespace
+
+void BindNgram(py::module_& m) {
+  py::class_<LmState>(m, "LmState",
+                      "Scoring state: the retained history, most recent word first (LM word ids).")
+      .def_property_readonly("word_ids", &StateWords)
+      .def("__len__", [](const LmState& s) { return static_cast<int>(s.length); })
+      .def("__eq__", [](const LmState& a, const py::object& b) {
+        return py::isinstance<LmState>(b) && a == b.cast<const LmState&>();
+      })
+      .def("__hash__", [](const LmState& s) { return static_cast<py::ssize_t>(LmStateHash()(s)); })
+      .def("__repr__", [](const LmState& s) {
+        return "LmState(word_ids=" + py::repr(StateWords(s)).cast<std::string>() + ")";
+      });
+
+  py::class_<TokenLm, std::shared_ptr<TokenLm>>(m, "NgramLM", py::dynamic_attr())
+      .def(py::init(&Open), py::arg("source"), py::arg("name"), py::arg("vocab"),
+           py::arg("oov_ln"))
+      .def_property_readonly("order", &TokenLm::order)
+      .def_property_readonly("counts", [](const TokenLm& lm) { return lm.ngram().counts(); })
+      .def_property_readonly("vocab_size", [](const TokenLm& lm) { return lm.ngram().vocab_size(); })
+      .def_property_readonly("metadata", [](const TokenLm& lm) { return lm.ngram().metadata(); })
+      .def_property_readonly("source_format",
+                             [](const TokenLm& lm) { return lm.ngram().source_format(); })
+      .def_property_readonly("oov_ln", &TokenLm::oov_ln)
+      .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
+      .def_property_readonly("mapped_words", &TokenLm::mapped_words)
+      .def("word", [](const TokenLm& lm, WordIndex i) {
+        if (i >= lm.ngram().vocab_size())
+          throw InvalidArgument(Message("word id ", i, " >= vocab size ", lm.ngram().vocab_size()));
+        return std::string(lm.ngram().Word(i));
+      })
+      .def("token_scores",
+           [](const TokenLm& lm, const Tokens& tokens, const Tokens& context, bool bos, bool eos) {
+             const int32_t* t = CheckedTokens(lm, tokens, "tokens");
+             const int32_t* c = CheckedTokens(lm, context, "context");
+             std::vector<double> out;
+             {
+               py::gil_scoped_release release;
+               TokenScores(lm, t, tokens.shape(0), c, context.shape(0), bos, eos, &out);
+             }
+             return py::array_t<double>(out.size(), out.data());
+           },
+           py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
+      .def("start",
+           [](const TokenLm& lm, const Tokens& context, bool bos) {
+             const int32_t* c = CheckedTokens(lm, context, "context");
+             return lm.Start(c, context.shape(0), bos);
+           },
+           py::arg("context"), py::arg("bos"))
+      .def("step",
+           [](const TokenLm& lm, const LmState& state, int32_t token) {
+             lm.CheckTokens(&token, 1, "token");
+             LmState out;
+             const float score = lm.ScoreToken(state, token, &out);
+             return py::make_tuple(static_cast<double>(score), out);
+           },
+           py::arg("state"), py::arg("token"))
+      .def("step_eos",
+           [](const TokenLm& lm, const LmState& state) {
+             LmState out;
+             const float score = lm.ScoreEos(state, &out);
+             return py::make_tuple(static_cast<double>(score), out);
+           },
+           py::arg("state"))
+      .def("save",
+           [](const TokenLm& lm, const std::string& path, bool overwrite) {
+             py::gil_scoped_release release;
+             SaveBinary(lm.ngram(), path, overwrite);
+           },
+           py::arg("path"), py::arg("overwrite"));
+}
+
+}  // namespace dl::bindings

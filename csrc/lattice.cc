@@ -1,0 +1,137 @@
+#include "lattice.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <unordered_set>
+
+#include "errors.h"
+
+namespace dl {
+namespace {
+
+// Sorts the candidates of one head: log-probability descending, then token id ascending.
+void SortHead(int32_t* tokens, float* logprobs, int k) {
+  std::vector<int> order(k);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (logprobs[a] != logprobs[b]) return logprobs[a] > logprobs[b];
+    return tokens[a] < tokens[b];
+  });
+  std::vector<int32_t> sorted_tokens(k);
+  std::vector<float> sorted_logprobs(k);
+  for (int i = 0; i < k; ++i) {
+    sorted_tokens[i] = tokens[order[i]];
+    sorted_logprobs[i] = logprobs[order[i]];
+  }
+  std::copy(sorted_tokens.begin(), sorted_tokens.end(), tokens);
+  std::copy(sorted_logprobs.begin(), sorted_logprobs.end(), logprobs);
+}
+
+std::string EscapeDot(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float temperature) {
+  if (h < 1) throw InvalidArgument(Message("logits must have at least one head, got h=", h));
+  if (vocab < 1) throw InvalidArgument(Message("logits must have a non-empty vocabulary, got V=", vocab));
+  if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
+  if (k > vocab) throw InvalidArgument(Message("k=", k, " > vocabulary size V=", vocab));
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    throw InvalidArgument(Message("temperature must be finite and > 0, got ", temperature));
+  Lattice lattice;
+  lattice.h = h;
+  lattice.k = k;
+  lattice.tokens.resize(static_cast<size_t>(h) * k);
+  lattice.logprobs.resize(static_cast<size_t>(h) * k);
+  std::vector<int32_t> index(vocab);
+  const double inv_temperature = 1.0 / static_cast<double>(temperature);
+  for (int t = 0; t < h; ++t) {
+    const float* row = logits + static_cast<size_t>(t) * vocab;
+    double max_logit = -INFINITY;
+    for (int v = 0; v < vocab; ++v) {
+      if (!std::isfinite(row[v]))
+        throw InvalidArgument(Message("logits must be finite: head ", t, " token ", v, " is ", row[v]));
+      max_logit = std::max(max_logit, static_cast<double>(row[v]));
+    }
+    double sum = 0;
+    for (int v = 0; v < vocab; ++v) sum += std::exp((row[v] - max_logit) * inv_temperature);
+    const double log_normalizer = std::log(sum);
+    std::iota(index.begin(), index.end(), 0);
+    auto better = [row](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; };
+    if (k < vocab) std::nth_element(index.begin(), index.begin() + k, index.end(), better);
+    std::sort(index.begin(), index.begin() + k, better);
+    for (int i = 0; i < k; ++i) {
+      const int32_t token = index[i];
+      lattice.tokens[static_cast<size_t>(t) * k + i] = token;
+      const double logprob = (row[token] - max_logit) * inv_temperature - log_normalizer;
+      lattice.logprobs[static_cast<size_t>(t) * k + i] = static_cast<float>(std::min(0.0, logprob));
+    }
+  }
+  return lattice;
+}
+
+Lattice Lattice::FromTopk(const int32_t* tokens, const float* logprobs, int h, int k) {
+  if (h < 1) throw InvalidArgument(Message("top-k arrays must have at least one head, got h=", h));
+  if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
+  Lattice lattice;
+  lattice.h = h;
+  lattice.k = k;
+  lattice.tokens.assign(tokens, tokens + static_cast<size_t>(h) * k);
+  lattice.logprobs.assign(logprobs, logprobs + static_cast<size_t>(h) * k);
+  std::unordered_set<int32_t> seen;
+  for (int t = 0; t < h; ++t) {
+    seen.clear();
+    for (int i = 0; i < k; ++i) {
+      const int32_t token = lattice.token(t, i);
+      const float logprob = lattice.logprob(t, i);
+      if (token < 0) throw InvalidArgument(Message("negative token id ", token, " at head ", t, " column ", i));
+      if (!seen.insert(token).second)
+        throw InvalidArgument(Message("token ", token, " appears twice in head ", t));
+      if (!std::isfinite(logprob) || logprob > 0)
+        throw InvalidArgument(Message("log-probabilities must be finite and <= 0: head ", t,
+                                      " column ", i, " is ", logprob));
+    }
+    SortHead(lattice.tokens.data() + static_cast<size_t>(t) * k,
+             lattice.logprobs.data() + static_cast<size_t>(t) * k, k);
+  }
+  return lattice;
+}
+
+std::string Lattice::ToFstText() const {
+  std::ostringstream out;
+  out.precision(9);
+  for (int t = 0; t < h; ++t)
+    for (int i = 0; i < k; ++i) {
+      const int64_t label = static_cast<int64_t>(token(t, i)) + 1;
+      out << t << '\t' << t + 1 << '\t' << label << '\t' << label << '\t' << -logprob(t, i) << '\n';
+    }
+  out << h << '\n';
+  return out.str();
+}
+
+std::string Lattice::ToDot(const std::vector<std::string>& words) const {
+  std::ostringstream out;
+  out.precision(4);
+  out << "digraph lattice {\n  rankdir=LR;\n  node [shape=circle];\n";
+  out << "  " << h << " [shape=doublecircle];\n";
+  for (int t = 0; t < h; ++t)
+    for (int i = 0; i < k; ++i) {
+      const int32_t tok = token(t, i);
+      std::string name = (tok >= 0 && static_cast<size_t>(tok) < words.size()) ? words[tok] : std::to_string(tok);
+      out << "  " << t << " -> " << t + 1 << " [label=\"" << EscapeDot(name) << " (" << logprob(t, i)
+          << ")\"];\n";
+    }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace dl

@@ -1,0 +1,245 @@
+#include "ngram/binary.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "errors.h"
+
+namespace dl {
+namespace {
+
+using ngram::Entry;
+constexpr uint32_t kEndianMarker = 0x01020304u;
+
+struct BinaryHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t endian;
+  uint32_t order;
+  uint32_t header_bytes;
+  uint64_t file_bytes;
+  uint64_t checksum;
+  uint64_t vocab_size;
+  uint64_t counts[kMaxOrder];
+  uint64_t buckets[kMaxOrder];  // index n - 1, n >= 2
+  uint64_t metadata_offset, metadata_bytes;
+  uint64_t vocab_offsets_offset;
+  uint64_t vocab_blob_offset, vocab_blob_bytes;
+  uint64_t unigram_offset;
+  uint64_t table_offset[kMaxOrder];  // index n - 1, n >= 2
+  uint64_t reserved[4];
+};
+constexpr size_t kHeaderBytes = sizeof(BinaryHeader);
+static_assert(kHeaderBytes % 8 == 0, "header must keep 8-byte alignment");
+
+uint64_t Pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+
+class Writer {
+ public:
+  uint64_t Append(const void* data, size_t bytes) {
+    const uint64_t at = buffer_.size();
+    buffer_.resize(Pad8(at + bytes), 0);
+    if (bytes) std::memcpy(buffer_.data() + at, data, bytes);
+    return at;
+  }
+  std::vector<char>& buffer() { return buffer_; }
+
+ private:
+  std::vector<char> buffer_;
+};
+
+struct Mapping {
+  void* addr = nullptr;
+  size_t bytes = 0;
+  ~Mapping() {
+    if (addr) munmap(addr, bytes);
+  }
+};
+
+}  // namespace
+
+uint64_t FileChecksum(const char* file, uint64_t bytes);
+
+uint64_t BinaryChecksum(const void* data, size_t bytes, uint64_t seed) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t lane[4] = {seed, seed ^ 0x1234567, seed ^ 0x89ABCDEF, seed ^ 0xDEADBEEF};
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    for (int k = 0; k < 4; ++k) lane[k] = (lane[k] ^ w[k]) * kMul + (lane[k] >> 29);
+  }
+  for (; i < bytes; ++i) lane[0] = (lane[0] ^ p[i]) * kMul + (lane[0] >> 29);
+  uint64_t h = bytes;
+  for (int k = 0; k < 4; ++k) h = ngram::Mix64(h ^ lane[k]);
+  return h;
+}
+
+// Checksum of a whole file image: header with its checksum field zeroed, then the rest.
+uint64_t FileChecksum(const char* file, uint64_t bytes) {
+  BinaryHeader header;
+  std::memcpy(&header, file, kHeaderBytes);
+  header.checksum = 0;
+  const uint64_t seed = BinaryChecksum(&header, kHeaderBytes, 0);
+  return BinaryChecksum(file + kHeaderBytes, bytes - kHeaderBytes, seed);
+}
+
+bool IsBinaryLm(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[8] = {0};
+  const size_t got = std::fread(magic, 1, 8, f);
+  std::fclose(f);
+  return got == 8 && std::memcmp(magic, kBinaryMagic, 8) == 0;
+}
+
+void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
+  if (!overwrite && access(path.c_str(), F_OK) == 0)
+    throw InvalidArgument(Message(path, ": file exists (pass overwrite=True / --force to replace it)"));
+  BinaryHeader header{};
+  std::memcpy(header.magic, kBinaryMagic, 8);
+  header.version = kBinaryVersion;
+  header.endian = kEndianMarker;
+  header.order = static_cast<uint32_t>(model.order());
+  header.header_bytes = kHeaderBytes;
+  header.vocab_size = model.vocab_size();
+  const auto counts = model.counts();
+  for (int n = 1; n <= model.order(); ++n) header.counts[n - 1] = counts[n - 1];
+
+  Writer out;
+  out.Append(&header, kHeaderBytes);
+  std::string meta;
+  for (const auto& [key, value] : model.metadata()) {
+    for (const std::string* s : {&key, &value}) {
+      const uint32_t len = static_cast<uint32_t>(s->size());
+      meta.append(reinterpret_cast<const char*>(&len), 4);
+      meta.append(*s);
+    }
+  }
+  header.metadata_offset = out.Append(meta.data(), meta.size());
+  header.metadata_bytes = meta.size();
+  const uint64_t v = model.vocab_size();
+  header.vocab_offsets_offset = out.Append(model.vocab_offsets(), (v + 1) * sizeof(uint64_t));
+  header.vocab_blob_bytes = model.vocab_offsets()[v];
+  header.vocab_blob_offset = out.Append(model.vocab_blob(), header.vocab_blob_bytes);
+  header.unigram_offset = out.Append(model.unigrams(), v * sizeof(Entry));
+  for (int n = 2; n <= model.order(); ++n) {
+    const auto& table = model.table(n);
+    header.buckets[n - 1] = table.size();
+    header.table_offset[n - 1] = out.Append(table.data(), table.size() * sizeof(Entry));
+  }
+  std::vector<char>& buffer = out.buffer();
+  header.file_bytes = buffer.size();
+  std::memcpy(buffer.data(), &header, kHeaderBytes);
+  header.checksum = FileChecksum(buffer.data(), buffer.size());
+  std::memcpy(buffer.data(), &header, kHeaderBytes);
+
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw InvalidArgument(Message(path, ": cannot write: ", std::strerror(errno)));
+  const bool ok = std::fwrite(buffer.data(), 1, buffer.size(), f) == buffer.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InvalidArgument(Message(path, ": write failed: ", std::strerror(errno)));
+  }
+}
+
+std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
+  auto fail = [&](const auto&... parts) -> void {
+    throw FormatError(Message(path, ": ", parts...));
+  };
+  const int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail("cannot open: ", std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    fail("cannot stat: ", std::strerror(errno));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kHeaderBytes) {
+    close(fd);
+    fail("truncated binary LM: ", size, " bytes, the header alone needs ", kHeaderBytes);
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (mapping->addr == MAP_FAILED) {
+    mapping->addr = nullptr;
+    fail("cannot mmap: ", std::strerror(errno));
+  }
+  mapping->bytes = size;
+  const char* base = static_cast<const char*>(mapping->addr);
+  BinaryHeader h;
+  std::memcpy(&h, base, kHeaderBytes);
+  if (std::memcmp(h.magic, kBinaryMagic, 8) != 0) fail("not a draftlattice binary LM (bad magic)");
+  if (h.endian != kEndianMarker) fail("binary LM has the wrong byte order for this machine");
+  if (h.version != kBinaryVersion)
+    fail("binary LM format version ", h.version, " is not supported (this build reads version ",
+         kBinaryVersion, ")");
+  if (h.header_bytes != kHeaderBytes) fail("header size ", h.header_bytes, " != ", kHeaderBytes);
+  if (h.file_bytes != size)
+    fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ", size);
+  if (h.order < 1 || h.order > static_cast<uint32_t>(kMaxOrder)) fail("bad order ", h.order);
+  if (h.vocab_size == 0 || h.vocab_size >= kNoWord) fail("bad vocabulary size ", h.vocab_size);
+  if (FileChecksum(base, size) != h.checksum)
+    fail("checksum mismatch: the binary LM is corrupted");
+
+  NgramLM::Views views;
+  auto section = [&](uint64_t offset, uint64_t bytes, const char* what) -> const char* {
+    if (offset % 8 != 0 || offset < kHeaderBytes || offset > size || bytes > size - offset)
+      fail("section '", what, "' (offset ", offset, ", ", bytes, " bytes) lies outside the ",
+           size, "-byte file");
+    return base + offset;
+  };
+  views.order = static_cast<int>(h.order);
+  views.vocab_size = h.vocab_size;
+  for (uint32_t n = 1; n <= h.order; ++n) views.counts.push_back(h.counts[n - 1]);
+  const char* meta = section(h.metadata_offset, h.metadata_bytes, "metadata");
+  for (uint64_t at = 0; at < h.metadata_bytes;) {
+    std::string fields[2];
+    for (std::string& field : fields) {
+      uint32_t len = 0;
+      if (h.metadata_bytes - at < 4) fail("metadata section is truncated");
+      std::memcpy(&len, meta + at, 4);
+      at += 4;
+      if (len > h.metadata_bytes - at) fail("metadata section is truncated");
+      field.assign(meta + at, len);
+      at += len;
+    }
+    views.metadata[fields[0]] = fields[1];
+  }
+  if (h.vocab_size > (size / sizeof(uint64_t))) fail("bad vocabulary size ", h.vocab_size);
+  views.vocab_offsets = reinterpret_cast<const uint64_t*>(
+      section(h.vocab_offsets_offset, (h.vocab_size + 1) * sizeof(uint64_t), "vocab offsets"));
+  views.vocab_blob = section(h.vocab_blob_offset, h.vocab_blob_bytes, "vocab");
+  for (uint64_t i = 0; i < h.vocab_size; ++i)
+    if (views.vocab_offsets[i] > views.vocab_offsets[i + 1]) fail("vocab offsets are not sorted");
+  if (views.vocab_offsets[0] != 0 || views.vocab_offsets[h.vocab_size] != h.vocab_blob_bytes)
+    fail("vocab offsets do not match the vocab size");
+  if (h.vocab_size > size / sizeof(Entry)) fail("bad vocabulary size ", h.vocab_size);
+  views.unigrams = reinterpret_cast<const Entry*>(
+      section(h.unigram_offset, h.vocab_size * sizeof(Entry), "unigrams"));
+  if (h.counts[0] != h.vocab_size)
+    fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size, " words");
+  for (uint32_t n = 2; n <= h.order; ++n) {
+    const uint64_t buckets = h.buckets[n - 1];
+    if (buckets <= h.counts[n - 1] || buckets > size / sizeof(Entry))
+      fail("bad bucket count ", buckets, " for ", h.counts[n - 1], " ", n, "-grams");
+    views.tables.emplace_back(reinterpret_cast<const Entry*>(section(
+                                  h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table")),
+                              buckets);
+  }
+  views.keep_alive = mapping;
+  return std::make_shared<NgramLM>(std::move(views));
+}
+
+}  // namespace dl

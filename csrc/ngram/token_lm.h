@@ -1,0 +1,67 @@
+// TokenLm: an n-gram model seen through model token ids (what lattices and decoders carry).
+//
+// Mapping: with `vocab` (strings, index = token id) token i is the LM word vocab[i]; without it,
+// LM words that are canonical decimal integers are token ids. A token the LM does not know scores
+// as <unk> when the model has one, else `oov_ln` (natural log) and the state resets to the null
+// context. Scores are natural log. ScoreToken is O(order) hash probes, no allocation.
+// Preconditions: ScoreToken accepts any int32 (out-of-range ids score as unknown); callers that
+// must reject them use CheckTokens (InvalidArgument naming the token and its position).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ngram/ngram_lm.h"
+
+namespace dl {
+
+class TokenLm {
+ public:
+  // Throws InvalidArgument if `vocab` misses an LM word (other than <s>, </s>, <unk>) or if
+  // oov_ln is NaN or positive.
+  TokenLm(std::shared_ptr<const NgramLM> model, std::optional<std::vector<std::string>> vocab,
+          float oov_ln);
+
+  int order() const { return model_->order(); }
+  // The state after "<s>" (when bos) followed by `context` (only its last order-1 tokens matter).
+  LmState Start(const int32_t* context, size_t n, bool bos) const;
+  // Natural-log probability of `token` after `in`; `out` may alias `in`.
+  float ScoreToken(const LmState& in, int32_t token, LmState* out) const {
+    return model_->Score(in, WordOf(token), out, oov_ln_);
+  }
+  // Natural-log probability of </s> after `in` (oov_ln if the model has no </s>).
+  float ScoreEos(const LmState& in, LmState* out) const {
+    return model_->Score(in, model_->eos(), out, oov_ln_);
+  }
+  // The LM word of a token: kNoWord... only when unknown and the model has no <unk>.
+  WordIndex WordOf(int32_t token) const {
+    if (token >= 0 && static_cast<size_t>(token) < token_to_word_.size())
+      return token_to_word_[token];
+    return fallback_;
+  }
+  // Throws InvalidArgument for a negative id, or an id >= vocab size when a vocab was given.
+  void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;
+
+  const NgramModel& model() const { return *model_; }
+  const NgramLM& ngram() const { return *model_; }
+  std::shared_ptr<const NgramLM> shared_model() const { return model_; }
+  float oov_ln() const { return oov_ln_; }
+  // Number of token ids of the vocab, or -1 when none was given.
+  int64_t vocab_limit() const { return vocab_limit_; }
+  // Number of LM words reachable from some token id.
+  size_t mapped_words() const { return mapped_words_; }
+
+ private:
+  std::shared_ptr<const NgramLM> model_;
+  std::vector<WordIndex> token_to_word_;
+  WordIndex fallback_ = kNoWord;
+  float oov_ln_ = -1000.0f;
+  int64_t vocab_limit_ = -1;
+  size_t mapped_words_ = 0;
+};
+
+}  // namespace dl

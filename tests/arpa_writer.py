@@ -1,0 +1,67 @@
+"""Random ARPA models for tests: consistent or inconsistently pruned, orders 1..8."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+
+def random_arpa(
+    path: Path,
+    order: int,
+    seed: int,
+    n_words: int = 6,
+    consistent: bool = True,
+    with_unk: bool = False,
+    metadata: dict[str, str] | None = None,
+) -> list[str]:
+    """Writes a random ARPA model whose words are decimal token ids "0".."n_words-1" plus <s>,
+    </s> (and <unk>). Inconsistent models list n-grams whose prefixes/suffixes are missing, omit
+    backoff fields and use zero or positive backoffs. Returns the regular words."""
+    rng = random.Random(seed)
+    words = [str(i) for i in range(n_words)]
+    unigrams = ["<s>", "</s>"] + words + (["<unk>"] if with_unk else [])
+    grams: list[list[tuple[str, ...]]] = [[(w,) for w in unigrams]]
+    for n in range(2, order + 1):
+        chosen: set[tuple[str, ...]] = set()
+        target = rng.randint(3, 12 * n)
+        for _ in range(target * 3):
+            first = rng.choice(["<s>"] + words + words)
+            middle = tuple(rng.choice(words) for _ in range(n - 2))
+            last = rng.choice(words + ["</s>"])
+            gram = (first,) + middle + (last,)
+            if consistent:
+                # every prefix and suffix of a listed n-gram is listed
+                if gram[:-1] not in set(grams[n - 2]) or gram[1:] not in set(grams[n - 2]):
+                    continue
+            chosen.add(gram)
+            if len(chosen) >= target:
+                break
+        grams.append(sorted(chosen))
+
+    lines = [f"# {k}: {v}" for k, v in (metadata or {}).items()]
+    lines += ["", "\\data\\"] + [f"ngram {n}={len(g)}" for n, g in enumerate(grams, 1)] + [""]
+    for n, section in enumerate(grams, 1):
+        lines.append(f"\\{n}-grams:")
+        for gram in section:
+            prob = -99.0 if gram == ("<s>",) else -rng.uniform(0.05, 2.5)
+            fields = [f"{prob:.6f}", " ".join(gram)]
+            if n < order:
+                roll = rng.random()
+                if consistent or roll < 0.6:
+                    fields.append(f"{-rng.uniform(0.0, 1.0):.6f}")
+                elif roll < 0.75:
+                    fields.append("0")
+                elif roll < 0.85:
+                    fields.append(f"{rng.uniform(0.0, 0.5):.6f}")
+            lines.append("\t".join(fields))
+        lines.append("")
+    lines.append("\\end\\")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return words
+
+
+def all_histories(words: list[str], max_len: int):
+    for n in range(max_len + 1):
+        yield from itertools.product(words, repeat=n)
