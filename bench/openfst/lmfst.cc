@@ -24,11 +24,13 @@
 //       LM) with PhiMatcher on the LM side + ShortestPath(nshortest = P, unique = false: both
 //       automata are deterministic, so distinct paths are distinct strings). The lattice
 //       weights are -logprob / ALPHA, so score = -ALPHA * path weight = head + ALPHA * LM.
-//       Each lattice is run REPEATS times; the median of its runs is its latency. The first
+//       Each lattice is run up to REPEATS times (fewer once its runs add up to 10 ms); the
+//       median of its runs is its latency. The first
 //       WARMUP lattices of each file are run once, untimed, first. The LM's start state is
 //       set outside the timing (SetStart on the VectorFst; it is not shared, so no copy).
 //       OUT.bin: int32 n, p; int32 start[n]; float64 seconds[n]; int32 npaths[n];
-//       int32 tokens[n][p][h] (-1 padding); float64 scores[n][p] (best first).
+//       int32 tokens[n][p][h] (-1 padding); float64 scores[n][p] (best first);
+//       int64 composed_states[n] (states of the composed automaton; counted untimed).
 //
 // Build: g++ -O2 -std=c++17 lmfst.cc -o lmfst -lfst -lpthread -ldl   (apt-get install libfst-dev)
 #include <fst/fstlib.h>
@@ -54,6 +56,8 @@ using fst::StdArc;
 using fst::StdVectorFst;
 using fst::TropicalWeight;
 using Label = StdArc::Label;
+// Runs of one lattice stop after REPEATS or once they add up to this (large lattices: 1 run).
+constexpr double kEnoughSeconds = 0.01;
 using StateId = StdArc::StateId;
 
 constexpr double kLn10 = 2.302585092994045684;
@@ -269,7 +273,8 @@ void ReadExact(std::FILE* f, T* data, size_t n, const char* what) {
   if (std::fread(data, sizeof(T), n, f) != n) throw std::runtime_error(std::string("short read: ") + what);
 }
 
-using PhiM = fst::PhiMatcher<fst::SortedMatcher<fst::Fst<StdArc>>>;
+// Matchers on the concrete VectorFst type (inlined arc access; both operands are VectorFsts).
+using PhiM = fst::PhiMatcher<fst::SortedMatcher<StdVectorFst>>;
 
 // LM state after `words` (token ids) from `start`, with failure semantics.
 StateId Walk(const StdVectorFst& lm, Label phi, StateId s, const std::vector<int32_t>& words) {
@@ -312,6 +317,7 @@ void BenchFile(StdVectorFst* lm, Label phi, double alpha, int repeats, int warmu
   std::fclose(f);
 
   std::vector<int32_t> starts(n), npaths(n);
+  std::vector<int64_t> nstates(n);
   std::vector<double> seconds(n);
   std::vector<int32_t> out_tokens(static_cast<size_t>(n) * p * h, -1);
   std::vector<double> out_scores(static_cast<size_t>(n) * p, NAN);
@@ -337,30 +343,43 @@ void BenchFile(StdVectorFst* lm, Label phi, double alpha, int repeats, int warmu
     fst::ArcSort(&lat, fst::OLabelCompare<StdArc>());
   }
   // Timed: lazy composition with exact failure matching + n-shortest paths.
-  auto rescore = [&](int i, StdVectorFst* best) {
-    fst::ComposeFstOptions<StdArc, PhiM> opts;
-    opts.gc_limit = 0;
-    opts.matcher1 = new PhiM(lattices[i], fst::MATCH_NONE, fst::kNoLabel);
-    opts.matcher2 = new PhiM(*lm, fst::MATCH_INPUT, phi, /*phi_loop=*/false,
-                             fst::MATCHER_REWRITE_NEVER);
+  const bool gc0 = std::getenv("LMFST_GC0") != nullptr;
+  auto rescore = [&](int i, StdVectorFst* best, int64_t* composed_states) {
+    using Filter = fst::SequenceComposeFilter<PhiM, PhiM>;  // no epsilons on either side
+    fst::CacheOptions cache;  // default cache: every expanded state kept
+    if (gc0) cache.gc_limit = 0;  // LMFST_GC0=1: OpenFST's phi example setting (re-expands)
+    fst::ComposeFstImplOptions<PhiM, PhiM, Filter, fst::GenericComposeStateTable<StdArc, Filter::FilterState>,
+                               fst::DefaultCacheStore<StdArc>>
+        opts(cache,
+             new PhiM(lattices[i], fst::MATCH_NONE, fst::kNoLabel),
+             new PhiM(*lm, fst::MATCH_INPUT, phi, /*phi_loop=*/false, fst::MATCHER_REWRITE_NEVER));
     fst::ComposeFst<StdArc> composed(lattices[i], *lm, opts);
     best->DeleteStates();
     fst::ShortestPath(composed, best, p, /*unique=*/false);
+    if (composed_states) *composed_states = fst::CountStates(composed);  // all expanded already
   };
   StdVectorFst best;
   for (int i = 0; i < std::min(n, warmup); ++i) {
     lm->SetStart(starts[i]);
-    rescore(i, &best);
+    rescore(i, &best, nullptr);
   }
   for (int i = 0; i < n; ++i) {
     lm->SetStart(starts[i]);  // outside the timing: no copy (the LM is not shared here)
     std::vector<double> runs;
-    for (int r = 0; r < repeats; ++r) {
+    double total = 0;
+    for (int r = 0; r < repeats && (r == 0 || total < kEnoughSeconds); ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      rescore(i, &best);
+      rescore(i, &best, nullptr);
       const auto t1 = std::chrono::steady_clock::now();
       runs.push_back(std::chrono::duration<double>(t1 - t0).count());
+      total += runs.back();
       if (best.Properties(fst::kError, false)) throw std::runtime_error("OpenFST error");
+    }
+    {  // untimed: the size of the composed automaton (profile)
+      StdVectorFst scratch;
+      int64_t count = 0;
+      rescore(i, &scratch, &count);
+      nstates[i] = count;
     }
     std::sort(runs.begin(), runs.end());
     seconds[i] = runs[runs.size() / 2];
@@ -404,6 +423,7 @@ void BenchFile(StdVectorFst* lm, Label phi, double alpha, int repeats, int warmu
   std::fwrite(npaths.data(), sizeof(int32_t), n, o);
   std::fwrite(out_tokens.data(), sizeof(int32_t), out_tokens.size(), o);
   std::fwrite(out_scores.data(), sizeof(double), out_scores.size(), o);
+  std::fwrite(nstates.data(), sizeof(int64_t), n, o);
   std::fclose(o);
 }
 
