@@ -5,18 +5,18 @@
 // history) share a node, because their futures score identically. The LM is deterministic, so a
 // token sequence is exactly one path: arc (node, rank r) consumes candidate r of head t, weighs
 // lattice logprob(t, r) + alpha * ln p_LM(token | state), and leads to (t+1, next state).
-// Arcs are scored lazily, once per (node, rank) (Arc::child < 0 until scored), so a search that
-// visits few nodes calls the LM few times. Exact Katz backoff comes from the LM's Score.
+// Arcs are scored lazily, once per (node, rank), so a search that visits few arcs calls the LM
+// few times. Exact Katz backoff comes from the LM's Score.
 //
 // The LM type is a template parameter with
 //   LmState Start(const int32_t* context, size_t n, bool bos) const;
 //   float ScoreToken(const LmState& in, int32_t token, LmState* out) const;   // natural log
-// (dl::TokenLm, or a test model). Cost: one hash probe per scored arc plus the LM's Score.
+// (dl::TokenLm, or a test model). Nodes live in flat arrays indexed by id, found through one
+// open-addressing table keyed by (layer, state): one LM Score plus ~1 probe per scored arc.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "errors.h"
@@ -42,22 +42,24 @@ template <typename Lm>
 class ComposedLattice {
  public:
   struct Arc {
-    float lm_ln = 0;    // ln p_LM(token | node's state), unweighted
-    int32_t child = -1; // node id at t + 1, or -1 while unscored
+    float lm_ln = 0;     // ln p_LM(token | node's state), unweighted
+    int32_t child = -1;  // node id at t + 1, or -1 while unscored
   };
 
   ComposedLattice(const Lattice& lattice, const Lm& lm, const int32_t* context, size_t context_size,
                   bool bos)
-      : lattice_(lattice), lm_(lm), layers_(lattice.h + 1) {
+      : lattice_(lattice), lm_(lm), layers_(lattice.h + 1), slots_(64, -1) {
     AddNode(0, lm.Start(context, context_size, bos));
   }
 
   const Lattice& lattice() const { return lattice_; }
   int32_t root() const { return 0; }
   size_t num_nodes() const { return layer_of_.size(); }
+  int64_t arcs_scored() const { return arcs_scored_; }
   int layer(int32_t node) const { return layer_of_[node]; }
 
-  // The arc of `node` taking candidate `rank` of its head; scores it on first use.
+  // The arc of `node` (not in the last layer) taking candidate `rank` of its head; scored on
+  // first use. The reference stays valid until the next GetArc.
   const Arc& GetArc(int32_t node, int rank) {
     const size_t slot = static_cast<size_t>(node) * lattice_.k + rank;
     if (arcs_[slot].child < 0) {
@@ -66,37 +68,61 @@ class ComposedLattice {
       const float lm_ln = lm_.ScoreToken(states_[node], lattice_.token(t, rank), &next);
       const int32_t child = AddNode(t + 1, next);  // may grow arcs_: index again below
       arcs_[slot] = {lm_ln, child};
+      ++arcs_scored_;
     }
     return arcs_[slot];
   }
+  bool IsScored(int32_t node, int rank) const {
+    return arcs_[static_cast<size_t>(node) * lattice_.k + rank].child >= 0;
+  }
 
-  // Nodes of layer t in creation order (for full passes: sampling).
-  const std::vector<int32_t>& LayerNodes(int t) const { return layers_[t].ids; }
+  // Nodes of layer t in creation order.
+  const std::vector<int32_t>& LayerNodes(int t) const { return layers_[t]; }
 
  private:
-  struct Layer {
-    std::unordered_map<LmState, int32_t, LmStateHash> index;
-    std::vector<int32_t> ids;
-  };
+  static uint64_t Hash(int t, const LmState& state) {
+    return (LmStateHash()(state) ^ (static_cast<uint64_t>(t) * 0xD6E8FEB86659FD93ull)) * 0x9E3779B97F4A7C15ull;
+  }
 
   int32_t AddNode(int t, const LmState& state) {
-    Layer& layer = layers_[t];
-    auto [it, inserted] = layer.index.try_emplace(state, static_cast<int32_t>(layer_of_.size()));
-    if (inserted) {
-      layer.ids.push_back(it->second);
-      layer_of_.push_back(t);
-      states_.push_back(state);
-      arcs_.resize(arcs_.size() + lattice_.k);  // final nodes keep unused arcs: ids stay aligned
+    const uint64_t hash = Hash(t, state);
+    size_t mask = slots_.size() - 1;
+    for (size_t i = (hash >> 20) & mask;; i = (i + 1) & mask) {
+      const int32_t id = slots_[i];
+      if (id < 0) break;
+      if (hashes_[id] == hash && layer_of_[id] == t && states_[id] == state) return id;
     }
-    return it->second;
+    const int32_t id = static_cast<int32_t>(layer_of_.size());
+    layers_[t].push_back(id);
+    layer_of_.push_back(t);
+    states_.push_back(state);
+    hashes_.push_back(hash);
+    arcs_.resize(arcs_.size() + lattice_.k);  // final nodes keep unused arcs: ids stay aligned
+    if (2 * layer_of_.size() > slots_.size()) {
+      slots_.assign(slots_.size() * 2, -1);  // rehash everything, the new node included
+      mask = slots_.size() - 1;
+      for (int32_t n = 0; n <= id; ++n) Insert(n, mask);
+    } else {
+      Insert(id, mask);
+    }
+    return id;
+  }
+
+  void Insert(int32_t id, size_t mask) {
+    size_t i = (hashes_[id] >> 20) & mask;
+    while (slots_[i] >= 0) i = (i + 1) & mask;
+    slots_[i] = id;
   }
 
   const Lattice& lattice_;
   const Lm& lm_;
-  std::vector<Layer> layers_;
+  std::vector<std::vector<int32_t>> layers_;
   std::vector<int> layer_of_;
   std::vector<LmState> states_;
-  std::vector<Arc> arcs_;  // [num_nodes * k]
+  std::vector<uint64_t> hashes_;
+  std::vector<int32_t> slots_;  // open addressing, power-of-two size, -1 = empty
+  std::vector<Arc> arcs_;       // [num_nodes * k]
+  int64_t arcs_scored_ = 0;
 };
 
 }  // namespace dl

@@ -131,3 +131,21 @@ def test_unknown_token_scores_as_unk(model):
 
 def test_exported_from_package():
     assert draftlattice.NgramLM is NgramLM
+
+
+def test_opengrm_katz_model_matches_ngramperplexity(shared_data):
+    """OpenGrm NGram's Katz ARPA and its ngramperplexity output (in ../shared/data/katz-reference)."""
+    ref_dir = shared_data / "katz-reference"
+    plain = NgramLM(ref_dir / "katz3.arpa")
+    vocab = plain.words()
+    lm = plain.with_vocab(vocab)
+    expected = [
+        float(line.split()[-1]) * -LN10
+        for line in (ref_dir / "test_scores.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith("p(")
+    ]
+    ours = []
+    for line in (ref_dir / "test.txt").read_text(encoding="utf-8").splitlines():
+        ours.extend(lm.token_scores([vocab.index(w) for w in line.split()], bos=True, eos=True))
+    assert len(ours) == len(expected) == 13
+    np.testing.assert_allclose(ours, expected, atol=1e-5 * LN10 * 5, rtol=0)

@@ -125,3 +125,19 @@ def test_states_merge_for_irrelevant_older_words(tmp_path):
                         ref.logprob([b] + [str(t) for t in tail], w), abs=1e-5
                     )
     assert merged > 0
+
+
+@pytest.mark.parametrize("order", [1, 6, 7, 8])
+def test_orders_one_and_up_to_eight(tmp_path, order):
+    path = tmp_path / "model.arpa"
+    words = random_arpa(path, order, 11, n_words=3, consistent=False, with_unk=True)
+    lm = NgramLM(path)
+    ref = BruteForceLM(path)
+    assert lm.order == order
+    rng = random.Random(order)
+    for _ in range(40):
+        sentence = random_sentence(rng, words, rng.randint(1, 12))
+        context = random_sentence(rng, words, rng.randint(0, 9))
+        ours = lm.token_scores(token_ids(sentence), token_ids(context), bos=True, eos=True)
+        np.testing.assert_allclose(ours, ref.sentence(sentence, context, True, True), atol=1e-4, rtol=0)
+        assert len(lm.start(token_ids(context), bos=True)) <= order - 1

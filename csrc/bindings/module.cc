@@ -8,8 +8,8 @@ namespace py = pybind11;
 
 namespace dl::bindings {
 // One declaration per bindings file; keep in data-flow order.
-void BindLattice(py::module_& m);
 void BindNgram(py::module_& m);
+void BindLattice(py::module_& m);
 void BindRescore(py::module_& m);
 }  // namespace dl::bindings
 
@@ -25,7 +25,7 @@ PYBIND11_MODULE(_core, m) {
       py::set_error(PyExc_ValueError, e.what());
     }
   });
-  dl::bindings::BindLattice(m);
   dl::bindings::BindNgram(m);
+  dl::bindings::BindLattice(m);
   dl::bindings::BindRescore(m);
 }

@@ -42,6 +42,12 @@ std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
   return std::make_shared<TokenLm>(model, std::move(vocab), static_cast<float>(oov_ln));
 }
 
+std::shared_ptr<TokenLm> Remap(const TokenLm& other, std::optional<std::vector<std::string>> vocab,
+                               double oov_ln) {
+  return std::make_shared<TokenLm>(other.shared_model(), std::move(vocab),
+                                   static_cast<float>(oov_ln));
+}
+
 py::tuple StateWords(const LmState& s) {
   py::tuple words(s.length);
   for (int i = 0; i < s.length; ++i) words[i] = s.words[i];
@@ -51,6 +57,17 @@ py::tuple StateWords(const LmState& s) {
 }  // namespace
 
 void BindNgram(py::module_& m) {
+  m.def(
+      "binary_checksum",
+      [](const py::buffer& data, uint64_t seed) {
+        const py::buffer_info info = data.request();
+        if (info.ndim != 1 || info.itemsize != 1)
+          throw InvalidArgument("binary_checksum needs a 1-D byte buffer");
+        py::gil_scoped_release release;
+        return BinaryChecksum(info.ptr, static_cast<size_t>(info.size), seed);
+      },
+      py::arg("data"), py::arg("seed") = 0,
+      "The binary LM format's checksum of a byte buffer (for benchmarks and tests).");
   py::class_<LmState>(m, "LmState",
                       "Scoring state: the retained history, most recent word first (LM word ids).")
       .def_property_readonly("word_ids", &StateWords)
@@ -66,6 +83,8 @@ void BindNgram(py::module_& m) {
   py::class_<TokenLm, std::shared_ptr<TokenLm>>(m, "NgramLM", py::dynamic_attr())
       .def(py::init(&Open), py::arg("source"), py::arg("name"), py::arg("vocab"),
            py::arg("oov_ln"))
+      .def(py::init(&Remap), py::arg("other"), py::arg("vocab"), py::arg("oov_ln"),
+           "The same model (shared, not copied) with another token mapping.")
       .def_property_readonly("order", &TokenLm::order)
       .def_property_readonly("counts", [](const TokenLm& lm) { return lm.ngram().counts(); })
       .def_property_readonly("vocab_size", [](const TokenLm& lm) { return lm.ngram().vocab_size(); })
@@ -80,6 +99,14 @@ void BindNgram(py::module_& m) {
           throw InvalidArgument(Message("word id ", i, " >= vocab size ", lm.ngram().vocab_size()));
         return std::string(lm.ngram().Word(i));
       })
+      .def("words",
+           [](const TokenLm& lm) {
+             std::vector<std::string> words;
+             words.reserve(lm.ngram().vocab_size());
+             for (WordIndex i = 0; i < lm.ngram().vocab_size(); ++i)
+               words.emplace_back(lm.ngram().Word(i));
+             return words;
+           })
       .def("token_scores",
            [](const TokenLm& lm, const Tokens& tokens, const Tokens& context, bool bos, bool eos) {
              const int32_t* t = CheckedTokens(lm, tokens, "tokens");

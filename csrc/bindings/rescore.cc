@@ -138,6 +138,14 @@ py::tuple Oracle(const std::vector<const Lattice*>& lattices, const CArray<int32
 }  // namespace
 
 void BindRescore(py::module_& m) {
+  m.def("rescore_stats", [](const Lattice& lattice, const TokenLm& lm, int64_t p, double alpha,
+                            const CArray<int32_t>& context, bool bos) {
+    const auto ctx = ContextVector(context, "context");
+    py::gil_scoped_release release;
+    const Drafts d = BestDrafts(lattice, lm, ctx.data(), ctx.size(), Options(p, alpha, bos));
+    return std::make_tuple(d.nodes, d.arcs_scored, d.pops);
+  }, "Work counters of one rescore call: (nodes, arcs_scored, heap_pops).",
+        py::arg("lattice"), py::arg("lm"), py::arg("p"), py::arg("alpha"), py::arg("context"), py::arg("bos"));
   m.def("rescore", &Rescore, py::arg("lattice"), py::arg("lm"), py::arg("p"), py::arg("alpha"),
         py::arg("context"), py::arg("bos"));
   m.def("rescore_batch", &RescoreBatch, py::arg("lattices"), py::arg("lm"), py::arg("p"),

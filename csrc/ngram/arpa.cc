@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "errors.h"
+#include "ngram/vocab_index.h"
 
 namespace dl {
 namespace {
@@ -39,6 +39,10 @@ class LineReader {
   template <typename... Parts>
   [[noreturn]] void Fail(const Parts&... parts) const {
     throw FormatError(Message(name_, ":", line_no_, ": ", parts...));
+  }
+  template <typename... Parts>
+  [[noreturn]] void FailAt(size_t line_no, const Parts&... parts) const {
+    throw FormatError(Message(name_, ":", line_no, ": ", parts...));
   }
   size_t line_no() const { return line_no_; }
   const std::string& name() const { return name_; }
@@ -96,6 +100,12 @@ uint64_t ParseCount(std::string_view s, const LineReader& reader) {
 
 class Builder {
  public:
+  struct WordOfFn {
+    const std::vector<std::string_view>* words;
+    std::string_view operator()(WordIndex i) const { return (*words)[i]; }
+  };
+  WordOfFn WordOf() const { return WordOfFn{&words_}; }
+
   Builder(std::string_view text, const std::string& name) : reader_(text, name) {}
 
   std::unique_ptr<NgramLM> Run() {
@@ -146,7 +156,7 @@ class Builder {
     if (parts_.counts[0] == 0) reader_.Fail("the model has no 1-grams");
     parts_.order = static_cast<int>(parts_.counts.size());
     for (int n = 2; n <= parts_.order; ++n)
-      tables_.emplace_back(parts_.counts[n - 1] + parts_.counts[n - 1] / 8 + 16);
+      tables_.emplace_back(parts_.counts[n - 1]);
   }
 
   void ReadSection(int n) {
@@ -158,7 +168,11 @@ class Builder {
     const uint64_t expected = parts_.counts[n - 1];
     uint64_t seen = 0;
     std::string_view fields[kMaxOrder + 3];
-    if (n == 1) parts_.unigrams.reserve(expected);
+    if (n == 1) {
+      parts_.unigrams.reserve(expected);
+      words_.reserve(expected);
+      index_ = ngram::VocabIndex(expected);
+    }
     while (reader_.Next(&line)) {
       if (IsBlank(line)) break;
       if (line[0] == '\\') {
@@ -184,33 +198,68 @@ class Builder {
         AddNgram(n, fields + 1, prob, backoff);
       }
     }
+    for (; pending_count_ > 0; --pending_count_)  // oldest first
+      Insert(pending_[(pending_head_ + kPipeline - pending_count_) % kPipeline]);
+    // Blank prefixes added to order n - 1 while reading order n may have grown its table.
+    if (n >= 3) tables_[n - 3].Compact();
     if (seen != expected)
       reader_.Fail("section \\", n, "-grams: has ", seen, " entries but the header says ", expected);
   }
 
   void AddUnigram(std::string_view word, float prob, float backoff) {
     const WordIndex index = static_cast<WordIndex>(parts_.unigrams.size());
-    if (!index_.emplace(word, index).second) reader_.Fail("duplicate 1-gram '", word, "'");
+    if (!index_.Insert(word, index, WordOf())) reader_.Fail("duplicate 1-gram '", word, "'");
+    words_.push_back(word);
     parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
     parts_.vocab_blob.append(word);
     parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
   }
 
-  void AddNgram(int n, const std::string_view* words, float prob, float backoff) {
+  // A parsed n-gram waiting for insertion: the pipeline computes keys and prefetches the buckets
+  // of kPipeline lines ahead, so that the random memory accesses of the inserts overlap.
+  struct Pending {
     WordIndex ids[kMaxOrder];
-    for (int i = 0; i < n; ++i) {
-      auto it = index_.find(words[i]);
-      if (it == index_.end())
-        reader_.Fail("word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
-      ids[i] = it->second;
+    int n;
+    float prob, backoff;
+    uint64_t key, prefix_key;
+    size_t line_no;
+  };
+  static constexpr int kPipeline = 16;
+
+  void AddNgram(int n, const std::string_view* words, float prob, float backoff) {
+    if (pending_count_ == kPipeline) {  // the slot to fill holds the oldest pending n-gram
+      Insert(pending_[pending_head_]);
+      --pending_count_;
     }
+    Pending& p = pending_[pending_head_];
+    for (int i = 0; i < n; ++i) {
+      p.ids[i] = index_.Find(words[i], WordOf());
+      if (p.ids[i] == kNoWord)
+        reader_.Fail("word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
+    }
+    p.n = n;
+    p.prob = prob;
+    p.backoff = backoff;
+    p.line_no = reader_.line_no();
+    p.key = KeyOf(p.ids, n);
+    tables_[n - 2].Prefetch(p.key);
+    if (n > 2) {
+      p.prefix_key = KeyOf(p.ids, n - 1);
+      tables_[n - 3].Prefetch(p.prefix_key);
+    }
+    pending_head_ = (pending_head_ + 1) % kPipeline;
+    ++pending_count_;
+  }
+
+  void Insert(const Pending& p) {
     bool inserted = false;
-    Entry* e = tables_[n - 2].FindOrInsert(KeyOf(ids, n), &inserted);
-    if (!inserted && e->listed()) reader_.Fail("duplicate ", n, "-gram (or a 64-bit hash collision)");
+    ngram::Entry* e = tables_[p.n - 2].FindOrInsert(p.key, &inserted);
+    if (!inserted && e->listed())
+      reader_.FailAt(p.line_no, "duplicate ", p.n, "-gram (or a 64-bit hash collision)");
     e->key |= ngram::kFlagListed;
-    e->prob_ln = prob;
-    e->backoff_ln = backoff;
-    MarkPrefix(ids, n - 1);
+    e->prob_ln = p.prob;
+    e->backoff_ln = p.backoff;
+    MarkPrefix(p.ids, p.n - 1);
   }
 
   // The context w_1 .. w_m is a proper prefix of a listed n-gram: flag it (adding a blank entry).
@@ -252,7 +301,12 @@ class Builder {
   LineReader reader_;
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
-  std::unordered_map<std::string_view, WordIndex> index_;
+
+  Pending pending_[kPipeline];
+  int pending_head_ = 0;   // next slot to fill
+  int pending_count_ = 0;  // filled slots not yet inserted
+  std::vector<std::string_view> words_;  // 1-grams' words, pointing into the ARPA text
+  ngram::VocabIndex index_;
 };
 
 }  // namespace
@@ -262,11 +316,12 @@ std::unique_ptr<NgramLM> ReadArpa(std::string_view text, const std::string& name
 }
 
 std::unique_ptr<NgramLM> ReadArpaFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw FormatError(Message(path, ": cannot open file"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  std::string text(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size())))
+    throw FormatError(Message(path, ": read error"));
   return ReadArpa(text, path);
 }
 

@@ -54,6 +54,10 @@ inline uint64_t BucketsFor(uint64_t entries) {
   return static_cast<uint64_t>(static_cast<double>(entries) * kLoadFactor) + 1;
 }
 
+// Asks the kernel for transparent huge pages over a large table: random probes into a table of
+// tens of MB otherwise miss the TLB on nearly every access. A hint only.
+void AdviseHugePages(void* data, size_t bytes);
+
 // Read-only view of one order's table (owned by a vector or a memory-mapped file).
 class TableView {
  public:
@@ -83,28 +87,32 @@ class TableView {
 // Mutable table used while building; Insert returns the entry (existing or new).
 class TableBuilder {
  public:
-  explicit TableBuilder(uint64_t expected_entries)
-      : buckets_(BucketsFor(expected_entries), Entry{0, 0.0f, 0.0f}) {}
+  explicit TableBuilder(uint64_t expected_entries) { Allocate(BucketsFor(expected_entries)); }
 
   // Finds or inserts `key`; *inserted tells which. Grows if the table gets too full.
   Entry* FindOrInsert(uint64_t key, bool* inserted) {
-    if ((used_ + 1) * kLoadFactor > buckets_.size()) Grow();
     const uint64_t want = StoredKey(key);
-    uint64_t i = Home(want);
     while (true) {
+      uint64_t i = Home(want);
+      while (buckets_[i].key != 0 && (buckets_[i].key & ~kFlagMask) != want)
+        if (++i == buckets_.size()) i = 0;
       Entry& e = buckets_[i];
-      if ((e.key & ~kFlagMask) == want) {
-        *inserted = false;
-        return &e;
+      *inserted = e.key == 0;
+      if (!*inserted) return &e;
+      // Grow only when a new entry would push the load past 1 / kLoadFactor.
+      if (used_ + 1 > static_cast<uint64_t>(static_cast<double>(buckets_.size()) / kLoadFactor)) {
+        Grow();
+        continue;
       }
-      if (e.key == 0) {
-        e.key = want;
-        ++used_;
-        *inserted = true;
-        return &e;
-      }
-      if (++i == buckets_.size()) i = 0;
+      e.key = want;
+      ++used_;
+      return &e;
     }
+  }
+  void Prefetch(uint64_t key) const { __builtin_prefetch(&buckets_[Home(StoredKey(key))], 1); }
+  // Shrinks the table back to kLoadFactor x entries if blank entries made it grow past that.
+  void Compact() {
+    if (buckets_.size() > BucketsFor(used_) + BucketsFor(used_) / 8) Rehash(BucketsFor(used_));
   }
   Entry* Find(uint64_t key) {
     return const_cast<Entry*>(TableView(buckets_.data(), buckets_.size()).Find(key));
@@ -116,10 +124,11 @@ class TableBuilder {
   uint64_t Home(uint64_t want) const {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(want) * buckets_.size()) >> 64);
   }
-  void Grow() {
+  void Grow() { Rehash(BucketsFor(buckets_.size())); }
+  void Rehash(uint64_t size) {
     std::vector<Entry> old;
     old.swap(buckets_);
-    buckets_.assign(BucketsFor(old.size()), Entry{0, 0.0f, 0.0f});
+    Allocate(size);
     for (const Entry& e : old) {
       if (e.key == 0) continue;
       uint64_t i = Home(e.key & ~kFlagMask);
@@ -127,6 +136,13 @@ class TableBuilder {
         if (++i == buckets_.size()) i = 0;
       buckets_[i] = e;
     }
+  }
+
+  void Allocate(uint64_t size) {
+    buckets_ = std::vector<Entry>();
+    buckets_.reserve(size);
+    AdviseHugePages(buckets_.data(), size * sizeof(Entry));
+    buckets_.assign(size, Entry{0, 0.0f, 0.0f});
   }
 
   std::vector<Entry> buckets_;

@@ -31,8 +31,9 @@ NgramLM::NgramLM(Views views) : mapped_(std::move(views.keep_alive)) {
 }
 
 void NgramLM::Finish() {
-  index_.reserve(vocab_size_);
-  for (WordIndex i = 0; i < vocab_size_; ++i) index_.emplace(Word(i), i);
+  index_ = ngram::VocabIndex(vocab_size_);
+  auto word_of = [this](WordIndex i) { return Word(i); };
+  for (WordIndex i = 0; i < vocab_size_; ++i) index_.Insert(Word(i), i, word_of);
   unk_ = Index("<unk>");
   bos_ = Index("<s>");
   eos_ = Index("</s>");
@@ -45,8 +46,7 @@ void NgramLM::Finish() {
 }
 
 WordIndex NgramLM::Index(std::string_view word) const {
-  auto it = index_.find(word);
-  return it == index_.end() ? kNoWord : it->second;
+  return index_.Find(word, [this](WordIndex i) { return Word(i); });
 }
 
 std::string_view NgramLM::Word(WordIndex index) const {

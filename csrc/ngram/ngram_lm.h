@@ -21,6 +21,7 @@
 
 #include "ngram/hash_table.h"
 #include "ngram/model.h"
+#include "ngram/vocab_index.h"
 
 namespace dl {
 
@@ -87,7 +88,7 @@ class NgramLM final : public NgramModel {
   const ngram::Entry* unigrams_ = nullptr;
   ngram::TableView tables_[kMaxOrder];  // tables_[j] holds order j + 1 (tables_[0] unused)
   std::unordered_map<std::string, std::string> metadata_;
-  std::unordered_map<std::string_view, WordIndex> index_;
+  ngram::VocabIndex index_;
   WordIndex unk_ = kNoWord, bos_ = kNoWord, eos_ = kNoWord;
   LmState begin_;
   std::string source_format_ = "arpa";

@@ -108,6 +108,20 @@ class NgramLM(_core.NgramLM):
         self.file_format = file_format
         logger.info("loaded %s: order %d, counts %s", path, self.order, self.counts)
 
+    def with_vocab(
+        self, vocab: Sequence[str] | None, oov_logprob: float | None = None
+    ) -> NgramLM:
+        """The same model (shared in memory, not reloaded) under another token mapping."""
+        oov = self.oov_ln if oov_logprob is None else float(oov_logprob)
+        if math.isnan(oov) or oov > 0:
+            raise ValueError(f"oov_logprob must be a natural-log probability <= 0, got {oov}")
+        other = NgramLM.__new__(NgramLM)
+        vocab_list = None if vocab is None else [str(word) for word in vocab]
+        _core.NgramLM.__init__(other, self, vocab_list, oov)
+        other.path = self.path
+        other.file_format = self.file_format
+        return other
+
     @property
     def oov_logprob(self) -> float:
         return float(self.oov_ln)

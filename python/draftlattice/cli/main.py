@@ -15,6 +15,9 @@ import draftlattice
 
 # Command-group modules, in the order they appear in --help.
 COMMAND_MODULES = [
+    "lm",
+    "rescore",
+    "lattice",
 ]
 
 
