@@ -153,6 +153,41 @@ def run_openfst_exact(lm: LmAutomata, jobs: list[tuple[Lattices, int]], alpha: f
             out.unlink(missing_ok=True)
 
 
+class OpenFstServer:
+    """A running `lmfst bench ... -` process: one LM load, jobs sent one at a time, so that the
+    benchmark can time the engines shape by shape, close together in time."""
+
+    def __init__(self, lm: LmAutomata, alpha: float, repeats: int, warmup: int = 10):
+        self.proc = subprocess.Popen(
+            [str(lmfst_binary()), "bench", str(lm.phi_fst), repr(alpha), str(repeats), str(warmup), "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.count = 0
+
+    def run(self, lat: Lattices, p: int) -> FstResult:
+        n, h, k = lat.tokens.shape
+        self.count += 1
+        src = CACHE / f"lattices-{os.getpid()}-s{self.count}.bin"
+        out = CACHE / f"openfst-{os.getpid()}-s{self.count}.bin"
+        try:
+            with open(src, "wb") as f:
+                np.array([n, h, k, lat.contexts.shape[1]], dtype=np.int32).tofile(f)
+                lat.tokens.astype(np.int32).tofile(f)
+                lat.logprobs.astype(np.float32).tofile(f)
+                lat.contexts.astype(np.int32).tofile(f)
+            self.proc.stdin.write(f"{src} {p} {out}\n")
+            self.proc.stdin.flush()
+            if self.proc.stdout.readline().strip() != "done":
+                raise RuntimeError(f"lmfst failed (exit {self.proc.poll()})")
+            return _read_result(out, lat, p)
+        finally:
+            src.unlink(missing_ok=True)
+            out.unlink(missing_ok=True)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 def _read_result(path: Path, lat: Lattices, p: int) -> FstResult:
     n, h, _ = lat.tokens.shape
     raw = path.read_bytes()

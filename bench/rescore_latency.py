@@ -119,6 +119,25 @@ def time_ours(dl, lm, lat: ref.Lattices, p: int, alpha: float, repeats: int, war
     return seconds, tokens, scores, (lattices, contexts)
 
 
+def time_core(lattices, contexts, lm, p: int, alpha: float, repeats: int) -> np.ndarray:
+    """Per-lattice median latency (s) of the private _core.rescore with prebuilt arguments: the
+    same C++ search without the public wrapper's argument checks and result object."""
+    from draftlattice import _core
+
+    cores = [getattr(lat, "_core", lat) for lat in lattices]
+    ctx = [np.asarray(c, dtype=np.int32) for c in contexts]
+    seconds = np.empty(len(cores))
+    clock = time.perf_counter
+    for i in range(len(cores)):
+        runs = []
+        while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
+            t0 = clock()
+            _core.rescore(cores[i], lm, p, alpha, ctx[i], False)
+            runs.append(clock() - t0)
+        seconds[i] = sorted(runs)[len(runs) // 2]
+    return seconds
+
+
 def _unpack(out):
     if isinstance(out, dict):
         return np.asarray(out["tokens"]), np.asarray(out["scores"])
@@ -203,13 +222,12 @@ def main() -> int:
     print(f"# {len(sets)} lattice sets x {n} made in {time.perf_counter() - t0:.1f} s", flush=True)
 
     jobs = [(kind, h, k, p) for kind in kinds for h, k, p in shapes]
-    t0 = time.perf_counter()
-    exact = ref.run_openfst_exact(lm_auto, [(sets[j[0], j[1], j[2]], j[3]) for j in jobs],
-                                  args.alpha, repeats, warmup)
-    exact = dict(zip(jobs, exact))
-    print(f"# OpenFST exact done in {time.perf_counter() - t0:.1f} s", flush=True)
+    # The three engines run shape by shape (OpenFST in a resident C++ process), so that the load
+    # of a shared machine hits them alike.
+    server = ref.OpenFstServer(lm_auto, args.alpha, repeats, warmup)
 
     header = (f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
+              f"{'_core ms':>8} "
               f"| {'pynini-eps ms':>13} {'eps best differs':>16} | {'ours == exact':>13} | {'states':>6}")
     rows = []
     print(header)
@@ -217,13 +235,14 @@ def main() -> int:
     for job in jobs:
         kind, h, k, p = job
         lat = sets[kind, h, k]
-        ex = exact[job]
+        ex = server.run(lat, p)
         ex_ms = 1e3 * statistics.median(ex.seconds)
-        ours_ms = ratio = None
+        ours_ms = core_ms = ratio = None
         equal = "n/a"
         if dl is not None:
-            sec, tok, sco, _ = time_ours(dl, lm, lat, p, args.alpha, repeats, warmup)
+            sec, tok, sco, (lattices, contexts) = time_ours(dl, lm, lat, p, args.alpha, repeats, warmup)
             ours_ms = 1e3 * statistics.median(sec)
+            core_ms = 1e3 * statistics.median(time_core(lattices, contexts, lm, p, args.alpha, repeats))
             ratio = ex_ms / ours_ms
             ok = sum(same_drafts(ex.scores[i], ex.tokens[i], sco[i], tok[i]) for i in range(lat.n))
             equal = f"{ok}/{lat.n}"
@@ -242,12 +261,13 @@ def main() -> int:
                 total = head - args.alpha * exact_lm_cost(maker, int(ex.start_states[i]), draft)
                 d += total < ex.scores[i, 0] - 1e-3
             differs = 100.0 * d / lat.n
-        row = dict(kind=kind, h=h, k=k, p=p, ours_ms=ours_ms, exact_ms=ex_ms, ratio=ratio,
+        row = dict(kind=kind, h=h, k=k, p=p, ours_ms=ours_ms, core_ms=core_ms, exact_ms=ex_ms, ratio=ratio,
                    eps_ms=eps_ms, eps_differs_pct=differs, equal=equal,
                    composed_states=float(np.median(ex.composed_states)))
         rows.append(row)
         print(format_row(row), flush=True)
 
+    server.close()
     if dl is not None and dl.rescore_batch is not None:
         rows_batch = batch_throughput(dl, lm, sets, kinds, args.alpha, args.batch)
     else:
@@ -269,7 +289,8 @@ def format_row(r) -> str:
         return format(x, fmt) if x is not None else "n/a"
 
     return (f"{r['kind']:<9} {r['h']:>2} {r['k']:>2} {r['p']:>2} | {f(r['ours_ms'], '8.3f'):>8} "
-            f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} | "
+            f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} "
+            f"{f(r['core_ms'], '8.3f'):>8} | "
             f"{f(r['eps_ms'], '13.3f'):>13} {f(r['eps_differs_pct'], '15.1f') + '%' if r['eps_differs_pct'] is not None else 'n/a':>16} | "
             f"{r['equal']:>13} | {r['composed_states']:>6.0f}")
 

@@ -17,7 +17,8 @@
 //       (no </s> scoring: drafts are prefixes, not sentences).
 //
 //   lmfst bench LM_PHI.fst ALPHA REPEATS WARMUP {LATTICES.bin P OUT.bin}...
-//       One LM load, any number of lattice files. LATTICES.bin: int32 n, h, k, c; int32 tokens[n][h][k]; float32 logprobs[n][h][k];
+//       One LM load, any number of lattice files; with a single "-" instead of the files, reads
+//       "LATTICES.bin P OUT.bin" lines from stdin and prints "done" after each. LATTICES.bin: int32 n, h, k, c; int32 tokens[n][h][k]; float32 logprobs[n][h][k];
 //       int32 context[n][c] (token ids, -1 = padding, oldest first).
 //       For each lattice: start state = LM state after its context (walked with failure
 //       semantics from the empty context, i.e. bos = False); timed: lazy ComposeFst(lattice,
@@ -428,8 +429,7 @@ void BenchFile(StdVectorFst* lm, Label phi, double alpha, int repeats, int warmu
 }
 
 int Bench(int argc, char** argv) {
-  if (argc < 9 || (argc - 6) % 3 != 0)
-    throw std::runtime_error("usage: lmfst bench LM_PHI.fst ALPHA REPEATS WARMUP {LATTICES.bin P OUT.bin}...");
+  if (argc < 7) throw std::runtime_error("usage: lmfst bench LM_PHI.fst ALPHA REPEATS WARMUP {LATTICES.bin P OUT.bin}...|-");
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<StdVectorFst> lm(StdVectorFst::Read(argv[2]));
   if (!lm) throw std::runtime_error(std::string("cannot read ") + argv[2]);
@@ -452,6 +452,19 @@ int Bench(int argc, char** argv) {
   const double alpha = std::atof(argv[3]);
   const int repeats = std::atoi(argv[4]);
   const int warmup = std::atoi(argv[5]);
+  if (argc == 7 && std::string(argv[6]) == "-") {
+    // Serve: one "LATTICES.bin P OUT.bin" job per stdin line, answer "done" on stdout, so the
+    // caller can interleave engines shape by shape with one LM load.
+    std::string in_path, out_path;
+    int p = 0;
+    while (std::cin >> in_path >> p >> out_path) {
+      BenchFile(lm.get(), phi, alpha, repeats, warmup, in_path, p, out_path);
+      std::cout << "done" << std::endl;
+    }
+    return 0;
+  }
+  if (argc < 9 || (argc - 6) % 3 != 0)
+    throw std::runtime_error("usage: lmfst bench LM_PHI.fst ALPHA REPEATS WARMUP {LATTICES.bin P OUT.bin}...|-");
   for (int a = 6; a + 2 < argc; a += 3)
     BenchFile(lm.get(), phi, alpha, repeats, warmup, argv[a], std::atoi(argv[a + 1]), argv[a + 2]);
   return 0;
