@@ -199,6 +199,7 @@ def main() -> int:
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     kinds = args.kinds.split(",")
 
+    load0 = os.getloadavg()
     data = ref.shared_dir() / "data"
     arpa = data / "lm" / "wt2_kn4.arpa.xz"
     t0 = time.perf_counter()
@@ -280,7 +281,7 @@ def main() -> int:
                                          "batch": rows_batch}, indent=1))
     print(f"# n={n} lattices per shape, {repeats} run(s) per lattice (median), warm-up {warmup}; "
           f"alpha={args.alpha}; seed={args.seed}; {platform.machine()} {os.cpu_count()} CPUs; "
-          f"{datetime.date.today()}")
+          f"{datetime.date.today()}; load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
     return 0
 
 
