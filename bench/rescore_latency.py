@@ -39,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "python"))  # `make dev` build
+_DEV = Path(__file__).resolve().parents[1] / "python"
+if any((_DEV / "draftlattice").glob("_core*.so")):  # `make dev` build in place; else installed
+    sys.path.insert(1, str(_DEV))
 import _fst_reference as ref  # noqa: E402
 
 P_SWEEP = [(8, 16, p) for p in (1, 2, 4, 8, 16)]
@@ -51,47 +53,17 @@ KINDS = ("unigram", "plausible")
 def load_ours(lm_auto: ref.LmAutomata):
     """(draftlattice module, NgramLM, seconds to load) or (None, None, reason)."""
     try:
-        import draftlattice
+        import draftlattice as dl
     except ImportError as e:
-        return None, None, f"draftlattice not importable ({e}); run `make dev` and PYTHONPATH=python"
-    if not hasattr(draftlattice, "NgramLM"):
-        return None, None, "draftlattice has no NgramLM yet"
-    dl = _Api(draftlattice)
-    if dl.rescore is None:
-        return None, None, "draftlattice has no rescore yet"
-    binary = ref.CACHE / "wt2_kn4.dlm"
+        return None, None, f"draftlattice not importable ({e}); run `make dev` first"
+    binary = ref.CACHE / "wt2_kn4.dlm"  # our binary format, made from the ARPA once
     t0 = time.perf_counter()
     if binary.exists():
-        lm = dl.NgramLM(str(binary), vocab=lm_auto.words)
+        lm = dl.NgramLM(binary, vocab=lm_auto.words)
     else:
-        lm = dl.NgramLM(str(lm_auto.arpa), vocab=lm_auto.words)
-        if hasattr(lm, "save"):
-            lm.save(str(binary))
+        lm = dl.NgramLM(lm_auto.arpa, vocab=lm_auto.words)
+        lm.save(binary)
     return dl, lm, time.perf_counter() - t0
-
-
-class _Api:
-    """The public API (draftlattice.rescore, Lattice, rescore_batch), or the private core's
-    functions of the same meaning while the Python wrappers are not exported yet."""
-
-    def __init__(self, mod):
-        from draftlattice import _core
-
-        self.NgramLM = mod.NgramLM
-        self.Lattice = getattr(mod, "Lattice", None) or _core.Lattice
-        if hasattr(mod, "rescore"):
-            self.rescore, self.rescore_batch = mod.rescore, getattr(mod, "rescore_batch", None)
-        else:  # _core takes every argument, contexts as int32 arrays
-            def rescore(lattice, lm, p, alpha, context, bos):
-                return _core.rescore(lattice, lm, p, alpha, np.asarray(context, dtype=np.int32), bos)
-
-            def rescore_batch(lattices, lm, p, alpha, contexts, bos, num_threads):
-                return _core.rescore_batch(lattices, lm, p, alpha,
-                                           [np.asarray(c, dtype=np.int32) for c in contexts], bos,
-                                           num_threads)
-
-            self.rescore = rescore if hasattr(_core, "rescore") else None
-            self.rescore_batch = rescore_batch if hasattr(_core, "rescore_batch") else None
 
 
 def time_ours(dl, lm, lat: ref.Lattices, p: int, alpha: float, repeats: int, warmup: int):
@@ -139,11 +111,7 @@ def time_core(lattices, contexts, lm, p: int, alpha: float, repeats: int) -> np.
 
 
 def _unpack(out):
-    if isinstance(out, dict):
-        return np.asarray(out["tokens"]), np.asarray(out["scores"])
-    if hasattr(out, "tokens"):
-        return np.asarray(out.tokens), np.asarray(out.scores)
-    return np.asarray(out[0]), np.asarray(out[1])
+    return np.asarray(out.tokens), np.asarray(out.scores)
 
 
 def same_drafts(scores_a, tokens_a, scores_b, tokens_b, tol=1e-3) -> bool:
@@ -269,7 +237,7 @@ def main() -> int:
         print(format_row(row), flush=True)
 
     server.close()
-    if dl is not None and dl.rescore_batch is not None:
+    if dl is not None:
         rows_batch = batch_throughput(dl, lm, sets, kinds, args.alpha, args.batch)
     else:
         rows_batch = []
