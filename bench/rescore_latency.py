@@ -1,0 +1,340 @@
+"""Rescoring latency: draftlattice.rescore against OpenFST on the same lattices, same run.
+
+For p in {1,2,4,8,16} at h=8, k=16, and 1-best over h in {4,8,16} x k in {2,4,8,16} (the shapes
+of Kim et al. 2024, Tables 12-13), with the word-level 4-gram ../shared/data/lm/wt2_kn4.arpa.xz
+(token ids = the ARPA's words in unigram order) and two kinds of lattices (unigram draws;
+plausible WikiText-2 continuations, see _fst_reference.LatticeMaker), it prints the median
+latency per lattice of
+
+  ours          draftlattice.rescore(lattice, lm, p, alpha, context, bos=False)
+  OpenFST exact C++ (libfst-dev): lazy ComposeFst(lattice, LM) with a PhiMatcher (failure
+                arcs: exact Katz backoff) + ShortestPath(nshortest=p)   [bench/openfst/lmfst.cc]
+  pynini eps    pynini.compose(lattice, LM with epsilon backoff) + shortestpath(nshortest=p,
+                unique=p>1): the usual approximation
+
+and checks that ours equals OpenFST exact on every lattice (all p scores within 1e-3 nats, the
+paths equal up to ties), and counts how often the epsilon approximation's best draft differs
+from the exact best. Lattices are built before timing for every engine; the context (the 3
+WikiText words before the position) sets the LM start state in all three.
+
+    python bench/rescore_latency.py            # full run (a few minutes on 2 cores)
+    python bench/rescore_latency.py --quick    # fewer lattices
+
+Setup: apt-get install libfst-dev g++ xz-utils; pip install pynini numpy; `make dev` (or
+install the package). The first run converts the ARPA to OpenFST automata and caches them,
+with the decompressed ARPA and our binary LM, in bench/.cache/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "python"))  # `make dev` build
+import _fst_reference as ref  # noqa: E402
+
+P_SWEEP = [(8, 16, p) for p in (1, 2, 4, 8, 16)]
+ONE_BEST = [(h, k, 1) for h in (4, 8, 16) for k in (2, 4, 8, 16) if (h, k) != (8, 16)]
+SHAPES = P_SWEEP + ONE_BEST
+KINDS = ("unigram", "plausible")
+
+
+def load_ours(lm_auto: ref.LmAutomata):
+    """(draftlattice module, NgramLM, seconds to load) or (None, None, reason)."""
+    try:
+        import draftlattice
+    except ImportError as e:
+        return None, None, f"draftlattice not importable ({e}); run `make dev` and PYTHONPATH=python"
+    if not hasattr(draftlattice, "NgramLM"):
+        return None, None, "draftlattice has no NgramLM yet"
+    dl = _Api(draftlattice)
+    if dl.rescore is None:
+        return None, None, "draftlattice has no rescore yet"
+    binary = ref.CACHE / "wt2_kn4.dlm"
+    t0 = time.perf_counter()
+    if binary.exists():
+        lm = dl.NgramLM(str(binary), vocab=lm_auto.words)
+    else:
+        lm = dl.NgramLM(str(lm_auto.arpa), vocab=lm_auto.words)
+        if hasattr(lm, "save"):
+            lm.save(str(binary))
+    return dl, lm, time.perf_counter() - t0
+
+
+class _Api:
+    """The public API (draftlattice.rescore, Lattice, rescore_batch), or the private core's
+    functions of the same meaning while the Python wrappers are not exported yet."""
+
+    def __init__(self, mod):
+        from draftlattice import _core
+
+        self.NgramLM = mod.NgramLM
+        self.Lattice = getattr(mod, "Lattice", None) or _core.Lattice
+        if hasattr(mod, "rescore"):
+            self.rescore, self.rescore_batch = mod.rescore, getattr(mod, "rescore_batch", None)
+        else:  # _core takes every argument, contexts as int32 arrays
+            def rescore(lattice, lm, p, alpha, context, bos):
+                return _core.rescore(lattice, lm, p, alpha, np.asarray(context, dtype=np.int32), bos)
+
+            def rescore_batch(lattices, lm, p, alpha, contexts, bos, num_threads):
+                return _core.rescore_batch(lattices, lm, p, alpha,
+                                           [np.asarray(c, dtype=np.int32) for c in contexts], bos,
+                                           num_threads)
+
+            self.rescore = rescore if hasattr(_core, "rescore") else None
+            self.rescore_batch = rescore_batch if hasattr(_core, "rescore_batch") else None
+
+
+def time_ours(dl, lm, lat: ref.Lattices, p: int, alpha: float, repeats: int, warmup: int):
+    """Per-lattice median latency (s) of rescore(), and its [n, p] scores and [n, p, h] tokens."""
+    n, h, _ = lat.tokens.shape
+    lattices = [dl.Lattice.from_topk(lat.tokens[i], lat.logprobs[i]) for i in range(n)]
+    contexts = [lat.context(i) for i in range(n)]
+    for i in range(min(n, warmup)):
+        dl.rescore(lattices[i], lm, p=p, alpha=alpha, context=contexts[i], bos=False)
+    seconds = np.empty(n)
+    tokens = np.full((n, p, h), -1, dtype=np.int64)
+    scores = np.full((n, p), np.nan)
+    clock = time.perf_counter
+    for i in range(n):
+        runs = []
+        while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
+            t0 = clock()
+            out = dl.rescore(lattices[i], lm, p=p, alpha=alpha, context=contexts[i], bos=False)
+            runs.append(clock() - t0)
+        seconds[i] = sorted(runs)[len(runs) // 2]
+        got_tokens, got_scores = _unpack(out)
+        m = len(got_scores)
+        tokens[i, :m] = got_tokens
+        scores[i, :m] = got_scores
+    return seconds, tokens, scores, (lattices, contexts)
+
+
+def time_core(lattices, contexts, lm, p: int, alpha: float, repeats: int) -> np.ndarray:
+    """Per-lattice median latency (s) of the private _core.rescore with prebuilt arguments: the
+    same C++ search without the public wrapper's argument checks and result object."""
+    from draftlattice import _core
+
+    cores = [getattr(lat, "_core", lat) for lat in lattices]
+    ctx = [np.asarray(c, dtype=np.int32) for c in contexts]
+    seconds = np.empty(len(cores))
+    clock = time.perf_counter
+    for i in range(len(cores)):
+        runs = []
+        while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
+            t0 = clock()
+            _core.rescore(cores[i], lm, p, alpha, ctx[i], False)
+            runs.append(clock() - t0)
+        seconds[i] = sorted(runs)[len(runs) // 2]
+    return seconds
+
+
+def _unpack(out):
+    if isinstance(out, dict):
+        return np.asarray(out["tokens"]), np.asarray(out["scores"])
+    if hasattr(out, "tokens"):
+        return np.asarray(out.tokens), np.asarray(out.scores)
+    return np.asarray(out[0]), np.asarray(out[1])
+
+
+def same_drafts(scores_a, tokens_a, scores_b, tokens_b, tol=1e-3) -> bool:
+    """All p scores within tol, and the drafts equal up to ties (within tol)."""
+    if not np.allclose(scores_a, scores_b, atol=tol, rtol=0, equal_nan=False):
+        return False
+    return tied_sets_equal(scores_a, tokens_a, tokens_b, tol)
+
+
+def tied_sets_equal(scores, tokens_a, tokens_b, tol) -> bool:
+    """Drafts equal as sets within each group of tied scores (except the last group, which may
+    continue past p)."""
+    p = len(scores)
+    q = 0
+    while q < p:
+        j = q
+        while j + 1 < p and abs(scores[j + 1] - scores[q]) < tol:
+            j += 1
+        if j + 1 < p:
+            a = sorted(map(tuple, tokens_a[q:j + 1]))
+            b = sorted(map(tuple, tokens_b[q:j + 1]))
+            if a != b:
+                return False
+        q = j + 1
+    return True
+
+
+def exact_lm_cost(maker: ref.LatticeMaker, start: int, draft) -> float:
+    s, cost = start, 0.0
+    for w in draft:
+        c, s = maker.step(s, int(w))
+        cost += c
+    return cost
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="20 lattices per shape, 1 run each")
+    ap.add_argument("-n", type=int, default=None, help="lattices per shape and kind (default 100)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="runs per lattice, fewer once they add up to 10 ms; their median counts (5)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    ap.add_argument("--alpha", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--shapes", default=None, help="e.g. 8x16x1,4x2x1 (h x k x p)")
+    ap.add_argument("--no-pynini", action="store_true")
+    ap.add_argument("--batch", type=int, default=64, help="lattices per rescore_batch call (64)")
+    args = ap.parse_args()
+    n = args.n or (20 if args.quick else 100)
+    repeats = args.repeats or (1 if args.quick else 5)
+    warmup = 10
+    shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    kinds = args.kinds.split(",")
+
+    load0 = os.getloadavg()
+    data = ref.shared_dir() / "data"
+    arpa = data / "lm" / "wt2_kn4.arpa.xz"
+    t0 = time.perf_counter()
+    lm_auto = ref.convert(arpa)
+    print(f"# OpenFST automata for {arpa.name}: "
+          + (f"converted in {lm_auto.convert_seconds:.1f} s" if lm_auto.convert_seconds else "cached")
+          + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
+    maker = ref.LatticeMaker(lm_auto, data / "wikitext-2" / "test.txt")
+    dl, lm, info = load_ours(lm_auto)
+    print(f"# ours: {'loaded in %.2f s' % info if dl else info}", flush=True)
+    eps = None if args.no_pynini else ref.PyniniEpsilon(lm_auto)
+
+    # Lattices: fixed seed per (kind, shape); the p sweep shares the 8x16 lattices.
+    sets = {}
+    t0 = time.perf_counter()
+    for kind in kinds:
+        for h, k, _ in shapes:
+            if (kind, h, k) not in sets:
+                seed = args.seed + 1000 * KINDS.index(kind) + 37 * h + k
+                sets[kind, h, k] = maker.make(kind, n, h, k, seed)
+    print(f"# {len(sets)} lattice sets x {n} made in {time.perf_counter() - t0:.1f} s", flush=True)
+
+    jobs = [(kind, h, k, p) for kind in kinds for h, k, p in shapes]
+    # The three engines run shape by shape (OpenFST in a resident C++ process), so that the load
+    # of a shared machine hits them alike.
+    server = ref.OpenFstServer(lm_auto, args.alpha, repeats, warmup)
+
+    header = (f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
+              f"{'_core ms':>8} "
+              f"| {'pynini-eps ms':>13} {'eps best differs':>16} | {'ours == exact':>13} | {'states':>6}")
+    rows = []
+    print(header)
+    print("-" * len(header))
+    for job in jobs:
+        kind, h, k, p = job
+        lat = sets[kind, h, k]
+        ex = server.run(lat, p)
+        ex_ms = 1e3 * statistics.median(ex.seconds)
+        ours_ms = core_ms = ratio = None
+        equal = "n/a"
+        if dl is not None:
+            sec, tok, sco, (lattices, contexts) = time_ours(dl, lm, lat, p, args.alpha, repeats, warmup)
+            ours_ms = 1e3 * statistics.median(sec)
+            core_ms = 1e3 * statistics.median(time_core(lattices, contexts, lm, p, args.alpha, repeats))
+            ratio = ex_ms / ours_ms
+            ok = sum(same_drafts(ex.scores[i], ex.tokens[i], sco[i], tok[i]) for i in range(lat.n))
+            equal = f"{ok}/{lat.n}"
+        eps_ms = differs = None
+        if eps is not None:
+            er = eps.run(lat, ex.start_states, p, args.alpha, repeats)
+            eps_ms = 1e3 * statistics.median(er.seconds)
+            # A different best draft: different tokens whose exact score is worse by > 1e-3.
+            d = 0
+            for i in range(lat.n):
+                if np.array_equal(er.tokens[i, 0], ex.tokens[i, 0]):
+                    continue
+                draft = er.tokens[i, 0]
+                idx = [int(np.where(lat.tokens[i, t] == draft[t])[0][0]) for t in range(h)]
+                head = sum(float(lat.logprobs[i, t, j]) for t, j in enumerate(idx))
+                total = head - args.alpha * exact_lm_cost(maker, int(ex.start_states[i]), draft)
+                d += total < ex.scores[i, 0] - 1e-3
+            differs = 100.0 * d / lat.n
+        row = dict(kind=kind, h=h, k=k, p=p, ours_ms=ours_ms, core_ms=core_ms, exact_ms=ex_ms, ratio=ratio,
+                   eps_ms=eps_ms, eps_differs_pct=differs, equal=equal,
+                   composed_states=float(np.median(ex.composed_states)))
+        rows.append(row)
+        print(format_row(row), flush=True)
+
+    server.close()
+    if dl is not None and dl.rescore_batch is not None:
+        rows_batch = batch_throughput(dl, lm, sets, kinds, args.alpha, args.batch)
+    else:
+        rows_batch = []
+    if args.json:
+        import json
+
+        args.json.write_text(json.dumps({"n": n, "repeats": repeats, "alpha": args.alpha, "seed": args.seed,
+                                         "date": str(datetime.date.today()), "latency": rows,
+                                         "batch": rows_batch}, indent=1))
+    print(f"# n={n} lattices per shape, {repeats} run(s) per lattice (median), warm-up {warmup}; "
+          f"alpha={args.alpha}; seed={args.seed}; {platform.machine()} {os.cpu_count()} CPUs; "
+          f"{datetime.date.today()}; load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def format_row(r) -> str:
+    def f(x, fmt):
+        return format(x, fmt) if x is not None else "n/a"
+
+    return (f"{r['kind']:<9} {r['h']:>2} {r['k']:>2} {r['p']:>2} | {f(r['ours_ms'], '8.3f'):>8} "
+            f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} "
+            f"{f(r['core_ms'], '8.3f'):>8} | "
+            f"{f(r['eps_ms'], '13.3f'):>13} {f(r['eps_differs_pct'], '15.1f') + '%' if r['eps_differs_pct'] is not None else 'n/a':>16} | "
+            f"{r['equal']:>13} | {r['composed_states']:>6.0f}")
+
+
+def batch_throughput(dl, lm, sets, kinds, alpha, batch):
+    """Lattices per second: single rescore() calls in a loop vs rescore_batch (1 and 2 threads)."""
+    print()
+    print(f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'loop lat/s':>10} {'batch 1 thr':>11} "
+          f"{'batch 2 thr':>11} | {'2 thr / loop':>12}")
+    rows = []
+    for kind in kinds:
+        for h, k, p in ((8, 16, 1), (8, 16, 16), (4, 4, 1)):
+            if (kind, h, k) not in sets:
+                continue
+            lat = sets[kind, h, k]
+            m = min(batch, lat.n)
+            lattices = [dl.Lattice.from_topk(lat.tokens[i], lat.logprobs[i]) for i in range(m)]
+            contexts = [lat.context(i) for i in range(m)]
+            dl.rescore_batch(lattices[:4], lm, p=p, alpha=alpha, contexts=contexts[:4], bos=False, num_threads=1)
+
+            def best_of(fn, tries):
+                best = float("inf")
+                for _ in range(tries):
+                    t0 = time.perf_counter()
+                    fn()
+                    best = min(best, time.perf_counter() - t0)
+                return m / best
+
+            def loop():
+                for i in range(m):
+                    dl.rescore(lattices[i], lm, p=p, alpha=alpha, context=contexts[i], bos=False)
+
+            tries = 2 if k * h * p > 1000 else 5
+            rate_loop = best_of(loop, tries)
+            rates = [best_of(lambda: dl.rescore_batch(lattices, lm, p=p, alpha=alpha, contexts=contexts,
+                                                      bos=False, num_threads=thr), tries) for thr in (1, 2)]
+            rows.append(dict(kind=kind, h=h, k=k, p=p, batch=m, loop_per_s=rate_loop,
+                             batch1_per_s=rates[0], batch2_per_s=rates[1]))
+            print(f"{kind:<9} {h:>2} {k:>2} {p:>2} | {rate_loop:>10.0f} {rates[0]:>11.0f} {rates[1]:>11.0f} | "
+                  f"{rates[1] / rate_loop:>11.1f}x", flush=True)
+    print(f"# batch = {m} lattices per call; best of several calls")
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())
