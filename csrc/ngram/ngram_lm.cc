@@ -118,7 +118,7 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
         const int r = live[a];
         const Entry* e = table.Find(keys[r]);
         found[r][j] = e;
-        live[kept++] = r;
+        if (e != nullptr || !suffix_closed_) live[kept++] = r;
       }
       alive = kept;
     }
