@@ -152,7 +152,7 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
     double* g = &gain[static_cast<size_t>(t) * k];
     int32_t* o = &order[static_cast<size_t>(t) * k];
     for (int r = 0; r < k; ++r) {
-      g[r] = lattice.logprob(t, r);
+      g[r] = lattice.logprob(t, r) + alpha * lm.TokenBound(lattice.token(t, r));
       o[r] = r;
     }
     std::stable_sort(o, o + k, [g](int32_t a, int32_t b) { return g[a] > g[b]; });
