@@ -101,24 +101,29 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
     for (int r = 0; r < m; ++r) {
       for (int j = 1; j <= length; ++j) found[r][j] = nullptr;
       if (w[r] >= vocab_size_) continue;
-      keys[r] = ngram::SeedKey(w[r]);
+      __builtin_prefetch(&unigrams_[w[r]]);
+      if (length > 0) {
+        keys[r] = ngram::ExtendKey(ngram::SeedKey(w[r]), in.words[0]);
+        tables_[1].Prefetch(keys[r]);
+      }
       live[alive++] = r;
     }
-    // Order by order: all keys first (prefetching their buckets), then the probes.
+    // Order by order over the live words; the keys of order j + 1 are computed and their buckets
+    // prefetched while order j is probed, so the cache misses overlap.
     for (int j = 1; j <= length && alive > 0; ++j) {
       const ngram::TableView& table = tables_[j];
-      const WordIndex h = in.words[j - 1];
-      for (int a = 0; a < alive; ++a) {
-        const int r = live[a];
-        keys[r] = ngram::ExtendKey(keys[r], h);
-        table.Prefetch(keys[r]);
-      }
+      const bool more = j < length;
       int kept = 0;
       for (int a = 0; a < alive; ++a) {
         const int r = live[a];
         const Entry* e = table.Find(keys[r]);
         found[r][j] = e;
-        if (e != nullptr || !suffix_closed_) live[kept++] = r;
+        if (e == nullptr && suffix_closed_) continue;
+        live[kept++] = r;
+        if (more) {
+          keys[r] = ngram::ExtendKey(keys[r], in.words[j]);
+          tables_[j + 1].Prefetch(keys[r]);
+        }
       }
       alive = kept;
     }
