@@ -163,7 +163,11 @@ def contexts_list(contexts: Any, batch: int) -> list[np.ndarray]:
     values = to_numpy(contexts, "contexts") if not isinstance(contexts, (list, tuple)) else contexts
     if len(values) != batch:
         raise ValueError(f"got {len(values)} contexts for {batch} lattices (one per sequence)")
-    return [context_array(c) for c in values]
+    out = []
+    for c in values:
+        plain = _plain_context(c)
+        out.append(context_array(c) if plain is None else plain)
+    return out
 
 
 def threads_arg(num_threads: int | None) -> int:
