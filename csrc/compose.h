@@ -11,7 +11,11 @@
 // The LM type is a template parameter with
 //   LmState Start(const int32_t* context, size_t n, bool bos) const;
 //   float ScoreToken(const LmState& in, int32_t token, LmState* out) const;   // natural log
-// (dl::TokenLm, or a test model). Nodes live in flat arrays indexed by id, found through one
+//   void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
+//                    LmState* outs) const;                                  // n at once
+//   float TokenBound(int32_t token) const;       // >= ScoreToken(any state, token)
+// (dl::TokenLm, or a test model). ScoreArcs scores several arcs of one node in one ScoreTokens
+// call, so that their LM probes overlap. Nodes live in flat arrays indexed by id, found through one
 // open-addressing table keyed by (layer, state): one LM Score plus ~1 probe per scored arc.
 #pragma once
 
@@ -72,6 +76,29 @@ class ComposedLattice {
     }
     return arcs_[slot];
   }
+  // Scores the not yet scored arcs among ranks[0..n) of `node` (one batched LM call).
+  void ScoreArcs(int32_t node, const int32_t* ranks, int n) {
+    const int t = layer_of_[node];
+    const size_t base = static_cast<size_t>(node) * lattice_.k;
+    pending_ranks_.clear();
+    pending_tokens_.clear();
+    for (int i = 0; i < n; ++i)
+      if (arcs_[base + ranks[i]].child < 0) {
+        pending_ranks_.push_back(ranks[i]);
+        pending_tokens_.push_back(lattice_.token(t, ranks[i]));
+      }
+    const int m = static_cast<int>(pending_ranks_.size());
+    if (m == 0) return;
+    pending_ln_.resize(m);
+    pending_states_.resize(m);
+    const LmState in = states_[node];  // AddNode may grow states_
+    lm_.ScoreTokens(in, pending_tokens_.data(), m, pending_ln_.data(), pending_states_.data());
+    for (int i = 0; i < m; ++i) {
+      const int32_t child = AddNode(t + 1, pending_states_[i]);  // may grow arcs_
+      arcs_[base + pending_ranks_[i]] = {pending_ln_[i], child};
+    }
+    arcs_scored_ += m;
+  }
   bool IsScored(int32_t node, int rank) const {
     return arcs_[static_cast<size_t>(node) * lattice_.k + rank].child >= 0;
   }
@@ -122,6 +149,9 @@ class ComposedLattice {
   std::vector<uint64_t> hashes_;
   std::vector<int32_t> slots_;  // open addressing, power-of-two size, -1 = empty
   std::vector<Arc> arcs_;       // [num_nodes * k]
+  std::vector<int32_t> pending_ranks_, pending_tokens_;  // ScoreArcs scratch
+  std::vector<float> pending_ln_;
+  std::vector<LmState> pending_states_;
   int64_t arcs_scored_ = 0;
 };
 

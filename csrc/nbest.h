@@ -11,15 +11,18 @@
 //  1. Lower bound L: a beam search (width max(4, ceil(p/k))) finds >= p distinct drafts unless
 //     k^h < p; L = the p-th best of them (-inf otherwise). The true p-th best total is >= L.
 //  2. Forward max-product pass with branch-and-bound: fwd(v) = best prefix total at node v.
-//     H(t) = sum of the best lattice log-probs of heads t..h-1 bounds any completion (ln p_LM <= 0,
-//     alpha >= 0). A node with fwd(v) + H(t) < L is dropped; its arcs are scanned in rank order
-//     and the scan stops at the first rank with fwd(v) + logprob(t, r) + H(t+1) < L (candidates
-//     are sorted), so those arcs are never scored. Every draft with total >= L survives.
+//     An arc (t, r) is worth at most gain(t, r) = logprob(t, r) + alpha * TokenBound(token)
+//     (TokenBound >= ln p_LM of the token after any state, alpha >= 0), so
+//     H(t) = sum over heads t..h-1 of max_r gain bounds any completion. A node with
+//     fwd(v) + H(t) < L is dropped; its arcs are scanned in gain order and the scan stops at
+//     the first with fwd(v) + gain(t, r) + H(t+1) < L, so those arcs are never scored; the kept
+//     ones are scored in one batched LM call. Every draft with total >= L survives.
 //  3. Backward pass on the surviving graph: beta(v) = best completion from v (exact).
 //  4. Extraction: best-first search over prefixes with the exact priority g + beta; children are
 //     visited in (value desc, rank asc) order, so each popped entry yields the next draft in
 //     (total desc, ranks asc) order after O(h) pops.
-// Cost: one LM Score per surviving arc (at most nodes * k) plus O(p * h * log(p h)) for step 4.
+// Cost: one LM Score per surviving arc (at most nodes * k) plus O(p * h * log(p h)) for step 4,
+// plus O(h k log k) to sort the gains.
 #pragma once
 
 #include <algorithm>
@@ -99,9 +102,12 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
   std::vector<std::pair<double, int32_t>> beam{{0.0, graph.root()}}, next;
   std::vector<double> best;   // per node id: best value this layer
   std::vector<double> finals;
+  std::vector<int32_t> all_ranks(k);
+  for (int r = 0; r < k; ++r) all_ranks[r] = r;
   for (int t = 0; t < h; ++t) {
     next.clear();
-    for (const auto& [g, node] : beam)
+    for (const auto& [g, node] : beam) {
+      graph.ScoreArcs(node, all_ranks.data(), k);
       for (int r = 0; r < k; ++r) {
         const auto& arc = graph.GetArc(node, r);
         const double value = g + lattice.logprob(t, r) + alpha * arc.lm_ln;
@@ -113,6 +119,7 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
         if (best[arc.child] == kNone) next.push_back({0.0, arc.child});
         best[arc.child] = std::max(best[arc.child], value);
       }
+    }
     if (t == h - 1) break;
     for (auto& [g, node] : next) g = best[node], best[node] = kNone;
     if (static_cast<int64_t>(next.size()) > width) {
@@ -137,14 +144,28 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
   const int h = lattice.h, k = lattice.k;
   const double alpha = options.alpha;
   ComposedLattice<Lm> graph(lattice, lm, context, context_size, options.bos);
+  // gain[t * k + r] bounds the value of arc (t, r); order[t * k + i]: ranks by gain desc, rank asc.
+  std::vector<double> gain(static_cast<size_t>(h) * k);
+  std::vector<int32_t> order(static_cast<size_t>(h) * k);
   std::vector<double> rest(h + 1, 0.0);  // H(t)
-  for (int t = h - 1; t >= 0; --t) rest[t] = rest[t + 1] + lattice.logprob(t, 0);
+  for (int t = h - 1; t >= 0; --t) {
+    double* g = &gain[static_cast<size_t>(t) * k];
+    int32_t* o = &order[static_cast<size_t>(t) * k];
+    for (int r = 0; r < k; ++r) {
+      g[r] = lattice.logprob(t, r) + alpha * lm.TokenBound(lattice.token(t, r));
+      o[r] = r;
+    }
+    std::stable_sort(o, o + k, [g](int32_t a, int32_t b) { return g[a] > g[b]; });
+    rest[t] = rest[t + 1] + g[o[0]];
+  }
+  auto ranked = [&](int t, int i) { return order[static_cast<size_t>(t) * k + i]; };
 
   // 1. Lower bound, lowered by a rounding margin so that drafts scoring exactly L survive.
   double bound = BeamLowerBound(graph, alpha, options.p);
   if (bound != kNone) bound -= 1e-9 * (1.0 + std::fabs(bound));
 
-  // 2. Forward pass with branch-and-bound; used[v] = number of leading ranks kept at v.
+  // 2. Forward pass with branch-and-bound; used[v] = number of leading ranks (in gain order)
+  // kept at v.
   std::vector<double> fwd(graph.num_nodes(), kNone);
   std::vector<int32_t> used(graph.num_nodes(), 0);
   fwd[graph.root()] = 0;
@@ -153,17 +174,22 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
     for (size_t i = 0; i < nodes.size(); ++i) {
       const int32_t v = nodes[i];
       if (fwd[v] == kNone || fwd[v] + rest[t] < bound) continue;
-      int r = 0;
-      for (; r < k && fwd[v] + lattice.logprob(t, r) + rest[t + 1] >= bound; ++r) {
+      const double* g = &gain[static_cast<size_t>(t) * k];
+      const int32_t* o = &order[static_cast<size_t>(t) * k];
+      int n = 0;
+      while (n < k && fwd[v] + g[o[n]] + rest[t + 1] >= bound) ++n;
+      graph.ScoreArcs(v, o, n);
+      if (fwd.size() < graph.num_nodes()) {
+        fwd.resize(graph.num_nodes(), kNone);
+        used.resize(graph.num_nodes(), 0);
+      }
+      for (int i = 0; i < n; ++i) {
+        const int r = o[i];
         const auto& arc = graph.GetArc(v, r);
-        if (fwd.size() < graph.num_nodes()) {
-          fwd.resize(graph.num_nodes(), kNone);
-          used.resize(graph.num_nodes(), 0);
-        }
         const double value = fwd[v] + lattice.logprob(t, r) + alpha * arc.lm_ln;
         fwd[arc.child] = std::max(fwd[arc.child], value);
       }
-      used[v] = r;
+      used[v] = n;
     }
   }
 
@@ -176,7 +202,7 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
   };
   for (int t = h - 1; t >= 0; --t)
     for (int32_t v : graph.LayerNodes(t))
-      for (int r = 0; r < used[v]; ++r) beta[v] = std::max(beta[v], arc_value(v, t, r));
+      for (int i = 0; i < used[v]; ++i) beta[v] = std::max(beta[v], arc_value(v, t, ranked(t, i)));
 
   // 4. Extraction. children[v]: (value, rank) of v's live arcs, sorted when first needed.
   std::vector<std::vector<std::pair<double, int32_t>>> children(graph.num_nodes());
@@ -184,7 +210,8 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context, 
     auto& list = children[v];
     if (list.empty() && used[v] > 0) {
       const int t = graph.layer(v);
-      for (int r = 0; r < used[v]; ++r) {
+      for (int i = 0; i < used[v]; ++i) {
+        const int r = ranked(t, i);
         const double value = arc_value(v, t, r);
         if (value != kNone) list.push_back({value, r});
       }

@@ -57,9 +57,11 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
   const int h = lattice.h, k = lattice.k;
   ComposedLattice<Lm> graph(lattice, lm, context, context_size, options.bos);
+  std::vector<int32_t> all_ranks(k);
+  for (int r = 0; r < k; ++r) all_ranks[r] = r;
   for (int t = 0; t < h; ++t)
-    for (int32_t node : graph.LayerNodes(t))
-      for (int r = 0; r < k; ++r) graph.GetArc(node, r);
+    for (size_t i = 0; i < graph.LayerNodes(t).size(); ++i)  // the layer after t grows meanwhile
+      graph.ScoreArcs(graph.LayerNodes(t)[i], all_ranks.data(), k);
 
   std::vector<double> beta(graph.num_nodes(), 0.0);
   std::vector<double> weight(k);

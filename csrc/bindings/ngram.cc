@@ -92,6 +92,13 @@ void BindNgram(py::module_& m) {
       .def_property_readonly("source_format",
                              [](const TokenLm& lm) { return lm.ngram().source_format(); })
       .def_property_readonly("oov_ln", &TokenLm::oov_ln)
+      .def_property_readonly("suffix_closed",
+                             [](const TokenLm& lm) { return lm.ngram().suffix_closed(); })
+      .def_property_readonly("word_bounds",
+                             [](const TokenLm& lm) {
+                               const NgramLM& m = lm.ngram();
+                               return py::array_t<float>(m.vocab_size(), m.word_bounds());
+                             })
       .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
       .def_property_readonly("mapped_words", &TokenLm::mapped_words)
       .def("word", [](const TokenLm& lm, WordIndex i) {

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "errors.h"
 #include "ngram/vocab_index.h"
+#include "ngram/word_bound.h"
 
 namespace dl {
 namespace {
@@ -115,6 +117,8 @@ class Builder {
     if (!reader_.NextNonBlank(&line)) reader_.Fail("missing \\end\\ after the ", parts_.order, "-grams");
     if (Trim(line) != "\\end\\") reader_.Fail("expected \\end\\, found '", Trim(line), "'");
     MarkBackoffContexts();
+    parts_.suffix_closed = CheckDeferredSuffixes();
+    parts_.word_bounds = bounds_->Finish();
     parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
     for (auto& table : tables_) parts_.tables.push_back(std::move(table.buckets()));
     return std::make_unique<NgramLM>(std::move(parts_));
@@ -157,6 +161,8 @@ class Builder {
     parts_.order = static_cast<int>(parts_.counts.size());
     for (int n = 2; n <= parts_.order; ++n)
       tables_.emplace_back(parts_.counts[n - 1]);
+    bounds_.emplace(parts_.order, parts_.counts[0]);
+    deferred_suffixes_.resize(parts_.order);
   }
 
   void ReadSection(int n) {
@@ -213,6 +219,8 @@ class Builder {
     parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
     parts_.vocab_blob.append(word);
     parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
+    bounds_->AddProb(1, index, prob);
+    if (parts_.order > 1) bounds_->AddBackoff(1, backoff);
   }
 
   // A parsed n-gram waiting for insertion: the pipeline computes keys and prefetches the buckets
@@ -221,7 +229,7 @@ class Builder {
     WordIndex ids[kMaxOrder];
     int n;
     float prob, backoff;
-    uint64_t key, prefix_key;
+    uint64_t key, prefix_key, suffix_key;
     size_t line_no;
   };
   static constexpr int kPipeline = 16;
@@ -246,6 +254,8 @@ class Builder {
     if (n > 2) {
       p.prefix_key = KeyOf(p.ids, n - 1);
       tables_[n - 3].Prefetch(p.prefix_key);
+      p.suffix_key = KeyOf(p.ids + 1, n - 1);
+      tables_[n - 3].Prefetch(p.suffix_key);
     }
     pending_head_ = (pending_head_ + 1) % kPipeline;
     ++pending_count_;
@@ -260,6 +270,20 @@ class Builder {
     e->prob_ln = p.prob;
     e->backoff_ln = p.backoff;
     MarkPrefix(p.ids, p.n - 1);
+    bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
+    if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
+    // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank
+    // as a prefix of a listed n-gram). Most are by now; a blank may still be added later.
+    if (p.n > 2 && tables_[p.n - 3].Find(p.suffix_key) == nullptr)
+      deferred_suffixes_[p.n - 2].push_back(p.suffix_key);
+  }
+
+  // True when every deferred suffix is stored by now (the model is suffix-closed).
+  bool CheckDeferredSuffixes() {
+    for (int m = 2; m < parts_.order; ++m)
+      for (uint64_t key : deferred_suffixes_[m - 1])
+        if (tables_[m - 2].Find(key) == nullptr) return false;
+    return true;
   }
 
   // The context w_1 .. w_m is a proper prefix of a listed n-gram: flag it (adding a blank entry).
@@ -301,6 +325,8 @@ class Builder {
   LineReader reader_;
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
+  std::optional<ngram::WordBoundBuilder> bounds_;
+  std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
 
   Pending pending_[kPipeline];
   int pending_head_ = 0;   // next slot to fill

@@ -17,6 +17,8 @@ namespace {
 
 using ngram::Entry;
 constexpr uint32_t kEndianMarker = 0x01020304u;
+constexpr uint64_t kFlagSuffixClosed = 1;
+constexpr uint64_t kKnownFlags = kFlagSuffixClosed;
 
 struct BinaryHeader {
   char magic[8];
@@ -34,7 +36,9 @@ struct BinaryHeader {
   uint64_t vocab_blob_offset, vocab_blob_bytes;
   uint64_t unigram_offset;
   uint64_t table_offset[kMaxOrder];  // index n - 1, n >= 2
-  uint64_t reserved[4];
+  uint64_t flags;                    // version >= 2: kFlagSuffixClosed (version 1: 0)
+  uint64_t word_bound_offset;        // version >= 2: float[V] (word_bound.h)
+  uint64_t reserved[2];
 };
 constexpr size_t kHeaderBytes = sizeof(BinaryHeader);
 static_assert(kHeaderBytes % 8 == 0, "header must keep 8-byte alignment");
@@ -136,6 +140,8 @@ void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
     header.buckets[n - 1] = table.size();
     header.table_offset[n - 1] = out.Append(table.data(), table.size() * sizeof(Entry));
   }
+  header.flags = model.suffix_closed() ? kFlagSuffixClosed : 0;
+  header.word_bound_offset = out.Append(model.word_bounds(), v * sizeof(float));
   std::vector<char>& buffer = out.buffer();
   header.file_bytes = buffer.size();
   std::memcpy(buffer.data(), &header, kHeaderBytes);
@@ -182,9 +188,11 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
   std::memcpy(&h, base, kHeaderBytes);
   if (std::memcmp(h.magic, kBinaryMagic, 8) != 0) fail("not a draftlattice binary LM (bad magic)");
   if (h.endian != kEndianMarker) fail("binary LM has the wrong byte order for this machine");
-  if (h.version != kBinaryVersion)
-    fail("binary LM format version ", h.version, " is not supported (this build reads version ",
+  if (h.version < 1 || h.version > kBinaryVersion)
+    fail("binary LM format version ", h.version, " is not supported (this build reads versions 1 to ",
          kBinaryVersion, ")");
+  if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
+  if ((h.flags & ~kKnownFlags) != 0) fail("unknown header flags ", h.flags);
   if (h.header_bytes != kHeaderBytes) fail("header size ", h.header_bytes, " != ", kHeaderBytes);
   if (h.file_bytes != size)
     fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ", size);
@@ -238,6 +246,10 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
                                   h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table")),
                               buckets);
   }
+  views.suffix_closed = (h.flags & kFlagSuffixClosed) != 0;
+  if (h.version >= 2)  // version 1 has no bounds: NgramLM derives weaker ones from the tables
+    views.word_bounds = reinterpret_cast<const float*>(
+        section(h.word_bound_offset, h.vocab_size * sizeof(float), "word bounds"));
   views.keep_alive = mapping;
   return std::make_shared<NgramLM>(std::move(views));
 }

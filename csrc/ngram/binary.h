@@ -9,6 +9,10 @@
 //   vocab blob    the words, concatenated, padded
 //   unigrams      Entry[V]
 //   tables        Entry[buckets[n]] for n = 2 .. order
+//   word bounds   float[V], padded (version >= 2; word_bound.h); the header's flags say whether
+//                 the model is suffix-closed (ngram_lm.h). Version 1 files (no bounds, no flags)
+//                 still load: the model is then treated as not suffix-closed, with bounds
+//                 derived from the tables (weaker).
 // The checksum is a 4-lane 64-bit multiply-xor hash over the whole file with the checksum field
 // zeroed: memory-bandwidth bound (a few ms per 100 MB). Every offset and size is checked against
 // the file size before it is read; any mismatch, a wrong magic, a newer version or a checksum
@@ -23,7 +27,7 @@
 namespace dl {
 
 constexpr char kBinaryMagic[8] = {'D', 'L', 'N', 'G', 'R', 'A', 'M', '\0'};
-constexpr uint32_t kBinaryVersion = 1;
+constexpr uint32_t kBinaryVersion = 2;
 
 // True if the file starts with the binary magic (false if it cannot be read).
 bool IsBinaryLm(const std::string& path);

@@ -68,7 +68,7 @@ class TableView {
   const Entry* Find(uint64_t key) const {
     if (size_ == 0) return nullptr;
     const uint64_t want = StoredKey(key);
-    uint64_t i = static_cast<uint64_t>((static_cast<unsigned __int128>(want) * size_) >> 64);
+    uint64_t i = Home(want);
     while (true) {
       const Entry& e = buckets_[i];
       if ((e.key & ~kFlagMask) == want) return &e;
@@ -76,10 +76,18 @@ class TableView {
       if (++i == size_) i = 0;
     }
   }
+  // Starts loading the home bucket of `key`, so that a later Find hits the cache.
+  void Prefetch(uint64_t key) const {
+    if (size_ != 0) __builtin_prefetch(&buckets_[Home(StoredKey(key))]);
+  }
   uint64_t size() const { return size_; }
   const Entry* data() const { return buckets_; }
 
  private:
+  uint64_t Home(uint64_t want) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(want) * size_) >> 64);
+  }
+
   const Entry* buckets_ = nullptr;
   uint64_t size_ = 0;
 };

@@ -1,5 +1,9 @@
 #include "ngram/ngram_lm.h"
 
+#include <algorithm>
+
+#include "ngram/word_bound.h"
+
 namespace dl {
 
 using ngram::Entry;
@@ -14,6 +18,8 @@ NgramLM::NgramLM(Parts parts) : owned_(std::move(parts)) {
   for (size_t i = 0; i < owned_.tables.size(); ++i)
     tables_[i + 1] = ngram::TableView(owned_.tables[i].data(), owned_.tables[i].size());
   metadata_ = owned_.metadata;
+  suffix_closed_ = owned_.suffix_closed;
+  if (owned_.word_bounds.size() == vocab_size_) word_bounds_ = owned_.word_bounds.data();
   Finish();
 }
 
@@ -26,11 +32,29 @@ NgramLM::NgramLM(Views views) : mapped_(std::move(views.keep_alive)) {
   unigrams_ = views.unigrams;
   for (size_t i = 0; i < views.tables.size(); ++i) tables_[i + 1] = views.tables[i];
   metadata_ = std::move(views.metadata);
+  suffix_closed_ = views.suffix_closed;
+  word_bounds_ = views.word_bounds;
   source_format_ = "binary";
   Finish();
 }
 
 void NgramLM::Finish() {
+  if (word_bounds_ == nullptr) {  // no per-word facts: bound every word by the largest entries
+    ngram::WordBoundBuilder bounds(order_, vocab_size_);
+    for (WordIndex w = 0; w < vocab_size_; ++w) {
+      bounds.AddProb(1, w, unigrams_[w].prob_ln);
+      if (order_ > 1) bounds.AddBackoff(1, unigrams_[w].backoff_ln);
+    }
+    for (int n = 2; n <= order_; ++n)
+      for (uint64_t i = 0; i < tables_[n - 1].size(); ++i) {
+        const Entry& e = tables_[n - 1].data()[i];
+        if (e.key == 0 || !e.listed()) continue;
+        bounds.AddProbAnyWord(n, e.prob_ln);
+        if (n < order_) bounds.AddBackoff(n, e.backoff_ln);
+      }
+    derived_bounds_ = bounds.Finish();
+    word_bounds_ = derived_bounds_.data();
+  }
   index_ = ngram::VocabIndex(vocab_size_);
   auto word_of = [this](WordIndex i) { return Word(i); };
   for (WordIndex i = 0; i < vocab_size_; ++i) index_.Insert(Word(i), i, word_of);
@@ -56,10 +80,66 @@ std::string_view NgramLM::Word(WordIndex index) const {
 }
 
 float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const {
-  if (word >= vocab_size_) {
-    *out = LmState{};
-    return oov_ln;
+  float prob;
+  LmState next;
+  ScoreBatch(in, &word, 1, oov_ln, &prob, &next);
+  *out = next;
+  return prob;
+}
+
+void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln,
+                         float* probs_ln, LmState* outs) const {
+  constexpr int kChunk = 32;
+  const int length = in.length;
+  uint64_t keys[kChunk];
+  const Entry* found[kChunk][kMaxOrder];
+  int live[kChunk];
+  for (int base = 0; base < n; base += kChunk) {
+    const int m = std::min(kChunk, n - base);
+    const WordIndex* w = words + base;
+    int alive = 0;
+    for (int r = 0; r < m; ++r) {
+      for (int j = 1; j <= length; ++j) found[r][j] = nullptr;
+      if (w[r] >= vocab_size_) continue;
+      __builtin_prefetch(&unigrams_[w[r]]);
+      if (length > 0) {
+        keys[r] = ngram::ExtendKey(ngram::SeedKey(w[r]), in.words[0]);
+        tables_[1].Prefetch(keys[r]);
+      }
+      live[alive++] = r;
+    }
+    // Order by order over the live words; the keys of order j + 1 are computed and their buckets
+    // prefetched while order j is probed, so the cache misses overlap.
+    for (int j = 1; j <= length && alive > 0; ++j) {
+      const ngram::TableView& table = tables_[j];
+      const bool more = j < length;
+      int kept = 0;
+      for (int a = 0; a < alive; ++a) {
+        const int r = live[a];
+        const Entry* e = table.Find(keys[r]);
+        found[r][j] = e;
+        if (e == nullptr && suffix_closed_) continue;
+        live[kept++] = r;
+        if (more) {
+          keys[r] = ngram::ExtendKey(keys[r], in.words[j]);
+          tables_[j + 1].Prefetch(keys[r]);
+        }
+      }
+      alive = kept;
+    }
+    for (int r = 0; r < m; ++r) {
+      if (w[r] >= vocab_size_) {
+        outs[base + r] = LmState{};
+        probs_ln[base + r] = oov_ln;
+      } else {
+        probs_ln[base + r] = Resolve(in, w[r], found[r], &outs[base + r]);
+      }
+    }
   }
+}
+
+float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* found,
+                       LmState* out) const {
   const Entry& unigram = unigrams_[word];
   float prob = unigram.prob_ln;
   int match = 0;
@@ -69,12 +149,9 @@ float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_
   next.words[0] = word;
   next.backoff_ln[0] = unigram.backoff_ln;
   int next_length = (max_state > 0 && unigram.context()) ? 1 : 0;
-  uint64_t key = ngram::SeedKey(word);
   for (int j = 1; j <= length; ++j) {
-    const WordIndex h = in.words[j - 1];
-    key = ngram::ExtendKey(key, h);
-    const Entry* e = tables_[j].Find(key);
-    if (j < max_state) next.words[j] = h;
+    const Entry* e = found[j];
+    if (j < max_state) next.words[j] = in.words[j - 1];
     if (e == nullptr) continue;
     if (e->listed()) {
       prob = e->prob_ln;

@@ -1,9 +1,16 @@
 // NgramLM: the backoff n-gram model behind NgramModel, stored as per-order probing hash tables.
 //
 // Scoring (exact Katz backoff, see model.h): for word w after state words h_1..h_L (most recent
-// first), probe every suffix length j = 0..L (no early stop: pruned models may list "h_j .. w"
-// while a shorter one is missing), take the longest listed match m and add the backoffs of the
-// contexts longer than m, which the state carries. O(L) probes per word.
+// first), probe the suffix lengths j = 1..L, take the longest listed match m and add the
+// backoffs of the contexts longer than m, which the state carries. O(L) probes per word.
+// Early stop: when the model is suffix-closed (every stored n-gram's suffix is stored, as in
+// lmplz output; detected at ARPA load, kept by the binary format), no n-gram "h_j' .. w" with
+// j' > j can exist once "h_j .. w" is absent, so probing stops there. Otherwise (inconsistently
+// pruned models) every length is probed. ScoreBatch scores several words after one state,
+// computing all keys of an order and prefetching their buckets before resolving any, so that
+// the cache misses of the candidates overlap.
+//
+// word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics.
 //
 // State minimisation: a history suffix s is kept iff s is a proper prefix of a listed n-gram or
 // s is listed with a nonzero backoff (flag kFlagContext, set at build time; missing prefixes get
@@ -36,6 +43,8 @@ class NgramLM final : public NgramModel {
     std::vector<ngram::Entry> unigrams;    // size V, indexed by WordIndex (key = flags only)
     std::vector<std::vector<ngram::Entry>> tables;  // tables[i]: buckets of order i + 2
     std::unordered_map<std::string, std::string> metadata;
+    bool suffix_closed = false;            // every stored n-gram's suffix is stored
+    std::vector<float> word_bounds;        // size V (word_bound.h)
   };
   // Read-only views over storage owned elsewhere (binary file mapping); `keep_alive` owns it.
   struct Views {
@@ -47,6 +56,8 @@ class NgramLM final : public NgramModel {
     const ngram::Entry* unigrams = nullptr;
     std::vector<ngram::TableView> tables;
     std::unordered_map<std::string, std::string> metadata;
+    bool suffix_closed = false;
+    const float* word_bounds = nullptr;    // size V; nullptr: derive a (weaker) bound from the tables
     std::shared_ptr<const void> keep_alive;
   };
 
@@ -67,6 +78,14 @@ class NgramLM final : public NgramModel {
   LmState NullContextState() const override { return LmState{}; }
   LmState BeginSentenceState() const override { return begin_; }
   float Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const override;
+  // Score for n words after the same state: probs_ln[i] and outs[i] as Score(in, words[i], ...).
+  // `outs` must not alias `in`.
+  void ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
+                  LmState* outs) const;
+  bool suffix_closed() const { return suffix_closed_; }
+  // Upper bound of ln p(word | any history); `word` < vocab_size().
+  float word_bound_ln(WordIndex word) const { return word_bounds_[word]; }
+  const float* word_bounds() const { return word_bounds_; }
 
   // Raw storage, for the binary writer.
   const char* vocab_blob() const { return vocab_blob_; }
@@ -79,6 +98,9 @@ class NgramLM final : public NgramModel {
 
  private:
   void Finish();  // builds the word index, special words and the begin state
+  // Resolves one word from the entries found at each suffix length (nullptr = absent).
+  float Resolve(const LmState& in, WordIndex word, const ngram::Entry* const* found,
+                LmState* out) const;
 
   int order_ = 0;
   std::vector<uint64_t> counts_;
@@ -91,6 +113,9 @@ class NgramLM final : public NgramModel {
   ngram::VocabIndex index_;
   WordIndex unk_ = kNoWord, bos_ = kNoWord, eos_ = kNoWord;
   LmState begin_;
+  bool suffix_closed_ = false;
+  const float* word_bounds_ = nullptr;
+  std::vector<float> derived_bounds_;    // when a version-1 binary file has none
   std::string source_format_ = "arpa";
 
   Parts owned_;                          // storage when built from ARPA

@@ -3,7 +3,9 @@
 // Mapping: with `vocab` (strings, index = token id) token i is the LM word vocab[i]; without it,
 // LM words that are canonical decimal integers are token ids. A token the LM does not know scores
 // as <unk> when the model has one, else `oov_ln` (natural log) and the state resets to the null
-// context. Scores are natural log. ScoreToken is O(order) hash probes, no allocation.
+// context. Scores are natural log. ScoreToken is O(order) hash probes, no allocation; ScoreTokens
+// scores several tokens after one state with overlapped probes (NgramLM::ScoreBatch).
+// TokenBound(t) >= ScoreToken(any state, t): an upper bound for admissible search heuristics.
 // Preconditions: ScoreToken accepts any int32 (out-of-range ids score as unknown); callers that
 // must reject them use CheckTokens (InvalidArgument naming the token and its position).
 #pragma once
@@ -32,6 +34,22 @@ class TokenLm {
   // Natural-log probability of `token` after `in`; `out` may alias `in`.
   float ScoreToken(const LmState& in, int32_t token, LmState* out) const {
     return model_->Score(in, WordOf(token), out, oov_ln_);
+  }
+  // ScoreToken for tokens[0..n) after the same state; `outs` must not alias `in`.
+  void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
+                   LmState* outs) const {
+    constexpr int kChunk = 64;
+    WordIndex words[kChunk];
+    for (int base = 0; base < n; base += kChunk) {
+      const int m = n - base < kChunk ? n - base : kChunk;
+      for (int i = 0; i < m; ++i) words[i] = WordOf(tokens[base + i]);
+      model_->ScoreBatch(in, words, m, oov_ln_, lm_ln + base, outs + base);
+    }
+  }
+  // Upper bound of ScoreToken(state, token) over every state.
+  float TokenBound(int32_t token) const {
+    const WordIndex word = WordOf(token);
+    return word == kNoWord ? oov_ln_ : model_->word_bound_ln(word);
   }
   // Natural-log probability of </s> after `in` (oov_ln if the model has no </s>).
   float ScoreEos(const LmState& in, LmState* out) const {

@@ -1,0 +1,131 @@
+"""Facts computed at load for fast exact search: suffix closure (early-stop probing) and per-word
+upper bounds of ln p(w | any history) (admissible A* heuristic); both kept by the binary format.
+
+References are independent: suffix closure recomputed from the ARPA's word tuples, bounds checked
+against brute-force Katz scores (tests/ngram_reference.py) over every history."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pytest
+from arpa_writer import all_histories, random_arpa
+from ngram_reference import BruteForceLM, read_arpa
+
+from draftlattice import NgramLM, _core
+
+MODELS = [(order, seed, consistent) for order in (2, 3, 4) for seed in range(6)
+          for consistent in (True, False)]
+
+
+def stored_suffix_closed(path) -> bool:
+    """Suffix closure of the stored set (listed n-grams and the prefixes of listed n-grams)."""
+    _, probs, _ = read_arpa(path)
+    stored = set(probs)
+    for gram in probs:
+        stored.update(gram[:m] for m in range(1, len(gram)))
+    return all(gram[1:] in stored for gram in stored if len(gram) >= 2)
+
+
+def test_suffix_closure_detected(tmp_path):
+    seen = set()
+    for order, seed, consistent in MODELS:
+        path = tmp_path / f"m{order}{seed}{consistent}.arpa"
+        random_arpa(path, order, seed, consistent=consistent)
+        expected = stored_suffix_closed(path)
+        seen.add(expected)
+        assert NgramLM(path).suffix_closed == expected, (order, seed, consistent)
+        if consistent:
+            assert expected
+    assert seen == {True, False}  # both paths exercised
+
+
+def test_suffix_closure_hand_written(tmp_path):
+    def model(trigrams: list[str]) -> NgramLM:
+        uni = ["a", "b", "c", "d"]
+        bi = ["a b", "b c", "c d"]
+        lines = ["\\data\\", f"ngram 1={len(uni)}", f"ngram 2={len(bi)}", f"ngram 3={len(trigrams)}", ""]
+        lines += ["\\1-grams:"] + [f"-1.0\t{w}\t-0.5" for w in uni] + [""]
+        lines += ["\\2-grams:"] + [f"-0.5\t{g}\t-0.2" for g in bi] + [""]
+        lines += ["\\3-grams:"] + [f"-0.3\t{g}" for g in trigrams] + ["", "\\end\\", ""]
+        path = tmp_path / f"h{len(trigrams)}.arpa"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        return NgramLM(path)
+
+    assert model(["a b c", "b c d"]).suffix_closed
+    assert not model(["a b c", "b d a"]).suffix_closed  # suffix "d a" of "b d a" is not stored
+    # "a c d": its suffix "c d" is listed, but its prefix "a c" is a blank whose suffix "c" is a
+    # unigram: closed.
+    assert model(["a c d"]).suffix_closed
+
+
+@pytest.mark.parametrize("order,seed,consistent", MODELS[::3])
+def test_word_bounds_are_admissible(tmp_path, order, seed, consistent):
+    path = tmp_path / "m.arpa"
+    words = random_arpa(path, order, seed, n_words=5, consistent=consistent, with_unk=seed % 2 == 0)
+    lm = NgramLM(path)
+    ref = BruteForceLM(path)
+    bounds = lm.word_bounds
+    assert bounds.shape == (lm.vocab_size,) and bounds.dtype == np.float32
+    targets = words + ["</s>"] + (["<unk>"] if seed % 2 == 0 else [])
+    histories = [list(h) for h in all_histories(words, order - 1)]
+    histories += [["<s>"] + h[1:] for h in histories if h]
+    for word in targets:
+        best = max(ref.logprob(h, word) for h in histories)
+        bound = float(bounds[lm.words().index(word)])
+        assert best <= bound, (word, best, bound)
+        _, _, backoffs = read_arpa(path)
+        if all(b <= 0 for b in backoffs.values()):
+            # No backoff weight above 1: the bound is the best listed probability, attained.
+            assert bound <= best + 1e-4 * (1 + abs(best)), (word, best, bound)
+
+
+def test_word_bounds_admissible_on_sampled_histories(shared_data):
+    """wt2_kn3_pruned (inconsistently pruned KenLM output): bound >= every sampled ln p(w | h)."""
+    words = NgramLM(shared_data / "lm" / "wt2_kn3_pruned.arpa.xz").words()
+    lm = NgramLM(shared_data / "lm" / "wt2_kn3_pruned.arpa.xz", vocab=words)  # token i = word i
+    bounds = lm.word_bounds
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        state = lm.start(rng.integers(0, len(words), size=2).tolist(), False)
+        for word in rng.integers(0, len(words), size=50).tolist():
+            score, _ = lm.step(state, word)
+            assert score <= bounds[word], (state, words[word], score, bounds[word])
+    assert np.median(bounds) < -0.5  # informative, not a constant 0
+
+
+def rewrite_as_version_1(data: bytearray) -> bytearray:
+    """The same model in binary format version 1 (no flags, no bounds section; new checksum)."""
+    data[8:12] = struct.pack("<I", 1)
+    data[288:304] = bytes(16)  # flags, word_bound_offset: reserved (zero) in version 1
+    header = bytearray(data[:320])
+    header[32:40] = bytes(8)
+    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
+    checksum = _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed)
+    data[32:40] = struct.pack("<Q", checksum)
+    return data
+
+
+@pytest.mark.parametrize("consistent", [True, False])
+def test_binary_round_trip_and_version_1(tmp_path, consistent):
+    path = tmp_path / "m.arpa"
+    random_arpa(path, 4, 3, consistent=consistent)
+    lm = NgramLM(path)
+    lm.save(tmp_path / "m.dlm")
+    again = NgramLM(tmp_path / "m.dlm")
+    assert again.suffix_closed == lm.suffix_closed == stored_suffix_closed(path)
+    assert np.array_equal(again.word_bounds, lm.word_bounds)
+
+    old = tmp_path / "v1.dlm"
+    old.write_bytes(bytes(rewrite_as_version_1(bytearray((tmp_path / "m.dlm").read_bytes()))))
+    v1 = NgramLM(old)
+    assert not v1.suffix_closed  # unknown: probe every order
+    assert np.all(v1.word_bounds >= lm.word_bounds)  # weaker (one bound for all words), admissible
+    rng = random.Random(0)
+    for _ in range(100):
+        tokens = [rng.randrange(6) for _ in range(rng.randint(1, 8))]
+        context = [rng.randrange(6) for _ in range(rng.randint(0, 4))]
+        assert np.array_equal(v1.token_scores(tokens, context, True, True),
+                              lm.token_scores(tokens, context, True, True))
