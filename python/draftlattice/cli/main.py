@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "tokenizer",
     "train",
     "lm",
+    "demo",
 ]
 
 
