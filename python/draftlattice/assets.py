@@ -42,10 +42,14 @@ def models_dir() -> Path:
     return _first_existing(candidates, "lm_models/", "set DRAFTLATTICE_MODELS to the directory of the shipped models")
 
 
-def model_asset(name: str) -> Path:
-    """A file or directory inside lm_models/, e.g. ``default`` or ``katz4.dlm``."""
+def model_asset(name: str, base: Path | None = None) -> Path:
+    """A file or directory inside lm_models/, e.g. ``default`` or ``katz4.dlm``; only inside
+    ``base`` when it is given (an explicit choice is never silently replaced)."""
     env = os.environ.get("DRAFTLATTICE_MODELS")
-    bases = ([Path(env)] if env else []) + [PACKAGE_DIR / "lm_models"] + [r / "lm_models" for r in _checkouts()]
+    if base is not None:
+        bases = [Path(base)]
+    else:
+        bases = ([Path(env)] if env else []) + [PACKAGE_DIR / "lm_models"] + [r / "lm_models" for r in _checkouts()]
     return _first_existing([base / name for base in bases], f"shipped artifact lm_models/{name}",
                            "rebuild it with the recipes in lm_models/ or set DRAFTLATTICE_MODELS")
 

@@ -36,25 +36,21 @@ def register(subparsers) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import os
-
     import torch
 
     from ..assets import model_asset, shared_data_dir
     from ..decode.demo import DemoSettings, run_demo
 
-    if args.models is not None:
-        os.environ["DRAFTLATTICE_MODELS"] = str(args.models)
     if args.quick:
         args.prompts, args.max_new_tokens = 2, 16
     data = args.data or shared_data_dir() / "wikitext-2" / "test.txt"
-    lm_path = Path(args.lm) if Path(args.lm).is_file() else model_asset(args.lm)
+    lm_path = Path(args.lm) if Path(args.lm).is_file() else model_asset(args.lm, args.models)
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,
     )
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    report = run_demo(model_asset("default"), lm_path, data, settings, progress=_progress())
+    report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress())
     print(report.render(args.examples))
     if not report.all_identical:
         print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)
