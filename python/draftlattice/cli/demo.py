@@ -36,7 +36,10 @@ def register(subparsers) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("draftlattice demo needs PyTorch: pip install torch==2.13.0 (see README)") from None
 
     from ..assets import model_asset, shared_data_dir
     from ..decode.demo import DemoSettings, run_demo
