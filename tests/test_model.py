@@ -16,6 +16,15 @@ from draftlattice.model.losses import blockwise_loss, blockwise_targets, sampled
 ATOL = 1e-5
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one thread avoids thread-pool overhead on a shared CI machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 def make_model(num_heads=3, seed=0, **overrides) -> BlockwiseLM:
     torch.manual_seed(seed)
     fields = dict(vocab_size=37, n_layer=2, n_head=2, d_model=16, d_ff=32, num_heads=num_heads,

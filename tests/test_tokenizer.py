@@ -22,26 +22,26 @@ def corpus(tmp_path):
 
 
 def test_train_round_trip_and_determinism(corpus, tmp_path):
-    tok = train_tokenizer([corpus], 300, tmp_path / "a.json", ["<|endoftext|>"])
-    assert tok.get_vocab_size() == 300
+    tok = train_tokenizer([corpus], 280, tmp_path / "a.json", ["<|endoftext|>"])
+    assert tok.get_vocab_size() == 280
     assert tok.token_to_id("<|endoftext|>") == 0
     for text in ["the cat sat on the log .", "unseen wörds ✓ 😀", "a  double  space"]:
         assert tok.decode(tok.encode(text).ids) == text  # byte-level: any string round-trips
     assert len(tok.encode("the cat sat").ids) < len("the cat sat")  # merges were learned
-    train_tokenizer([corpus], 300, tmp_path / "b.json", ["<|endoftext|>"])
+    train_tokenizer([corpus], 280, tmp_path / "b.json", ["<|endoftext|>"])
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert tokenizer_sha256(tmp_path / "a.json") == hashlib.sha256((tmp_path / "a.json").read_bytes()).hexdigest()
-    assert load_tokenizer(tmp_path / "a.json").get_vocab_size() == 300
+    assert load_tokenizer(tmp_path / "a.json").get_vocab_size() == 280
 
 
 def test_cli_train_and_force(corpus, tmp_path, capsys):
     out = tmp_path / "tok.json"
-    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "280", "-o", str(out)]) == 0
+    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "270", "-o", str(out)]) == 0
     assert "sha256 " + tokenizer_sha256(out) in capsys.readouterr().out
-    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "280", "-o", str(out)]) == 1
+    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "270", "-o", str(out)]) == 1
     assert "--force" in capsys.readouterr().err
-    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "290", "-o", str(out), "--force"]) == 0
-    assert load_tokenizer(out).get_vocab_size() == 290
+    assert main(["tokenizer", "train", str(corpus), "--vocab-size", "275", "-o", str(out), "--force"]) == 0
+    assert load_tokenizer(out).get_vocab_size() == 275
 
 
 def test_bad_corpora_and_files(tmp_path):

@@ -47,7 +47,8 @@ def train_tokenizer(
     """Train a byte-level BPE tokenizer on ``files`` and write it to ``out_path`` (tokenizer.json).
 
     ``vocab_size`` counts the 256 byte symbols, the merges and ``special_tokens`` (which get the
-    first ids, in the order given). Returns the trained ``tokenizers.Tokenizer``.
+    first ids, in the order given). It is an upper bound: training stops early when no pair
+    occurs ``min_frequency`` times (tiny corpora). Returns the trained ``tokenizers.Tokenizer``.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
