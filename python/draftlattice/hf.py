@@ -99,23 +99,32 @@ class HFBlockwiseLM(nn.Module):
     def new_cache(self) -> HFCache:
         return HFCache()
 
-    def forward(self, input_ids, cache: HFCache | None = None, position_ids=None, attention_mask=None):
-        """Logits [B, T, h, V] (head 1 = the HF model's logits); ``cache`` is extended in place."""
+    def trunk(self, input_ids, cache: HFCache | None = None, position_ids=None, attention_mask=None):
+        """Final (normalised) hidden state z [B, T, d] of the HF base model; cache extended in place."""
         past = 0 if cache is None else cache.length
         B, T = input_ids.shape
         if position_ids is None:
             position_ids = torch.arange(past, past + T).expand(B, T)
         if attention_mask is not None:
             attention_mask = attention_mask.expand(B, *attention_mask.shape[1:])
-        out = self.hf(
+        out = self.hf.base_model(
             input_ids=input_ids,
             past_key_values=None if cache is None else cache.inner,
             position_ids=position_ids,
             attention_mask=attention_mask,
             use_cache=cache is not None,
-            output_hidden_states=True,
         )
-        z = out.hidden_states[-1]  # final (normalised) hidden state, [B, T, d]
+        return out.last_hidden_state
+
+    def head1_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """The HF model's own logits [..., V] from z [..., d]."""
+        return self.hf.get_output_embeddings()(z)
+
+    def head_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """Logits [B, T, h, V] of all heads from z [B, T, d]."""
         lm_head = self.hf.get_output_embeddings()
-        logits = [out.logits] + [lm_head(head(z)) for head in self.heads]
-        return SimpleNamespace(logits=torch.stack(logits, dim=2))
+        return torch.stack([lm_head(z)] + [lm_head(head(z)) for head in self.heads], dim=2)
+
+    def forward(self, input_ids, cache: HFCache | None = None, position_ids=None, attention_mask=None):
+        """Logits [B, T, h, V] (head 1 = the HF model's logits); ``cache`` is extended in place."""
+        return SimpleNamespace(logits=self.head_logits(self.trunk(input_ids, cache, position_ids, attention_mask)))
