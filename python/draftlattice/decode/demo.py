@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 
 from ..model import BlockwiseLM
 from ..ngram import NgramLM
