@@ -127,10 +127,10 @@ class BlockwiseDecoder:
             stats.serial_calls += 1
             stats.record_step(1 + len(accepted))
 
-            new.append(context[-1])
-            new.extend(accepted)
+            committed = [context[-1], *accepted]
+            new.extend(committed)
             context.extend(accepted)
-            if eos_token_id is not None and eos_token_id in new:
+            if eos_token_id is not None and eos_token_id in committed:
                 break
         else:
             new.append(pending)
