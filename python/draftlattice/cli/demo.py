@@ -21,10 +21,10 @@ def register(subparsers) -> None:
         "to be identical to greedy decoding.",
     )
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (CI smoke run)")
-    p.add_argument("--prompts", type=int, default=8, help="number of prompts (default 8)")
+    p.add_argument("--prompts", type=int, default=20, help="number of prompts (default 20)")
     p.add_argument("--prompt-tokens", type=int, default=32, help="prompt length in tokens")
-    p.add_argument("--max-new-tokens", type=int, default=48, help="tokens generated per prompt")
-    p.add_argument("--k", type=int, default=4, help="lattice candidates per head")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt")
+    p.add_argument("--k", type=int, default=8, help="lattice candidates per head")
     p.add_argument("--p", type=int, default=4, help="drafts of the p-best row")
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight")
     p.add_argument("--neural-alpha", type=float, default=0.5, help="neural rescorer weight")

@@ -25,10 +25,10 @@ TOKENIZER_SHA_KEY = "draftlattice-tokenizer-sha256"
 class DemoSettings:
     """Sizes and drafter settings of the demo (defaults: about a minute on 2 CPU cores)."""
 
-    num_prompts: int = 8
+    num_prompts: int = 20
     prompt_tokens: int = 32
-    max_new_tokens: int = 48
-    k: int = 4
+    max_new_tokens: int = 64
+    k: int = 8
     p: int = 4
     alpha: float = 0.5
     neural_alpha: float = 0.5
@@ -189,7 +189,20 @@ def run_demo(
     specs.append(DrafterSpec("oracle", f"k={st.k} (needs the reference)", lambda ref: OracleDrafter(ref, k=st.k)))
 
     comparison = compare_drafters(model, prompts, st.max_new_tokens, specs, progress)
-    examples = [ex for recorder in recorders for ex in recorder.examples]
-    # Most instructive first: where rescoring gained (or lost) the most accepted tokens.
-    examples.sort(key=lambda ex: -abs(ex.accepted(ex.rescored) - ex.accepted(ex.vanilla)))
-    return DemoReport(settings, model_dir, Path(lm_path), comparison, examples, tokenizer.decode, notes)
+    return DemoReport(settings, model_dir, Path(lm_path), comparison, pick_examples(recorders), tokenizer.decode,
+                      notes)
+
+
+def pick_examples(recorders: list[ExampleRecorder]) -> list[DraftExample]:
+    """The most instructive step of each prompt (largest change in accepted tokens), distinct
+    drafts only, biggest change first."""
+    gain = lambda ex: ex.accepted(ex.rescored) - ex.accepted(ex.vanilla)  # noqa: E731
+    picked, seen = [], set()
+    for recorder in recorders:
+        for ex in sorted(recorder.examples, key=lambda ex: -abs(gain(ex))):
+            key = (tuple(ex.vanilla), tuple(ex.rescored))
+            if key not in seen:
+                seen.add(key)
+                picked.append(ex)
+                break
+    return sorted(picked, key=lambda ex: -abs(gain(ex)))
