@@ -16,6 +16,7 @@ from draftlattice.decode import (
     VanillaDrafter,
     greedy_decode,
 )
+from draftlattice.model import BlockwiseConfig, BlockwiseLM
 
 NEW_TOKENS = 24
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -27,7 +28,7 @@ def drafters(model, reference, lm):
     yield LatticeDrafter(lm, k=3, p=4, alpha=1.0)
     yield LatticeDrafter(lm, k=4, p=2, alpha=0.0, bos=False)
     yield NeuralDrafter(trained_model(2, seed=1), k=3, alpha=1.0)
-    yield NeuralDrafter(trained_model(2, seed=1), k=2, alpha=5.0, window=3)
+    yield NeuralDrafter(trained_model(2, seed=1), k=2, alpha=5.0)
     yield OracleDrafter(reference, k=3)
 
 
@@ -179,3 +180,88 @@ def test_lattice_drafter_rejects_bad_settings(ngram_dir):
     for kwargs in ({"k": 0}, {"p": 0}, {"alpha": -1.0}):
         with pytest.raises(ValueError):
             LatticeDrafter(lm, **kwargs)
+
+
+def test_heads_are_evaluated_lazily_but_exactly():
+    """The decoder's fast path (head 1 everywhere, all heads at one position) equals forward()."""
+    from draftlattice.decode.model_api import Target
+
+    model = trained_model(4)
+    target = Target(model)
+    assert target._head1 is not None  # BlockwiseLM takes the fast path
+    ids = torch.tensor([prompts(1, seed=9)[0]])
+    with torch.inference_mode():
+        full = model(ids).logits
+        out = target.forward(ids, None)
+        torch.testing.assert_close(out.head1(), full[:, :, 0])
+        torch.testing.assert_close(out.heads(0, 3), full[0, 3])
+
+
+class ForwardOnly(torch.nn.Module):
+    """A target exposing only forward() (no trunk/head_logits): the decoder's fallback path."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def new_cache(self):
+        return self.inner.new_cache()
+
+    def forward(self, *args, **kwargs):
+        return self.inner(*args, **kwargs)
+
+
+@pytest.mark.parametrize("verifier", ["greedy", "tree"])
+def test_targets_with_only_forward_decode_identically(verifier):
+    model = trained_model(4)
+    prompt = prompts(1, seed=6)[0]
+    wrapped = ForwardOnly(model)
+    result = BlockwiseDecoder(wrapped, RecordingDrafter(2), verifier).generate(prompt, 20)
+    assert result.tokens == greedy_decode(model, prompt, 20)
+
+
+def algorithm2_reference(lm, head_logits, context, k, alpha):
+    """Kim et al. 2024, Algorithm 2, recomputing the LM on the whole sequence at every position."""
+    head_lp = torch.log_softmax(head_logits, -1)
+    chosen = []
+    for i in range(head_logits.shape[0]):
+        with torch.inference_mode():
+            lm_lp = torch.log_softmax(lm(torch.tensor([list(context) + chosen])).logits[0, -1, 0], -1)
+        cand_lp, cand = head_lp[i].topk(k)
+        chosen.append(int(cand[(cand_lp + alpha * lm_lp[cand]).argmax()]))
+    return chosen
+
+
+class CheckedNeural:
+    """Runs the (cache-reusing) NeuralDrafter and checks every proposal against Algorithm 2."""
+
+    name, num_drafts = "checked-neural", 1
+
+    def __init__(self, lm, k, alpha) -> None:
+        self.inner, self.lm, self.k, self.alpha, self.calls = NeuralDrafter(lm, k=k, alpha=alpha), lm, k, alpha, 0
+
+    def propose(self, head_logits, context):
+        drafts = self.inner.propose(head_logits, context)
+        assert drafts.tokens[0].tolist() == algorithm2_reference(self.lm, head_logits, context, self.k, self.alpha)
+        self.calls += 1
+        return drafts
+
+
+def test_neural_rescoring_is_algorithm_2_exactly():
+    model, lm = trained_model(4), trained_model(2, seed=1)
+    drafter = CheckedNeural(lm, k=3, alpha=2.0)
+    for prompt in prompts(2, seed=8):
+        result = BlockwiseDecoder(model, drafter, "greedy").generate(prompt, 20)
+        assert result.tokens == greedy_decode(model, prompt, 20)
+    assert drafter.calls >= 8
+
+
+def test_neural_rescorer_restarts_on_a_window_past_its_positions():
+    model = trained_model(4)
+    small = BlockwiseLM(BlockwiseConfig(vocab_size=VOCAB, n_layer=1, n_head=2, d_model=16, d_ff=32,
+                                        num_heads=1, max_seq_len=12, head_hidden=16))
+    prompt = prompts(1, seed=9, length=10)[0]
+    drafter = NeuralDrafter(small, k=3, alpha=1.0, window=5)
+    assert BlockwiseDecoder(model, drafter).generate(prompt, 20).tokens == greedy_decode(model, prompt, 20)
+    with pytest.raises(ValueError, match="window"):
+        NeuralDrafter(small, window=12)

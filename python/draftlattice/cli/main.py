@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "train",
     "trace",
     "eval",
+    "demo",
 ]
 
 

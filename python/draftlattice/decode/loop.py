@@ -28,7 +28,7 @@ import torch
 
 from .. import verify
 from .drafters.base import Drafter, Drafts, empty_drafts
-from .model_api import check_positions, keep_tree_path, new_cache, num_heads, target_forward, vocab_size
+from .model_api import Target, check_positions, keep_tree_path, new_cache, num_heads, vocab_size
 from .sampling import SamplingConfig, sample_categorical
 from .stats import DecodeStats
 
@@ -76,6 +76,7 @@ class BlockwiseDecoder:
         self.sampling = (sampling or SamplingConfig()) if verifier in ("token", "block") else None
         self.h = num_heads(model)
         self.vocab_size = vocab_size(model)
+        self.target = Target(model)
 
     @torch.inference_mode()
     def generate(
@@ -105,7 +106,7 @@ class BlockwiseDecoder:
 
         start = time.perf_counter()
         cache = new_cache(self.model)
-        heads = target_forward(self.model, torch.tensor([prompt]), cache)[0, -1]  # [h, V]
+        heads = self.target.forward(torch.tensor([prompt]), cache).heads(0, len(prompt) - 1)  # [h, V]
         pending = self._first_token(heads[0], generator)
         stats.serial_calls += 1
         stats.prefill_calls += 1
@@ -126,10 +127,10 @@ class BlockwiseDecoder:
             stats.serial_calls += 1
             stats.record_step(1 + len(accepted))
 
-            new.append(context[-1])
-            new.extend(accepted)
+            committed = [context[-1], *accepted]
+            new.extend(committed)
             context.extend(accepted)
-            if eos_token_id is not None and eos_token_id in new:
+            if eos_token_id is not None and eos_token_id in committed:
                 break
         else:
             new.append(pending)
@@ -161,50 +162,50 @@ class BlockwiseDecoder:
     def _verify_step(self, cache, pending: int, drafts: Drafts, generator):
         """Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
         if self.verifier == "tree":
-            return _tree_step(self.model, cache, pending, drafts.tokens)
+            return _tree_step(self.target, cache, pending, drafts.tokens)
         if self.verifier == "greedy":
-            return _batched_greedy_step(self.model, cache, pending, drafts.tokens)
-        return _sampling_step(self.model, cache, pending, drafts, self.sampling, self.verifier, generator)
+            return _batched_greedy_step(self.target, cache, pending, drafts.tokens)
+        return _sampling_step(self.target, cache, pending, drafts, self.sampling, self.verifier, generator)
 
 
-def _batched_greedy_step(model, cache, pending: int, drafts: torch.Tensor):
+def _batched_greedy_step(target: Target, cache, pending: int, drafts: torch.Tensor):
     """Verifies p drafts [p, g] as p rows of one forward (cache expanded to p rows)."""
     p, g = drafts.shape
     prefix = cache.length
     rows = torch.cat([torch.full((p, 1), pending, dtype=torch.int64), drafts], dim=1)  # [p, g+1]
     if p > 1:
         cache.expand(p)
-    logits = target_forward(model, rows, cache)  # [p, g+1, h, V]
-    best, num_accepted, next_token = verify.greedy_accept(drafts, logits[:, :, 0])
+    out = target.forward(rows, cache)
+    best, num_accepted, next_token = verify.greedy_accept(drafts, out.head1())  # head 1: [p, g+1, V]
     best, a = int(best), int(num_accepted)
     if p > 1:
         cache.batch_select([best])
     cache.crop(prefix + 1 + a)
-    return drafts[best, :a].tolist(), int(next_token), logits[best, a]
+    return drafts[best, :a].tolist(), int(next_token), out.heads(best, a)
 
 
-def _tree_step(model, cache, pending: int, drafts: torch.Tensor):
+def _tree_step(target: Target, cache, pending: int, drafts: torch.Tensor):
     """Verifies the prefix tree of the drafts (root = pending) in one row with a tree mask."""
     prefix = cache.length
-    dtype = next(model.parameters()).dtype
+    dtype = next(target.model.parameters()).dtype
     tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=dtype)
-    logits = target_forward(
-        model, tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask_4d(prefix)
-    )[0]  # [T, h, V]
-    result = verify.tree_greedy_accept(tree, logits[:, 0])
+    out = target.forward(
+        tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask_4d(prefix)
+    )
+    result = verify.tree_greedy_accept(tree, out.head1()[0])  # head 1 at every node: [T, V]
     a = int(result.num_accepted)
     path = result.path[: a + 1]  # root, then the accepted nodes by depth
     keep_tree_path(cache, prefix, path)
-    return tree.tokens[path[1:]].tolist(), int(result.next_token), logits[int(result.last_node)]
+    return tree.tokens[path[1:]].tolist(), int(result.next_token), out.heads(0, int(result.last_node))
 
 
-def _sampling_step(model, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
+def _sampling_step(target: Target, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
     """Verifies one sampled draft [1, g] with block or token verification (lossless)."""
     prefix = cache.length
     tokens = drafts.tokens
     rows = torch.cat([torch.tensor([[pending]]), tokens], dim=1)  # [1, g+1]
-    logits = target_forward(model, rows, cache)  # [1, g+1, h, V]
-    p = sampling.distribution(logits[:, :, 0].float())  # [1, g+1, V]
+    out = target.forward(rows, cache)
+    p = sampling.distribution(out.head1().float())  # [1, g+1, V]
     if tokens.shape[1] == 0:  # nothing drafted: the next token comes straight from the target
         a, next_token = 0, sample_categorical(p[:, 0], generator)
     else:
@@ -212,7 +213,7 @@ def _sampling_step(model, cache, pending: int, drafts: Drafts, sampling, verifie
         num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
         a = int(num_accepted[0])
     cache.crop(prefix + 1 + a)
-    return tokens[0, :a].tolist(), int(next_token[0]), logits[0, a]
+    return tokens[0, :a].tolist(), int(next_token.reshape(-1)[0]), out.heads(0, a)
 
 
 def _as_prompt(prompt_ids, vocab: int) -> list[int]:

@@ -2,8 +2,10 @@
 
 Left to right over the draft positions i = 1..g: among the k most likely tokens of head i+1,
 pick the one maximising  log p_head(c) + alpha * log p_LM(c | context, chosen prefix),
-where LM is a small autoregressive model over the same tokenizer. Cost per step: one LM forward
-on the context window plus g - 1 one-token forwards (with a KV cache), local to the drafter.
+where LM is a small autoregressive model over the same tokenizer. The drafter keeps the LM's KV
+cache between steps and only feeds what changed (the tokens committed since the last step; the
+cache is cropped to the longest prefix shared with the new context), then g - 1 one-token
+forwards. All of it is local to the drafter: no target call.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..model_api import check_positions, new_cache, num_heads, target_forward, vocab_size
+from ..model_api import new_cache, target_forward, vocab_size
 from ..sampling import SamplingConfig, sample_categorical, scatter_candidates
 from .base import Drafts, check_head_logits
 
@@ -24,21 +26,25 @@ class NeuralDrafter:
         lm: a ``BlockwiseLM`` (head 1 is used) with the target's vocabulary.
         k: candidates per head (>= 1).
         alpha: weight of the LM's log-probability (0 = vanilla drafts).
-        window: the LM sees at most this many trailing context tokens (bounded cost per step).
+        window: when the context no longer fits the LM's positions, the LM restarts on the last
+            ``window`` tokens (default: half its max_seq_len).
     """
 
     name = "neural"
     num_drafts = 1
 
-    def __init__(self, lm: torch.nn.Module, k: int = 4, alpha: float = 0.5, window: int = 128) -> None:
+    def __init__(self, lm: torch.nn.Module, k: int = 4, alpha: float = 0.5, window: int | None = None) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
+        limit = getattr(lm.config, "max_seq_len", None) or 1 << 30
+        window = limit // 2 if window is None else window
+        if not 1 <= window < limit:
+            raise ValueError(f"window must be in [1, {limit}), got {window}")
         self.lm = lm.eval()
-        self.k, self.alpha, self.window = k, float(alpha), window
+        self.k, self.alpha, self.window, self._limit = k, float(alpha), window, limit
         self.vocab_size = vocab_size(lm)
-        self._lm_heads = num_heads(lm)
+        self._cache = None
+        self._fed: list[int] = []  # tokens whose keys/values are in self._cache, in order
 
     def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
         return Drafts(self._run(head_logits, context, None, None)[0][None])
@@ -63,10 +69,8 @@ class NeuralDrafter:
         if not context:
             raise ValueError("neural rescoring needs at least one context token")
         k = min(self.k, vocab)
-        window = list(context[-self.window :])
-        check_positions(self.lm, len(window) + g)
-        cache = new_cache(self.lm)
-        lm_logits = target_forward(self.lm, torch.tensor([window]), cache)[0, -1, 0]
+        lm_logits = self._condition_on(list(context), g)
+        cache = self._cache
         head_lp = torch.log_softmax(head_logits.float(), -1)
         tokens = torch.empty(g, dtype=torch.int64)
         q = torch.zeros(g, vocab) if sampling is not None else None
@@ -82,4 +86,23 @@ class NeuralDrafter:
             tokens[i] = cand[choice]
             if i + 1 < g:
                 lm_logits = target_forward(self.lm, tokens[i : i + 1][None], cache)[0, -1, 0]
+                self._fed.append(int(tokens[i]))
         return tokens, q
+
+    def _condition_on(self, context: list[int], g: int) -> torch.Tensor:
+        """LM logits [V] after ``context``, reusing the cache's longest shared prefix."""
+        if len(context) + g > self._limit:  # restart on a window (positions restart at 0)
+            context = context[-self.window :]
+            self._cache, self._fed = None, []
+        shared = 0
+        for a, b in zip(self._fed, context):
+            if a != b:
+                break
+            shared += 1
+        shared = min(shared, len(context) - 1)  # feed at least one token to get its logits
+        if self._cache is None or shared == 0:
+            self._cache, shared = new_cache(self.lm), 0
+        else:
+            self._cache.crop(shared)
+        self._fed = list(context)
+        return target_forward(self.lm, torch.tensor([context[shared:]]), self._cache)[0, -1, 0]

@@ -41,7 +41,8 @@ class OracleDrafter:
         n, g = len(context), head_logits.shape[0]
         if list(context) != self.reference[:n]:
             raise ValueError("the oracle's reference does not continue this context (it needs the target's greedy output)")
-        lattice = Lattice.from_logits(head_logits.detach().float().cpu().numpy(), min(self.k, head_logits.shape[1]))
+        logits = head_logits.detach().float().cpu().numpy()
+        lattice = Lattice.from_logits(logits, min(self.k, logits.shape[1]))
         reference = self.reference[n : n + g]
         reference += lattice.tokens[len(reference) :, 0].tolist()  # past the reference: top-1
         tokens, _ = oracle_draft(lattice, np.asarray(reference, dtype=np.int32))
