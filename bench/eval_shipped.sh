@@ -12,7 +12,7 @@ DL="python -m draftlattice.cli.main"
 OUT=bench/results/eval
 mkdir -p "$OUT"
 NEURAL=()
-[ -d lm_models/rescorer ] && NEURAL=(--neural-lm lm_models/rescorer)
+[ -d lm_models/neural_rescorer ] && NEURAL=(--neural-lm lm_models/neural_rescorer)
 $DL trace record --model lm_models/default --wikitext-test "$N" --max-new-tokens "$M" --top-k 16 \
     --threads 2 -o "$OUT/wt2_test.dltrace"
 $DL eval --trace "$OUT/wt2_test.dltrace" --lm lm_models/katz4.dlm --k 16 --p 16 --tune-alpha \
