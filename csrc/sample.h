@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "hash.h"
 #include "compose.h"
 #include "lattice.h"
 
@@ -37,12 +38,7 @@ struct DraftSamples {
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return Mix64(state_ += 0x9E3779B97F4A7C15ull); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
 
  private:

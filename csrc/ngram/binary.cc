@@ -83,7 +83,7 @@ uint64_t BinaryChecksum(const void* data, size_t bytes, uint64_t seed) {
   }
   for (; i < bytes; ++i) lane[0] = (lane[0] ^ p[i]) * kMul + (lane[0] >> 29);
   uint64_t h = bytes;
-  for (int k = 0; k < 4; ++k) h = ngram::Mix64(h ^ lane[k]);
+  for (int k = 0; k < 4; ++k) h = Mix64(h ^ lane[k]);
   return h;
 }
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hash.h"
+
 namespace dl::ngram {
 
 constexpr uint64_t kFlagListed = 1;   // the n-gram is in the file (else a blank context entry)
@@ -32,14 +34,6 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 16, "Entry is part of the binary format");
 
-inline uint64_t Mix64(uint64_t x) {  // splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
 inline uint64_t SeedKey(uint32_t word) { return Mix64(word + 0x9E3779B97F4A7C15ull); }
 inline uint64_t ExtendKey(uint64_t key, uint32_t word) {
   return Mix64(key ^ (uint64_t{word} * 0xD6E8FEB86659FD93ull + 0x2545F4914F6CDD1Dull));

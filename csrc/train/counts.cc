@@ -3,20 +3,12 @@
 #include <algorithm>
 
 #include "errors.h"
+#include "hash.h"
 
 namespace dl::train {
 namespace {
 constexpr uint64_t kEmptyKey = ~0ull;
 constexpr WordId kNone = 0xFFFFFFFFu;
-
-inline uint64_t Mix(uint64_t key) {
-  key ^= key >> 33;
-  key *= 0xff51afd7ed558ccdull;
-  key ^= key >> 33;
-  key *= 0xc4ceb9fe1a85ec53ull;
-  key ^= key >> 33;
-  return key;
-}
 
 inline bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == '\n';
@@ -44,7 +36,7 @@ void PairIndex::Grow() {
   mask_ = keys_.size() - 1;
   for (size_t i = 0; i < old_keys.size(); ++i) {
     if (old_keys[i] == kEmptyKey) continue;
-    uint64_t slot = Mix(old_keys[i]) & mask_;
+    uint64_t slot = Mix64(old_keys[i]) & mask_;
     while (keys_[slot] != kEmptyKey) slot = (slot + 1) & mask_;
     keys_[slot] = old_keys[i];
     values_[slot] = old_values[i];
@@ -54,7 +46,7 @@ void PairIndex::Grow() {
 uint32_t PairIndex::FindOrInsert(uint32_t prefix, uint32_t word, uint32_t next_index,
                                  bool* inserted) {
   const uint64_t key = Pack(prefix, word);
-  uint64_t slot = Mix(key) & mask_;
+  uint64_t slot = Mix64(key) & mask_;
   while (true) {
     const uint64_t k = keys_[slot];
     if (k == key) {
@@ -66,7 +58,7 @@ uint32_t PairIndex::FindOrInsert(uint32_t prefix, uint32_t word, uint32_t next_i
   }
   if ((size_ + 1) * 10 > keys_.size() * 7) {  // load factor 0.7
     Grow();
-    slot = Mix(key) & mask_;
+    slot = Mix64(key) & mask_;
     while (keys_[slot] != kEmptyKey) slot = (slot + 1) & mask_;
   }
   keys_[slot] = key;
@@ -78,7 +70,7 @@ uint32_t PairIndex::FindOrInsert(uint32_t prefix, uint32_t word, uint32_t next_i
 
 uint32_t PairIndex::Find(uint32_t prefix, uint32_t word) const {
   const uint64_t key = Pack(prefix, word);
-  uint64_t slot = Mix(key) & mask_;
+  uint64_t slot = Mix64(key) & mask_;
   while (true) {
     const uint64_t k = keys_[slot];
     if (k == key) return values_[slot];
