@@ -24,7 +24,6 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import gzip
-import hashlib
 import logging
 import lzma
 import os
@@ -39,6 +38,7 @@ import numpy as np
 
 from . import _core
 from ._core import FormatError
+from .tokenizer import load_tokenizer, tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -82,26 +82,6 @@ class LmBuildResult:
     seconds: dict[str, float]
     count_of_counts: list[list[int]]
     discounts: list[list[float]]
-
-
-def tokenizer_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a tokenizer.json file's bytes (what the LM records)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _load_tokenizer(path: Path) -> Any:
-    try:
-        from tokenizers import Tokenizer
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "building an LM over a tokenizer needs the `tokenizers` package: pip install tokenizers"
-        ) from error
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenizer file not found: {path}")
-    try:
-        return Tokenizer.from_file(str(path))
-    except Exception as error:  # tokenizers raises its own Exception type
-        raise FormatError(f"{path}: not a valid tokenizer.json ({error})") from None
 
 
 def _check_params(
@@ -282,7 +262,7 @@ def build_lm(
     tok_sha = None
     if tokenizer is not None:
         tok_path = Path(tokenizer)
-        tok = _load_tokenizer(tok_path)
+        tok = load_tokenizer(tok_path)
         tok_sha = tokenizer_sha256(tok_path)
 
     seconds: dict[str, float] = {}

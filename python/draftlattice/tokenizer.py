@@ -93,16 +93,22 @@ def train_tokenizer(
 
 
 def load_tokenizer(path: str | Path):
-    """Load a ``tokenizer.json`` offline; ``ValueError`` if it is missing or does not parse."""
+    """Load a ``tokenizer.json`` offline.
+
+    Raises ``FileNotFoundError`` if it is missing and ``draftlattice.FormatError`` (a
+    ``ValueError``) if it does not parse.
+    """
     from tokenizers import Tokenizer
+
+    from ._core import FormatError
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"tokenizer file not found: {path}")
+        raise FileNotFoundError(f"tokenizer file not found: {path}")
     try:
         return Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-        raise ValueError(f"{path}: not a valid tokenizer.json ({error})") from None
+        raise FormatError(f"{path}: not a valid tokenizer.json ({error})") from None
 
 
 def tokenizer_sha256(path: str | Path) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..model import BlockwiseLM
 from ..ngram import NgramLM
+from ..prompts import paragraph_prompts
 from ..tokenizer import load_tokenizer, tokenizer_sha256
 from .compare import Comparison, DraftExample, DrafterSpec, ExampleRecorder, compare_drafters
 from .drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
@@ -39,25 +40,6 @@ class DemoSettings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.alpha < 0 or self.neural_alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {self.alpha} / {self.neural_alpha}")
-
-
-def wikitext_prompts(path: Path, tokenizer, count: int, length: int) -> list[list[int]]:
-    """``count`` prompts of ``length`` tokens: the starts of paragraphs (not headings) of a
-    WikiText-2 file long enough to give ``length`` tokens, evenly spaced through the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: WikiText-2 test file not found (pass --data)")
-    eligible = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if not text or text.startswith("="):
-            continue
-        ids = tokenizer.encode(text).ids
-        if len(ids) >= length:
-            eligible.append(ids[:length])
-    if len(eligible) < count:
-        raise ValueError(f"{path}: only {len(eligible)} paragraphs have {length} tokens, {count} wanted")
-    return [eligible[i * len(eligible) // count] for i in range(count)]
 
 
 @dataclass
@@ -165,7 +147,7 @@ def run_demo(
         raise ValueError(f"tokenizer {tokenizer_path} has {tokenizer.get_vocab_size()} tokens, the model "
                          f"{model.config.vocab_size}")
     lm = load_ngram(Path(lm_path), tokenizer_path)
-    prompts = wikitext_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens)
+    prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
     st, recorders, notes = settings, [], []
 
     def ngram_recorded(reference):
