@@ -115,3 +115,34 @@ def test_header_size_fields_are_validated(model_pair):
     binary.write_bytes(bytes(data))
     with pytest.raises(FormatError):
         NgramLM(binary)
+
+
+def _reseal(data: bytearray) -> None:
+    """Recompute the checksum of a file image, as a forger would (header checksum field zeroed)."""
+    from draftlattice import _core
+
+    header = bytearray(data[:HEADER_BYTES])
+    header[32:40] = bytes(8)
+    seed = _core.binary_checksum(bytes(header), 0)
+    data[32:40] = struct.pack("<Q", _core.binary_checksum(bytes(data[HEADER_BYTES:]), seed))
+
+
+HEADER_BYTES = 8 + 4 * 4 + 8 * 3 + 8 * 8 * 2 + 8 * 6 + 8 * 8 + 8 * 4  # csrc/ngram/binary.cc BinaryHeader
+
+
+def test_forged_full_table_raises_instead_of_hanging(model_pair):
+    """A validly sealed file whose bigram table has no empty bucket is refused at load; lookups
+    would otherwise probe forever."""
+    *_, binary = model_pair
+    data = bytearray(binary.read_bytes())
+    assert struct.unpack_from("<I", data, 20)[0] == HEADER_BYTES
+    buckets = struct.unpack_from("<Q", data, 112 + 8)[0]  # buckets[1]: the 2-gram table
+    offset = struct.unpack_from("<Q", data, 224 + 8)[0]  # table_offset[1]
+    for b in range(buckets):
+        entry = offset + 16 * b
+        if struct.unpack_from("<Q", data, entry)[0] == 0:
+            struct.pack_into("<Q", data, entry, 0xFFFF0000 + 4 * b)  # a key no lookup will match
+    _reseal(data)
+    binary.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="2-gram table has no empty bucket"):
+        NgramLM(binary)

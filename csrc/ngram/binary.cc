@@ -242,9 +242,15 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
     const uint64_t buckets = h.buckets[n - 1];
     if (buckets <= h.counts[n - 1] || buckets > size / sizeof(Entry))
       fail("bad bucket count ", buckets, " for ", h.counts[n - 1], " ", n, "-grams");
-    views.tables.emplace_back(reinterpret_cast<const Entry*>(section(
-                                  h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table")),
-                              buckets);
+    const Entry* table = reinterpret_cast<const Entry*>(
+        section(h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table"));
+    // Lookups stop at an empty bucket: a table without one (only a forged file, since the
+    // checksum matched) would make them probe forever. Valid tables are at most 2/3 full,
+    // so this scan ends within a few buckets.
+    uint64_t empty = 0;
+    while (empty < buckets && table[empty].key != 0) ++empty;
+    if (empty == buckets) fail("the ", n, "-gram table has no empty bucket");
+    views.tables.emplace_back(table, buckets);
   }
   views.suffix_closed = (h.flags & kFlagSuffixClosed) != 0;
   if (h.version >= 2)  // version 1 has no bounds: NgramLM derives weaker ones from the tables
