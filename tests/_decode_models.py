@@ -73,14 +73,6 @@ def prompts(count: int, seed: int, length: int = 6, vocab: int = VOCAB) -> list[
     return [corpus[i * 50 : i * 50 + length].tolist() for i in range(count)]
 
 
-@pytest.fixture(scope="module", autouse=False)
-def one_thread():
-    """Tiny models run fastest on one thread (the CI machine's 2 cores are shared)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @functools.lru_cache(maxsize=None)
 def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOCAB):

@@ -51,3 +51,14 @@ def decompressed_lm(shared_data, tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one torch thread (the CI machine's 2 cores are shared)."""
+    import torch  # only the tests that ask for this fixture need torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _decode_models import VOCAB, markov_ngram, ngram_dir, one_thread, prompts, trained_model  # noqa: F401
+from _decode_models import VOCAB, markov_ngram, ngram_dir, prompts, trained_model  # noqa: F401
 from draftlattice.decode import (
     BlockwiseDecoder,
     Drafts,

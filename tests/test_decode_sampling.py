@@ -14,7 +14,7 @@ import pytest
 import scipy.stats
 import torch
 
-from _decode_models import markov_ngram, ngram_dir, one_thread, trained_model  # noqa: F401 (fixtures)
+from _decode_models import markov_ngram, ngram_dir, trained_model  # noqa: F401 (fixtures)
 from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,7 +7,6 @@ import torch
 
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from _decode_models import one_thread  # noqa: F401 (fixture)
 from draftlattice.decode import BlockwiseDecoder, Drafts, VanillaDrafter
 from draftlattice.hf import HFBlockwiseLM
 

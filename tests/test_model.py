@@ -15,14 +15,9 @@ from draftlattice.model.losses import blockwise_loss, blockwise_targets, sampled
 
 ATOL = 1e-5
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one thread avoids thread-pool overhead on a shared CI machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+
 
 
 def make_model(num_heads=3, seed=0, **overrides) -> BlockwiseLM:

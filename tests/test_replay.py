@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from _decode_models import markov_corpus, one_thread, prompts, trained_model  # noqa: F401
+from _decode_models import markov_corpus, prompts, trained_model  # noqa: F401
 from draftlattice import NgramLM
 from draftlattice.decode import BlockwiseDecoder, LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
 from draftlattice.evaluate import drafting as D
@@ -19,7 +19,7 @@ NEW_TOKENS = 30
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, one_thread):  # noqa: F811
+def setup(tmp_path_factory, one_thread):
     model = trained_model(4)
     ps = prompts(5, 0)
     trace = record_trace(model, ps, NEW_TOKENS, top_k=8, progress=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from _decode_models import one_thread  # noqa: F401
 from draftlattice import NgramLM
 from draftlattice.assets import model_asset, shared_data_dir
 from draftlattice.decode import BlockwiseDecoder, LatticeDrafter, OracleDrafter, VanillaDrafter
@@ -24,7 +23,7 @@ TOP_K = 8
 
 
 @pytest.fixture(scope="module")
-def shipped(one_thread):  # noqa: F811
+def shipped(one_thread):
     model = BlockwiseLM.from_pretrained(model_asset("default"))
     prompts = prompts_from_file(shared_data_dir() / "wikitext-2" / "test.txt", model_asset("tokenizer.json"),
                                 count=3, prompt_tokens=24)

@@ -15,13 +15,9 @@ from draftlattice.tokenizer import train_tokenizer
 
 SENTENCES = ["the cat sat on the mat .", "the dog sat on the log .", "a bird sang in the tree ."]
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+
 
 
 def test_train_cli_end_to_end(tmp_path, capsys):
