@@ -29,9 +29,9 @@ def _run(args: argparse.Namespace) -> int:
     neural = None
     if args.neural_lm:
         from draftlattice.decode import NeuralDrafter
-        from draftlattice.model.io import load_model
+        from draftlattice.model import BlockwiseLM
 
-        neural = NeuralDrafter(load_model(args.neural_lm), k=args.k, alpha=args.neural_alpha)
+        neural = NeuralDrafter(BlockwiseLM.from_pretrained(args.neural_lm), k=args.k, alpha=args.neural_alpha)
     result = evaluate_trace(trace, NgramLM(args.lm), k=args.k, p=args.p, alpha=args.alpha, bos=not args.no_bos,
                             ks=_ints(args.ks), ps=_ints(args.ps), tune_alpha=args.tune_alpha,
                             alphas=_floats(args.alphas), heldout_fraction=args.heldout_fraction,

@@ -37,11 +37,12 @@ def record_from_args(args):
     from draftlattice.evaluate.prompts import prompts_from_file
     from draftlattice.evaluate.record import record_trace
     from draftlattice.lmbuild import tokenizer_sha256
-    from draftlattice.model.io import load_model, tokenizer_file
+    from draftlattice.model import BlockwiseLM
+    from draftlattice.model.io import tokenizer_file
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model)
+    model = BlockwiseLM.from_pretrained(args.model)
     tok = tokenizer_file(args.model)
     source = args.prompts or args.wikitext_path
     prompts = prompts_from_file(source, tok, args.wikitext_test, args.prompt_tokens)
