@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .trace import WIKITEXT_TEST, record_from_args
+from .trace import WIKITEXT_HELP, record_from_args
 
 
 def _floats(text: str) -> list[float]:
@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = parser.add_argument_group("live prompts (with --model)")
     group.add_argument("--prompts")
     group.add_argument("--wikitext-test", type=int, metavar="N")
-    group.add_argument("--wikitext-path", default=str(WIKITEXT_TEST))
+    group.add_argument("--wikitext-path", help=WIKITEXT_HELP)
     group.add_argument("--prompt-tokens", type=int, default=32)
     group.add_argument("--max-new-tokens", type=int, default=128)
     group.add_argument("--top-k", type=int, default=16)

@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters.base import Drafter, Drafts
-from .loop import BlockwiseDecoder
-from .reference import greedy_decode
-from .stats import DecodeStats
+from ..decode import BlockwiseDecoder, DecodeStats, Drafter, Drafts, greedy_decode
 
 logger = logging.getLogger(__name__)
 

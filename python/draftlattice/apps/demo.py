@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from ..decode.drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
+from ..evaluate.prompts import paragraph_prompts
 from ..model import BlockwiseLM
 from ..ngram import NgramLM
-from ..prompts import paragraph_prompts
 from ..tokenizer import load_tokenizer, tokenizer_sha256
 from .compare import Comparison, DraftExample, DrafterSpec, ExampleRecorder, compare_drafters
-from .drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
 
 logger = logging.getLogger(__name__)
 
