@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..pairing import ALLOW_MISMATCH_HELP
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -34,6 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--data", type=Path, help="WikiText-2 test.txt (default: wikitext-2/test.txt in the shared "
                    "data directory, $DRAFTLATTICE_DATA)")
     p.add_argument("--examples", type=int, default=3, help="drafts before/after rescoring to show")
+    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     p.set_defaults(func=_demo)
 
 
@@ -55,7 +58,8 @@ def _demo(args: argparse.Namespace) -> int:
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,
     )
     torch.set_num_threads(min(torch.get_num_threads(), 2))
-    report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress())
+    report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress(),
+                      allow_mismatch=args.allow_mismatch)
     print(report.render(args.examples))
     if not report.all_identical:
         print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)

@@ -24,17 +24,19 @@ def record_from_args(args):
     from draftlattice.assets import WIKITEXT_TEST, data_file
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
-    from draftlattice.lmbuild import tokenizer_sha256
+    from draftlattice.pairing import check_tokenizer_fits
     from draftlattice.model import BlockwiseLM
     from draftlattice.model.io import tokenizer_file
-    from draftlattice.tokenizer import load_tokenizer
+    from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
 
     if args.threads:
         torch.set_num_threads(args.threads)
     model = BlockwiseLM.from_pretrained(args.model)
     tok = tokenizer_file(args.model)
+    tokenizer = load_tokenizer(tok)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tok))
     source = args.prompts or args.wikitext_path or data_file(WIKITEXT_TEST)
-    prompts = paragraph_prompts(source, load_tokenizer(tok), args.wikitext_test, args.prompt_tokens)
+    prompts = paragraph_prompts(source, tokenizer, args.wikitext_test, args.prompt_tokens)
     meta = {"model": str(args.model), "tokenizer_sha256": tokenizer_sha256(tok), "prompts_from": str(source),
             "prompt_tokens": args.prompt_tokens}
     return record_trace(model, prompts, args.max_new_tokens, args.top_k, meta)
