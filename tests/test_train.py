@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from draftlattice.cli.main import main
 from draftlattice.model import BlockwiseLM

@@ -9,14 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from ..decode.drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
 from ..evaluate.prompts import paragraph_prompts
 from ..model import BlockwiseLM
 from ..ngram import NgramLM
 from ..pairing import check_lm_tokenizer_pair, check_same_tokenizer, check_tokenizer_fits
 from ..tokenizer import load_tokenizer, tokenizer_sha256
-from .compare import Comparison, DraftExample, DrafterSpec, ExampleRecorder, compare_drafters
+from .compare import Comparison, DrafterSpec, DraftExample, ExampleRecorder, compare_drafters
 
 logger = logging.getLogger(__name__)
 

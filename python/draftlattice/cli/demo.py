@@ -46,8 +46,8 @@ def _demo(args: argparse.Namespace) -> int:
     except ImportError:
         raise ValueError("draftlattice demo needs PyTorch: pip install torch==2.13.0 (see README)") from None
 
-    from ..assets import WIKITEXT_TEST, data_file, model_asset
     from ..apps.demo import DemoSettings, run_demo
+    from ..assets import WIKITEXT_TEST, data_file, model_asset
 
     if args.quick:
         args.prompts, args.max_new_tokens = 2, 16
