@@ -60,12 +60,6 @@ def _model_bases(base: Path | None) -> tuple[list[Path], str]:
     return bases, f"set {MODELS_ENV} to the shipped-models directory"
 
 
-def models_dir(base: Path | None = None) -> Path:
-    """The shipped-models directory (``base`` itself when given)."""
-    bases, hint = _model_bases(base)
-    return _first_existing(bases, "the shipped-models directory lm_models/", hint)
-
-
 def model_asset(name: str, base: Path | None = None) -> Path:
     """A file or directory among the shipped models, e.g. ``default`` or ``katz4.dlm``; only
     inside ``base`` when it is given."""

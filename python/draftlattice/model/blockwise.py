@@ -210,9 +210,6 @@ class BlockwiseLM(nn.Module):
         """Logits [B, T, h, V] from the final hidden state z [B, T, d] (tied output projection)."""
         return self.head_states(z) @ self.embed.weight.t()
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     @classmethod
     def from_pretrained(cls, directory, device="cpu", dtype=torch.float32) -> BlockwiseLM:
         """Loads a model directory written by ``save_pretrained`` (see ``draftlattice.model.io``);

@@ -113,10 +113,3 @@ class KVCache:
             raise ValueError(f"expand needs a batch-1 cache, got batch {self.batch_size}")
         if self.batch_size is not None:
             self.batch_select(torch.zeros(n, dtype=torch.long, device=self.keys[0].device))
-
-    def clone(self) -> KVCache:
-        """An independent copy (tensors are immutable here, so sharing storage is safe)."""
-        other = KVCache(self.n_layer)
-        other.keys, other.values = list(self.keys), list(self.values)
-        other._length, other.prefix_length = self._length, self.prefix_length
-        return other
