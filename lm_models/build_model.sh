@@ -38,5 +38,5 @@ rm -rf "$OUT/default/checkpoint" "$OUT/neural_rescorer/checkpoint"
 
 # 4. The README's quality figures.
 for model in default neural_rescorer; do
-    python -m draftlattice.model.evaluate "$OUT/$model" "$CORPUS/valid.txt" "$CORPUS/test.txt" --threads 2
+    $DL model-eval "$OUT/$model" "$CORPUS/valid.txt" "$CORPUS/test.txt" --threads 2
 done

@@ -17,8 +17,6 @@ SENTENCES = ["the cat sat on the mat .", "the dog sat on the log .", "a bird san
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-
-
 def test_train_cli_end_to_end(tmp_path, capsys):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(SENTENCES * 40) + "\n")
@@ -41,6 +39,10 @@ def test_train_cli_end_to_end(tmp_path, capsys):
     # fp16 storage changes the metrics only slightly from the trainer's last (fp32) evaluation
     assert metrics["perplexity"] == pytest.approx(history[-1]["valid_perplexity"], rel=1e-2)
     assert len(metrics["head_accuracy"]) == 3 and metrics["tokens"] == 4 * 16
+    capsys.readouterr()
+    assert main(["model-eval", str(out), str(corpus), "--seq-len", "16", "--max-windows", "4", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)[str(corpus)]
+    assert printed["perplexity"] == pytest.approx(metrics["perplexity"]) and printed["tokens"] == metrics["tokens"]
 
 
 def test_token_stream_cache_and_windows(tmp_path):
