@@ -112,3 +112,26 @@ def test_a_model_without_the_protocol_is_refused_by_name():
 
     with pytest.raises(TypeError, match="not a BlockwiseTarget: it lacks device, dtype, new_cache, trunk"):
         BlockwiseDecoder(ForwardOnly(), VanillaDrafter())
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="not applicable: CUDA is not available")
+
+
+@CUDA
+@pytest.mark.parametrize("verifier", ["greedy", "tree", "block", "token"])
+@pytest.mark.parametrize("kind", ["vanilla", "lattice", "neural"])
+def test_decoding_on_cuda(verifier, kind, ngram_dir):  # noqa: F811
+    """On a real accelerator: greedy modes equal greedy decoding there, sampling runs with a CUDA
+    generator (the fake-device tests above cover the same paths without one)."""
+    model = fresh(trained_model(4)).to("cuda")
+    prompt = prompts(1, seed=5)[0]
+    drafter = make_drafter(kind, None, ngram_dir)
+    if kind == "neural":
+        drafter.lm.to("cuda")
+    if verifier in ("greedy", "tree"):
+        result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, NEW_TOKENS)
+        assert result.tokens == greedy_decode(model, prompt, NEW_TOKENS)
+    else:
+        decoder = BlockwiseDecoder(model, drafter, verifier, SamplingConfig(temperature=0.8))
+        result = decoder.generate(prompt, NEW_TOKENS, generator=torch.Generator("cuda").manual_seed(0))
+        assert len(result.tokens) == NEW_TOKENS and all(0 <= t < model.config.vocab_size for t in result.tokens)
