@@ -19,6 +19,7 @@ from .compare import Comparison, DrafterSpec, DraftExample, ExampleRecorder, com
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass
 class DemoSettings:
     """Sizes and drafter settings of the demo (defaults: about a minute on 2 CPU cores)."""
