@@ -25,8 +25,22 @@ from torch.overrides import TorchFunctionMode
 
 FAKE = torch.device("meta")
 _TAG = "_fake_device_tag"
-_FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "rand", "randn", "randint",
-              "randperm", "eye", "linspace", "scalar_tensor"}
+_FACTORIES = {
+    "tensor",
+    "as_tensor",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "eye",
+    "linspace",
+    "scalar_tensor",
+}
 _DEVICE_GETTER = torch._C.TensorBase.device
 
 
@@ -60,8 +74,9 @@ class FakeDevice(TorchFunctionMode):
                 setattr(t, _TAG, "device")
 
     def _flag(self, message: str) -> None:
-        frames = [f for f in traceback.extract_stack() if "_fake_device" not in f.filename
-                  and "/torch/" not in f.filename]
+        frames = [
+            f for f in traceback.extract_stack() if "_fake_device" not in f.filename and "/torch/" not in f.filename
+        ]
         where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
         self.violations.append(f"{message} at {where}")
 

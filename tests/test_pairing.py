@@ -26,11 +26,18 @@ def test_matching_hash_passes_and_case_does_not_matter():
     check_lm_tokenizer_pair({TOKENIZER_SHA256_KEY: SHA.upper()}, SHA, lm_name="lm", tokenizer_name="tok")
 
 
-@pytest.mark.parametrize(("metadata", "sha", "message"), [
-    ({TOKENIZER_SHA256_KEY: OTHER_SHA}, SHA, f"lm was built over tokenizer sha256 {OTHER_SHA}, but tok has sha256 {SHA}"),
-    ({}, SHA, "lm records no tokenizer"),
-    ({TOKENIZER_SHA256_KEY: SHA}, None, "the tokenizer of tok is unknown"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "sha", "message"),
+    [
+        (
+            {TOKENIZER_SHA256_KEY: OTHER_SHA},
+            SHA,
+            f"lm was built over tokenizer sha256 {OTHER_SHA}, but tok has sha256 {SHA}",
+        ),
+        ({}, SHA, "lm records no tokenizer"),
+        ({TOKENIZER_SHA256_KEY: SHA}, None, "the tokenizer of tok is unknown"),
+    ],
+)
 def test_mismatch_is_an_error_unless_allowed(metadata, sha, message, caplog):
     with pytest.raises(TokenizerMismatchError, match="--allow-mismatch") as error:
         check_lm_tokenizer_pair(metadata, sha, lm_name="lm", tokenizer_name="tok")
@@ -56,27 +63,65 @@ def tiny_models(tmp_path_factory):
     another tokenizer, one that records none (as a word-level LM would)."""
     out = tmp_path_factory.mktemp("pairing")
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             max_seq_len=128, head_hidden=32)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, max_seq_len=128, head_hidden=32
+    )
     BlockwiseLM(config).save_pretrained(out / "default", tokenizer_path=TOKENIZER)
     random_arpa(out / "foreign.arpa", 2, 1, n_words=50, metadata={TOKENIZER_SHA256_KEY: OTHER_SHA})
     random_arpa(out / "words.arpa", 2, 2, n_words=50)
     prompts = out / "prompts.txt"
-    prompts.write_text("The tower is 324 metres tall, about the same height as an 81-storey building.\n"
-                       "In 1889 the exhibition opened in Paris and drew many visitors.\n")
+    prompts.write_text(
+        "The tower is 324 metres tall, about the same height as an 81-storey building.\n"
+        "In 1889 the exhibition opened in Paris and drew many visitors.\n"
+    )
     return out, prompts
 
 
 def test_eval_refuses_a_mismatched_lm_and_allows_it_on_request(tiny_models, capsys):
     out, prompts = tiny_models
     trace = out / "t.dltrace"
-    assert main(["trace", "record", "--model", str(out / "default"), "--prompts", str(prompts),
-                 "--prompt-tokens", "8", "--max-new-tokens", "8", "--top-k", "4", "-o", str(trace)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "record",
+                "--model",
+                str(out / "default"),
+                "--prompts",
+                str(prompts),
+                "--prompt-tokens",
+                "8",
+                "--max-new-tokens",
+                "8",
+                "--top-k",
+                "4",
+                "-o",
+                str(trace),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    for lm, message in ((out / "foreign.arpa", f"built over tokenizer sha256 {OTHER_SHA}"),
-                        (out / "words.arpa", "records no tokenizer")):
-        args = ["eval", "--trace", str(trace), "--lm", str(lm), "--k", "4", "--p", "2", "--ks", "1", "--ps", "1",
-                "--no-adaptive"]
+    for lm, message in (
+        (out / "foreign.arpa", f"built over tokenizer sha256 {OTHER_SHA}"),
+        (out / "words.arpa", "records no tokenizer"),
+    ):
+        args = [
+            "eval",
+            "--trace",
+            str(trace),
+            "--lm",
+            str(lm),
+            "--k",
+            "4",
+            "--p",
+            "2",
+            "--ks",
+            "1",
+            "--ps",
+            "1",
+            "--no-adaptive",
+        ]
         assert main(args) == 1
         err = capsys.readouterr().err
         assert message in err and "--allow-mismatch" in err

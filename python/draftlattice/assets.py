@@ -64,8 +64,9 @@ def model_asset(name: str, base: Path | None = None) -> Path:
     """A file or directory among the shipped models, e.g. ``default`` or ``katz4.dlm``; only
     inside ``base`` when it is given."""
     bases, hint = _model_bases(base)
-    return _first_existing([b / name for b in bases], f"shipped model file {name!r}",
-                           f"{hint}; the recipes in lm_models/ rebuild it")
+    return _first_existing(
+        [b / name for b in bases], f"shipped model file {name!r}", f"{hint}; the recipes in lm_models/ rebuild it"
+    )
 
 
 def data_dir() -> Path:
@@ -74,12 +75,16 @@ def data_dir() -> Path:
     if env:
         return _first_existing([Path(env)], "the shared data directory", f"(from ${DATA_ENV})")
     candidates = [parent / "shared" / "data" for root in _checkouts() for parent in root.parents]
-    return _first_existing(candidates, "the shared data directory shared/data",
-                           f"set {DATA_ENV} to the shared data directory")
+    return _first_existing(
+        candidates, "the shared data directory shared/data", f"set {DATA_ENV} to the shared data directory"
+    )
 
 
 def data_file(relative: str) -> Path:
     """A file inside the shared data directory, e.g. ``wikitext-2/test.txt``."""
     directory = data_dir()
-    return _first_existing([directory / relative], f"shared data file {relative!r}",
-                           f"the data directory is {directory} (${DATA_ENV} chooses another)")
+    return _first_existing(
+        [directory / relative],
+        f"shared data file {relative!r}",
+        f"the data directory is {directory} (${DATA_ENV} chooses another)",
+    )

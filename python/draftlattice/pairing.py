@@ -22,11 +22,19 @@ from .tokenizer import tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ALLOW_MISMATCH_HELP", "TokenizerMismatchError", "check_lm_tokenizer_pair", "check_same_tokenizer",
-           "check_tokenizer_fits", "tokenizer_sha256"]
+__all__ = [
+    "ALLOW_MISMATCH_HELP",
+    "TokenizerMismatchError",
+    "check_lm_tokenizer_pair",
+    "check_same_tokenizer",
+    "check_tokenizer_fits",
+    "tokenizer_sha256",
+]
 
-ALLOW_MISMATCH_HELP = ("use the LM even if it was not built over the model's tokenizer (e.g. a word-level LM "
-                       "with a vocab mapping, on purpose)")
+ALLOW_MISMATCH_HELP = (
+    "use the LM even if it was not built over the model's tokenizer (e.g. a word-level LM "
+    "with a vocab mapping, on purpose)"
+)
 
 
 def check_lm_tokenizer_pair(
@@ -48,27 +56,28 @@ def check_lm_tokenizer_pair(
     """
     recorded = lm_metadata.get(TOKENIZER_SHA256_KEY)
     if recorded is None:
-        problem = (f"{lm_name} records no tokenizer ({TOKENIZER_SHA256_KEY}), so it cannot be checked "
-                   f"against {tokenizer_name}")
+        problem = (
+            f"{lm_name} records no tokenizer ({TOKENIZER_SHA256_KEY}), so it cannot be checked against {tokenizer_name}"
+        )
     elif tokenizer_sha is None:
         problem = f"the tokenizer of {tokenizer_name} is unknown, so {lm_name} cannot be checked against it"
     elif recorded.lower() != tokenizer_sha.lower():
-        problem = (f"{lm_name} was built over tokenizer sha256 {recorded}, but {tokenizer_name} has sha256 "
-                   f"{tokenizer_sha}")
+        problem = (
+            f"{lm_name} was built over tokenizer sha256 {recorded}, but {tokenizer_name} has sha256 {tokenizer_sha}"
+        )
     else:
         return
     _report(problem, allow_mismatch)
 
 
-def check_same_tokenizer(
-    expected_sha: str, path: str | Path, *, owner: str, allow_mismatch: bool = False
-) -> None:
+def check_same_tokenizer(expected_sha: str, path: str | Path, *, owner: str, allow_mismatch: bool = False) -> None:
     """Raises TokenizerMismatchError unless the tokenizer.json at ``path`` (of ``owner``, e.g. a
     neural rescorer's directory) has sha256 ``expected_sha`` (the target model's tokenizer)."""
     actual = tokenizer_sha256(path)
     if actual != expected_sha.lower():
-        _report(f"{owner} uses tokenizer {path} (sha256 {actual}), not the model's (sha256 {expected_sha})",
-                allow_mismatch)
+        _report(
+            f"{owner} uses tokenizer {path} (sha256 {actual}), not the model's (sha256 {expected_sha})", allow_mismatch
+        )
 
 
 def _report(problem: str, allow_mismatch: bool) -> None:

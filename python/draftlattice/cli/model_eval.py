@@ -10,7 +10,8 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "model-eval", help="perplexity and per-head top-1 accuracy of a model on text files",
+        "model-eval",
+        help="perplexity and per-head top-1 accuracy of a model on text files",
         description="Scores every position of non-overlapping windows of the tokenized text (stripped "
         "non-blank lines, each followed by <|endoftext|>, as in training).",
     )
@@ -34,9 +35,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     model = BlockwiseLM.from_pretrained(args.model)
-    results = {str(path): evaluate_file(model, tokenizer_file(args.model), path, args.seq_len, args.batch_size,
-                                        args.max_windows, show_progress=sys.stderr.isatty())
-               for path in args.text}
+    results = {
+        str(path): evaluate_file(
+            model,
+            tokenizer_file(args.model),
+            path,
+            args.seq_len,
+            args.batch_size,
+            args.max_windows,
+            show_progress=sys.stderr.isatty(),
+        )
+        for path in args.text
+    }
     if args.json:
         print(json.dumps(results, indent=1))
         return 0

@@ -114,11 +114,16 @@ def check_target(model: Any) -> BlockwiseTarget:
     naming what is missing."""
     members = ("config", "device", "dtype", "new_cache", "trunk", "head1_logits", "head_logits", "forward")
     missing = [name for name in members if not hasattr(model, name)]
-    missing += [f"config.{name}" for name in ("num_heads", "vocab_size", "max_seq_len")
-                if hasattr(model, "config") and not hasattr(model.config, name)]
+    missing += [
+        f"config.{name}"
+        for name in ("num_heads", "vocab_size", "max_seq_len")
+        if hasattr(model, "config") and not hasattr(model.config, name)
+    ]
     if missing:
-        raise TypeError(f"{type(model).__name__} is not a BlockwiseTarget: it lacks {', '.join(missing)} "
-                        "(see draftlattice.decode.target)")
+        raise TypeError(
+            f"{type(model).__name__} is not a BlockwiseTarget: it lacks {', '.join(missing)} "
+            "(see draftlattice.decode.target)"
+        )
     return model
 
 
