@@ -39,5 +39,7 @@ rm -rf "$OUT/default/checkpoint" "$OUT/neural_rescorer/checkpoint"
 
 # 4. The README's quality figures.
 for model in default neural_rescorer; do
-    python -m draftlattice.model.evaluate "$OUT/$model" "$CORPUS/valid.txt" "$CORPUS/test.txt" --threads 2
+    for split in valid test; do
+        $DL model perplexity --model "$OUT/$model" --text "$CORPUS/$split.txt" --seq-len 256 --stride 256 --threads 2
+    done
 done

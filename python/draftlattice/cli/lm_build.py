@@ -57,7 +57,7 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
-    """The hook cli/lm.py calls for each module in EXTENSION_MODULES."""
+    """Adds `lm build` to the `lm` group (called by cli/lm.py)."""
     register_build(lm_subparsers)
 
 

@@ -37,8 +37,9 @@ def run_perplexity(args: argparse.Namespace) -> int:
 
     from ..evaluate.perplexity import documents, lm_perplexity, target_perplexity
     from ..lmbuild import TokenizerMismatchError, check_lm_tokenizer
+    from ..model import BlockwiseLM
     from ..model.data import eos_id
-    from ..model.io import load_model, tokenizer_file
+    from ..model.io import tokenizer_file
     from ..ngram import NgramLM
     from ..tokenizer import load_tokenizer
 
@@ -51,7 +52,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         from ..assets import model_asset
 
         model_dir = model_asset("default")
-    model = load_model(model_dir)
+    model = BlockwiseLM.from_pretrained(model_dir)
     tokenizer_path = tokenizer_file(model_dir)
     tokenizer = load_tokenizer(tokenizer_path)
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)

@@ -50,10 +50,10 @@ def scatter_candidates(candidates: torch.Tensor, probs: torch.Tensor, vocab_size
         probs: [..., k] probabilities of the candidates (sum to 1 along the last axis).
         vocab_size: V.
     Returns:
-        [..., V] float32, zero outside the candidates.
+        [..., V] float32 on the candidates' device, zero outside the candidates.
     """
-    q = torch.zeros(*candidates.shape[:-1], vocab_size, dtype=torch.float32)
-    return q.scatter_(-1, candidates.long(), probs.float())
+    q = torch.zeros(*candidates.shape[:-1], vocab_size, dtype=torch.float32, device=candidates.device)
+    return q.scatter_(-1, candidates.long(), probs.to(q))
 
 
 def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters.base import Drafter, Drafts
-from .loop import BlockwiseDecoder
-from .reference import greedy_decode
-from .stats import DecodeStats
+from ..decode import BlockwiseDecoder, BlockwiseTarget, DecodeStats, Drafter, Drafts, greedy_decode
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +59,7 @@ class Comparison:
 
 
 def compare_drafters(
-    model: torch.nn.Module,
+    model: BlockwiseTarget,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
     specs: Sequence[DrafterSpec],
@@ -71,7 +68,7 @@ def compare_drafters(
     """Decodes every prompt with plain greedy decoding, then with every spec.
 
     Args:
-        model: the target BlockwiseLM.
+        model: the target (``BlockwiseLM`` or any ``BlockwiseTarget``).
         prompts: token-id prompts.
         max_new_tokens: tokens generated per prompt.
         specs: configurations to compare.

@@ -9,17 +9,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
+from ..decode.drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
+from ..evaluate.prompts import paragraph_prompts
 from ..model import BlockwiseLM
 from ..ngram import NgramLM
-from ..prompts import paragraph_prompts
+from ..pairing import check_lm_tokenizer_pair, check_same_tokenizer, check_tokenizer_fits
 from ..tokenizer import load_tokenizer, tokenizer_sha256
-from .compare import Comparison, DraftExample, DrafterSpec, ExampleRecorder, compare_drafters
-from .drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
+from .compare import Comparison, DrafterSpec, DraftExample, ExampleRecorder, compare_drafters
 
 logger = logging.getLogger(__name__)
-
-TOKENIZER_SHA_KEY = "draftlattice-tokenizer-sha256"
 
 
 @dataclass
@@ -110,14 +108,12 @@ class DemoReport:
         return "\n".join(out)
 
 
-def load_ngram(path: Path, tokenizer_path: Path) -> NgramLM:
-    """Loads the n-gram LM and checks it was built over the model's tokenizer."""
+def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -> NgramLM:
+    """Loads the n-gram LM and checks it was built over the model's tokenizer
+    (``draftlattice.pairing``; TokenizerMismatchError unless ``allow_mismatch``)."""
     lm = NgramLM(path)
-    recorded = lm.metadata.get(TOKENIZER_SHA_KEY)
-    actual = tokenizer_sha256(tokenizer_path)
-    if recorded is not None and recorded != actual:
-        raise ValueError(f"{path} was built over a different tokenizer (sha256 {recorded[:12]}...) than "
-                         f"{tokenizer_path} ({actual[:12]}...)")
+    check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),
+                            tokenizer_name=str(tokenizer_path), allow_mismatch=allow_mismatch)
     return lm
 
 
@@ -128,6 +124,7 @@ def run_demo(
     settings: DemoSettings,
     neural_dir: Path | None = None,
     progress: Callable | None = None,
+    allow_mismatch: bool = False,
 ) -> DemoReport:
     """Runs the comparison on the shipped (or given) artifacts.
 
@@ -136,6 +133,8 @@ def run_demo(
         lm_path: n-gram LM over the model's tokenizer.
         data_path: WikiText-2 test.txt.
         neural_dir: neural rescorer directory; default ``model_dir/../neural_rescorer`` if present.
+        allow_mismatch: use an n-gram LM (or neural rescorer) built over another tokenizer than
+            the model's, with a warning (default: TokenizerMismatchError).
     """
     model_dir = Path(model_dir)
     model = BlockwiseLM.from_pretrained(model_dir)
@@ -143,10 +142,8 @@ def run_demo(
     if not tokenizer_path.is_file():
         tokenizer_path = model_dir.parent / "tokenizer.json"
     tokenizer = load_tokenizer(tokenizer_path)
-    if tokenizer.get_vocab_size() > model.config.vocab_size:
-        raise ValueError(f"tokenizer {tokenizer_path} has {tokenizer.get_vocab_size()} tokens, the model "
-                         f"{model.config.vocab_size}")
-    lm = load_ngram(Path(lm_path), tokenizer_path)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
+    lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
     prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
     st, recorders, notes = settings, [], []
 
@@ -163,6 +160,9 @@ def run_demo(
     ]
     neural_dir = Path(neural_dir) if neural_dir is not None else model_dir.parent / "neural_rescorer"
     if (neural_dir / "config.json").is_file():
+        if (neural_dir / "tokenizer.json").is_file():
+            check_same_tokenizer(tokenizer_sha256(tokenizer_path), neural_dir / "tokenizer.json",
+                                 owner=f"neural rescorer {neural_dir}", allow_mismatch=allow_mismatch)
         rescorer = BlockwiseLM.from_pretrained(neural_dir)
         specs.append(DrafterSpec("neural", f"k={st.k} alpha={st.neural_alpha} {neural_dir.name}",
                                  lambda ref: NeuralDrafter(rescorer, k=st.k, alpha=st.neural_alpha)))
