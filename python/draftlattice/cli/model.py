@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..pairing import ALLOW_MISMATCH_HELP
+
 
 def register(subparsers) -> None:
     group = subparsers.add_parser("model", help="evaluate a blockwise target model")
@@ -21,8 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", type=Path, help="model directory (default: the shipped default model)")
     p.add_argument("--lm", type=Path, action="append", default=[], metavar="PATH",
                    help="n-gram LM over the model's tokens (.dlm or ARPA; repeatable)")
-    p.add_argument("--allow-mismatch", action="store_true",
-                   help="score with an LM whose recorded tokenizer differs from the model's")
+    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     p.add_argument("--seq-len", type=int, default=256, help="target window (default 256, the training length)")
     p.add_argument("--stride", type=int, default=128, help="window step; context >= seq-len - stride")
     p.add_argument("--batch-size", type=int, default=4)
@@ -36,12 +37,12 @@ def run_perplexity(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ..evaluate.perplexity import documents, lm_perplexity, target_perplexity
-    from ..lmbuild import TokenizerMismatchError, check_lm_tokenizer
     from ..model import BlockwiseLM
     from ..model.data import eos_id
     from ..model.io import tokenizer_file
     from ..ngram import NgramLM
-    from ..tokenizer import load_tokenizer
+    from ..pairing import check_lm_tokenizer_pair
+    from ..tokenizer import load_tokenizer, tokenizer_sha256
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -58,12 +59,10 @@ def run_perplexity(args: argparse.Namespace) -> int:
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
     lms = {}
     for path in args.lm:
-        try:
-            check_lm_tokenizer(path, tokenizer_path)
-        except TokenizerMismatchError:
-            if not args.allow_mismatch:
-                raise
-        lms[str(path)], _ = lm_perplexity(NgramLM(str(path)), docs)
+        lm = NgramLM(str(path))
+        check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),
+                                tokenizer_name=str(tokenizer_path), allow_mismatch=args.allow_mismatch)
+        lms[str(path)], _ = lm_perplexity(lm, docs)
     show = sys.stderr.isatty() and not args.json
     result = target_perplexity(model, docs, eos_id(tokenizer), args.seq_len, args.stride, args.batch_size,
                                progress=(lambda it: tqdm(it, desc="model", leave=False)) if show else None)
