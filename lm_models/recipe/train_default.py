@@ -31,14 +31,13 @@ import math
 import signal
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from draftlattice.model.blockwise import ResidualHead
+from draftlattice.model.heads import ResidualHead
 from draftlattice.model.data import eval_windows, token_stream
 
 logger = logging.getLogger("train_default")
@@ -62,8 +61,7 @@ class JointModel(nn.Module):
         super().__init__()
         self.base = base
         width = base.config.hidden_size
-        shape = SimpleNamespace(d_model=width, head_hidden=head_hidden)
-        self.heads = nn.ModuleList(ResidualHead(shape) for _ in range(horizon - 1))
+        self.heads = nn.ModuleList(ResidualHead(width, head_hidden) for _ in range(horizon - 1))
 
     def losses(self, window: torch.Tensor, head_fraction: float, generator: torch.Generator):
         """Per-head cross-entropy [h] on windows [B, L + h] (head j at t predicts t + j)."""
