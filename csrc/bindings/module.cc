@@ -11,7 +11,7 @@ namespace dl::bindings {
 void BindNgram(py::module_& m);
 void BindLattice(py::module_& m);
 void BindRescore(py::module_& m);
-void BindTrain(py::module_& m);
+void BindLmBuild(py::module_& m);
 }  // namespace dl::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -29,5 +29,5 @@ PYBIND11_MODULE(_core, m) {
   dl::bindings::BindNgram(m);
   dl::bindings::BindLattice(m);
   dl::bindings::BindRescore(m);
-  dl::bindings::BindTrain(m);
+  dl::bindings::BindLmBuild(m);
 }

@@ -36,7 +36,7 @@ def record_from_args(args):
 
     from draftlattice.evaluate.prompts import prompts_from_file
     from draftlattice.evaluate.record import record_trace
-    from draftlattice.lmbuild import tokenizer_sha256
+    from draftlattice.ngram.build import tokenizer_sha256
     from draftlattice.model.io import load_model, tokenizer_file
 
     if args.threads:

@@ -1,11 +1,11 @@
-#include "train/counts.h"
+#include "lmbuild/counts.h"
 
 #include <algorithm>
 
 #include "errors.h"
 #include "hash.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 constexpr uint64_t kEmptyKey = ~0ull;
 constexpr WordId kNone = 0xFFFFFFFFu;
@@ -192,4 +192,4 @@ void NgramCounter::FreeIndices() {
   for (CountTable& t : tables_) t.index.Clear();
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -1,11 +1,11 @@
-#include "train/katz.h"
+#include "lmbuild/katz.h"
 
 #include <cmath>
 #include <utility>
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 constexpr double kNormEps = 0.001;  // OpenGrm's fixed kNormEps
 }
@@ -177,4 +177,4 @@ BackoffModel EstimateKatz(NgramCounter* counter, const KatzOptions& options, Kat
   return model;
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

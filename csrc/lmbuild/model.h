@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "train/counts.h"
+#include "lmbuild/counts.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct ModelLevel {
   std::vector<uint32_t> prefix;   // order >= 2
@@ -54,4 +54,4 @@ void ComputeBackoffs(BackoffModel* model);
 void FindCompleteStates(const BackoffModel& model, std::vector<std::vector<bool>>* complete,
                         std::vector<std::vector<uint32_t>>* successors);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -1,4 +1,4 @@
-// Bindings for the n-gram trainer (csrc/train/): counting, Katz estimation, pruning, ARPA.
+// Bindings for the n-gram trainer (csrc/lmbuild/): counting, Katz estimation, pruning, ARPA.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,29 +11,29 @@
 #include <vector>
 
 #include "errors.h"
-#include "train/arpa_writer.h"
-#include "train/counts.h"
-#include "train/katz.h"
-#include "train/prune.h"
+#include "lmbuild/arpa_writer.h"
+#include "lmbuild/counts.h"
+#include "lmbuild/katz.h"
+#include "lmbuild/prune.h"
 
 namespace py = pybind11;
 
 namespace dl::bindings {
 namespace {
 
-using train::BackoffModel;
-using train::NgramCounter;
+using lmbuild::BackoffModel;
+using lmbuild::NgramCounter;
 
 struct KatzModel {
   BackoffModel model;
-  train::KatzStats stats;
+  lmbuild::KatzStats stats;
 };
 
 // The words of n-gram `index` of order k (walking prefix links).
 std::vector<std::string> CounterNgramWords(const NgramCounter& counter, int k, uint32_t index) {
   std::vector<std::string> words(k);
   for (int m = k; m >= 2; --m) {
-    const train::CountTable& t = counter.table(m);
+    const lmbuild::CountTable& t = counter.table(m);
     words[m - 1] = counter.Word(t.word[index]);
     index = t.prefix[index];
   }
@@ -47,7 +47,7 @@ void CheckOrderArg(int k, int order) {
 
 }  // namespace
 
-void BindTrain(py::module_& m) {
+void BindLmBuild(py::module_& m) {
   py::class_<NgramCounter>(m, "NgramCounter")
       .def(py::init<int>(), py::arg("order"))
       .def_property_readonly("order", &NgramCounter::order)
@@ -98,10 +98,10 @@ void BindTrain(py::module_& m) {
             CheckOrderArg(k, counter.order());
             py::list out;
             if (k == 1) {
-              for (train::WordId w = 0; w < counter.vocab_size(); ++w)
+              for (lmbuild::WordId w = 0; w < counter.vocab_size(); ++w)
                 out.append(py::make_tuple(py::make_tuple(counter.Word(w)), counter.UnigramCount(w)));
             } else {
-              const train::CountTable& t = counter.table(k);
+              const lmbuild::CountTable& t = counter.table(k);
               for (uint32_t i = 0; i < t.size(); ++i)
                 out.append(py::make_tuple(py::tuple(py::cast(CounterNgramWords(counter, k, i))), t.count[i]));
             }
@@ -122,7 +122,7 @@ void BindTrain(py::module_& m) {
       .def(
           "prune",
           [](KatzModel& k, std::optional<double> threshold, std::optional<int64_t> target) {
-            train::PruneOptions options;
+            lmbuild::PruneOptions options;
             if (threshold) {
               if (!(*threshold >= 0)) throw InvalidArgument(Message("prune threshold must be >= 0, got ", *threshold));
               options.threshold = *threshold;
@@ -132,7 +132,7 @@ void BindTrain(py::module_& m) {
               options.target = *target;
             }
             py::gil_scoped_release release;
-            const train::PruneResult r = train::PruneRelativeEntropy(&k.model, options);
+            const lmbuild::PruneResult r = lmbuild::PruneRelativeEntropy(&k.model, options);
             return std::make_pair(r.theta_ln, r.removed);
           },
           py::arg("threshold") = py::none(), py::arg("target") = py::none(),
@@ -142,7 +142,7 @@ void BindTrain(py::module_& m) {
           [](const KatzModel& k, const std::string& path,
              const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
             py::gil_scoped_release release;
-            train::WriteArpa(k.model, path, metadata, digits);
+            lmbuild::WriteArpa(k.model, path, metadata, digits);
           },
           py::arg("path"), py::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
           py::arg("digits") = 7);
@@ -151,11 +151,11 @@ void BindTrain(py::module_& m) {
       "estimate_katz",
       [](NgramCounter& counter, std::vector<uint64_t> min_counts) {
         auto result = std::make_unique<KatzModel>();
-        train::KatzOptions options;
+        lmbuild::KatzOptions options;
         options.min_counts = std::move(min_counts);
         {
           py::gil_scoped_release release;
-          result->model = train::EstimateKatz(&counter, options, &result->stats);
+          result->model = lmbuild::EstimateKatz(&counter, options, &result->stats);
         }
         return result;
       },

@@ -1,10 +1,10 @@
-#include "train/model.h"
+#include "lmbuild/model.h"
 
 #include <algorithm>
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 void CompactModel(BackoffModel* model, const std::vector<std::vector<bool>>& keep) {
   std::vector<uint32_t> remap_prev;  // old index -> new index at the previous level
@@ -107,4 +107,4 @@ void ComputeBackoffs(BackoffModel* model) {
   }
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

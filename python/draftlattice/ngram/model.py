@@ -19,8 +19,8 @@ from typing import Union
 
 import numpy as np
 
-from . import _core
-from ._core import FormatError, LmState
+from .. import _core
+from .._core import FormatError, LmState
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-#include "train/arpa_writer.h"
+#include "lmbuild/arpa_writer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 
 struct FileCloser {
@@ -92,4 +92,4 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
   if (std::fclose(raw) != 0) throw FormatError(Message("error closing ", path, ": ", std::strerror(errno)));
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

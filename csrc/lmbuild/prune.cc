@@ -1,4 +1,4 @@
-#include "train/prune.h"
+#include "lmbuild/prune.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 
 // -ln(e^-a + e^-b)
@@ -138,4 +138,4 @@ PruneResult PruneRelativeEntropy(BackoffModel* model, const PruneOptions& option
   return result;
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

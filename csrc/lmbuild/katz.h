@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/counts.h"
-#include "train/model.h"
+#include "lmbuild/counts.h"
+#include "lmbuild/model.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct KatzOptions {
   // min_counts[k - 1]: n-grams of order k with a smaller count are removed. Empty = all 1.
@@ -44,4 +44,4 @@ BackoffModel EstimateKatz(NgramCounter* counter, const KatzOptions& options, Kat
 // OpenGrm's Katz discounts for one order from n_1..n_{bins+1} (index r - 1).
 std::vector<double> KatzDiscounts(const std::vector<uint64_t>& n, int bins);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -14,9 +14,9 @@
 
 #include <cstdint>
 
-#include "train/model.h"
+#include "lmbuild/model.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct PruneOptions {
   double threshold = -1;  // relative-entropy threshold (>= 0), or < 0 when target is used
@@ -30,4 +30,4 @@ struct PruneResult {
 
 PruneResult PruneRelativeEntropy(BackoffModel* model, const PruneOptions& options);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -36,9 +36,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from . import _core
-from ._core import FormatError
-from .tokenizer import load_tokenizer, tokenizer_sha256
+from .. import _core
+from .._core import FormatError
+from ..tokenizer import load_tokenizer, tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]], digits:
 
 def _arpa_to_binary(arpa: Path, out: Path) -> None:
     try:
-        from .ngram import NgramLM  # type: ignore[attr-defined]
+        from .model import NgramLM
     except ImportError:
         raise ValueError(
             "writing .dlm needs draftlattice.ngram.NgramLM, which this build lacks; write .arpa"
@@ -396,7 +396,7 @@ def check_lm_tokenizer(lm_path: str | os.PathLike[str], tokenizer: str | os.Path
     """
     lm = Path(lm_path)
     if lm.suffix.lower() == ".dlm":
-        from .ngram import NgramLM  # type: ignore[attr-defined]
+        from .model import NgramLM
 
         metadata = dict(NgramLM(str(lm)).metadata)
     else:

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 using WordId = uint32_t;
 constexpr WordId kBos = 0;  // <s>
@@ -103,4 +103,4 @@ class NgramCounter {
   std::vector<WordId> sentence_;  // scratch
 };
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild
