@@ -162,15 +162,20 @@ def test_bad_inputs_raise(random_models, tmp_path):
     lm, _ = random_models[0]
     lattice = random_lattice(random.Random(1), 2, 2, n_tokens=6)
     for kwargs, words in [({"p": 0}, "p must be >= 1"), ({"p": -3}, "p must be >= 1"),
-                          ({"p": 1.5}, "p must be an integer"), ({"alpha": -0.1}, "alpha"),
+                          ({"alpha": -0.1}, "alpha"),
                           ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
                           ({"context": [1, -2]}, "-2"), ({"context": [[1, 2]]}, "shape"),
                           ({"context": [0.5]}, "integer")]:
         with pytest.raises(ValueError, match=words):
             dl.rescore(lattice, lm, **kwargs)
-    with pytest.raises(ValueError, match="NgramLM"):
+    # wrong types are TypeErrors (the values are the core's to check: ValueErrors above)
+    for kwargs, words in [({"p": 1.5}, "p must be an integer, got 1.5"), ({"p": True}, "p must be an integer"),
+                          ({"alpha": "x"}, "alpha must be a number")]:
+        with pytest.raises(TypeError, match=words):
+            dl.rescore(lattice, lm, **kwargs)
+    with pytest.raises(TypeError, match="NgramLM"):
         dl.rescore(lattice, object())
-    with pytest.raises(ValueError, match="Lattice"):
+    with pytest.raises(TypeError, match="Lattice"):
         dl.rescore(np.zeros((2, 2)), lm)
     # a vocab-mapped LM rejects token ids beyond its vocabulary
     path = tmp_path / "v.arpa"

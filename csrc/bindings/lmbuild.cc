@@ -1,4 +1,5 @@
-// Bindings for the n-gram trainer (csrc/lmbuild/): counting, Katz estimation, pruning, ARPA.
+// Bindings for the n-gram LM builder (csrc/lmbuild/): counting, Katz estimation, pruning, and
+// writing ARPA text or the binary format (straight from the trainer's values). Type conversion only.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -10,11 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/convert.h"
 #include "errors.h"
 #include "lmbuild/arpa_writer.h"
 #include "lmbuild/counts.h"
 #include "lmbuild/katz.h"
 #include "lmbuild/prune.h"
+#include "lmbuild/to_ngram.h"
+#include "ngram/binary.h"
 
 namespace py = pybind11;
 
@@ -41,6 +45,22 @@ std::vector<std::string> CounterNgramWords(const NgramCounter& counter, int k, u
   return words;
 }
 
+std::vector<int64_t> MinCounts(const py::object& min_counts) {
+  std::vector<int64_t> out;
+  if (min_counts.is_none()) return out;
+  for (const auto& c : min_counts.cast<py::sequence>()) out.push_back(IntArg(c, "min_counts[i]"));
+  return out;
+}
+
+lmbuild::PruneOptions PruneArgs(const py::object& threshold, const py::object& target) {
+  lmbuild::PruneOptions options;
+  if (!threshold.is_none()) options.threshold = RealArg(threshold, "prune_threshold");
+  if (!target.is_none()) options.target = IntArg(target, "prune_to");
+  return options;
+}
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
 void CheckOrderArg(int k, int order) {
   if (k < 1 || k > order) throw InvalidArgument(Message("order must be in 1..", order, ", got ", k));
 }
@@ -49,7 +69,10 @@ void CheckOrderArg(int k, int order) {
 
 void BindLmBuild(py::module_& m) {
   py::class_<NgramCounter>(m, "NgramCounter")
-      .def(py::init<int>(), py::arg("order"))
+      .def(py::init([](const py::object& order) {
+             return std::make_unique<NgramCounter>(IntArg<int>(order, "order"));
+           }),
+           py::arg("order"))
       .def_property_readonly("order", &NgramCounter::order)
       .def_property_readonly("sentences", &NgramCounter::sentences)
       .def_property_readonly("tokens", &NgramCounter::tokens)
@@ -121,16 +144,8 @@ void BindLmBuild(py::module_& m) {
       .def_property_readonly("discounts", [](const KatzModel& k) { return k.stats.discounts; })
       .def(
           "prune",
-          [](KatzModel& k, std::optional<double> threshold, std::optional<int64_t> target) {
-            lmbuild::PruneOptions options;
-            if (threshold) {
-              if (!(*threshold >= 0)) throw InvalidArgument(Message("prune threshold must be >= 0, got ", *threshold));
-              options.threshold = *threshold;
-            }
-            if (target) {
-              if (*target < 0) throw InvalidArgument(Message("prune target must be >= 0, got ", *target));
-              options.target = *target;
-            }
+          [](KatzModel& k, const py::object& threshold, const py::object& target) {
+            const lmbuild::PruneOptions options = PruneArgs(threshold, target);
             py::gil_scoped_release release;
             const lmbuild::PruneResult r = lmbuild::PruneRelativeEntropy(&k.model, options);
             return std::make_pair(r.theta_ln, r.removed);
@@ -144,23 +159,62 @@ void BindLmBuild(py::module_& m) {
             py::gil_scoped_release release;
             lmbuild::WriteArpa(k.model, path, metadata, digits);
           },
-          py::arg("path"), py::arg("metadata") = std::vector<std::pair<std::string, std::string>>{},
-          py::arg("digits") = 7);
+          py::arg("path"), py::arg("metadata") = Metadata{}, py::arg("digits") = 7)
+      .def(
+          "write_binary",
+          [](const KatzModel& k, const std::string& path, const Metadata& metadata, bool overwrite) {
+            py::gil_scoped_release release;
+            SaveBinary(*lmbuild::ToNgramLM(k.model, metadata), path, overwrite);
+          },
+          py::arg("path"), py::arg("metadata") = Metadata{}, py::arg("overwrite") = false,
+          "The binary format (.dlm) straight from the trainer's values (lmbuild/to_ngram.h).")
+      .def(
+          "ngrams",
+          [](const KatzModel& k, int order) {
+            CheckOrderArg(order, k.model.order);
+            const lmbuild::ModelLevel& level = k.model.levels[order - 1];
+            std::vector<lmbuild::WordId> ids(static_cast<size_t>(order) * level.size());
+            std::vector<double> prob_ln(level.size()), backoff_ln(level.size());
+            for (uint32_t i = 0; i < level.size(); ++i) {
+              lmbuild::NgramWordIds(k.model, order, i, &ids[static_cast<size_t>(i) * order]);
+              prob_ln[i] = lmbuild::StoredProbLn(k.model, order, i);
+              backoff_ln[i] = level.backoff_ln.empty() ? lmbuild::kNaN : level.backoff_ln[i];
+            }
+            const auto n = static_cast<py::ssize_t>(level.size());
+            return py::make_tuple(ToNumpy(ids, {n, order}), ToNumpy(prob_ln, {n}), ToNumpy(backoff_ln, {n}));
+          },
+          py::arg("order"),
+          "The n-grams of one order in the trainer's memory: (word ids [n, order], ln p [n] in "
+          "double, ln alpha [n], NaN where not a context). Word ids index words().")
+      .def("words", [](const KatzModel& k) { return k.model.words; });
 
   m.def(
       "estimate_katz",
-      [](NgramCounter& counter, std::vector<uint64_t> min_counts) {
+      [](NgramCounter& counter, const py::object& min_counts) {
         auto result = std::make_unique<KatzModel>();
         lmbuild::KatzOptions options;
-        options.min_counts = std::move(min_counts);
+        options.min_counts = MinCounts(min_counts);
         {
           py::gil_scoped_release release;
           result->model = lmbuild::EstimateKatz(&counter, options, &result->stats);
         }
         return result;
       },
-      py::arg("counter"), py::arg("min_counts") = std::vector<uint64_t>{},
+      py::arg("counter"), py::arg("min_counts") = py::none(),
       "Katz estimation (OpenGrm ngrammake --method=katz); consumes the counter's records.");
+  m.def(
+      "check_build_options",
+      [](const py::object& order, const py::object& min_counts, const py::object& prune_threshold,
+         const py::object& prune_to) {
+        const int n = IntArg<int>(order, "order");
+        NgramCounter::CheckOrder(n);
+        lmbuild::KatzOptions katz;
+        katz.min_counts = MinCounts(min_counts);
+        lmbuild::CheckKatzOptions(katz, n);
+        lmbuild::CheckPruneOptions(PruneArgs(prune_threshold, prune_to));
+      },
+      py::arg("order"), py::arg("min_counts"), py::arg("prune_threshold"), py::arg("prune_to"),
+      "Checks LM build options before any counting (the same checks the steps make).");
 }
 
 }  // namespace dl::bindings

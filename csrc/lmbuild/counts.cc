@@ -79,10 +79,13 @@ uint32_t PairIndex::Find(uint32_t prefix, uint32_t word) const {
   }
 }
 
-NgramCounter::NgramCounter(int order) : order_(order) {
-  if (order < 1 || order > kMaxTrainOrder) {
+void NgramCounter::CheckOrder(int order) {
+  if (order < 1 || order > kMaxTrainOrder)
     throw InvalidArgument(Message("n-gram order must be in 1..", kMaxTrainOrder, ", got ", order));
-  }
+}
+
+NgramCounter::NgramCounter(int order) : order_(order) {
+  CheckOrder(order);
   words_ = {"<s>", "</s>"};
   unigram_count_ = {0, 0};
   tables_.resize(order - 1);

@@ -61,6 +61,8 @@ struct CountTable {
 class NgramCounter {
  public:
   explicit NgramCounter(int order);  // 1 <= order <= kMaxTrainOrder
+  // Throws InvalidArgument unless 1 <= order <= kMaxTrainOrder.
+  static void CheckOrder(int order);
 
   int order() const { return order_; }
   // Whitespace mode: `text` holds lines separated by '\n'; words are separated by ASCII

@@ -24,7 +24,7 @@ namespace dl::lmbuild {
 struct KatzOptions {
   // min_counts[k - 1]: n-grams of order k with a smaller count are removed. Empty = all 1.
   // Must have one entry per order, min_counts[0] == 1, non-decreasing.
-  std::vector<uint64_t> min_counts;
+  std::vector<int64_t> min_counts;
   int bins = 5;  // OpenGrm --bins default
 };
 

@@ -107,4 +107,13 @@ void ComputeBackoffs(BackoffModel* model) {
   }
 }
 
+void NgramWordIds(const BackoffModel& model, int k, uint32_t index, WordId* ids) {
+  for (int m = k; m >= 2; --m) {
+    const ModelLevel& level = model.levels[m - 1];
+    ids[m - 1] = level.word[index];
+    index = level.prefix[index];
+  }
+  ids[0] = index;
+}
+
 }  // namespace dl::lmbuild
