@@ -82,6 +82,11 @@ void BindRescore(py::module_& m) {
         py::arg("context"), py::arg("bos"));
   m.def("rescore_batch", &RescoreBatch, py::arg("lattices"), py::arg("lm"), py::arg("p"),
         py::arg("alpha"), py::arg("contexts"), py::arg("bos"), py::arg("num_threads"));
+  m.def(
+      "check_rescore_options",
+      [](const py::object& p, const py::object& alpha) { Options(p, alpha, false).Validate(); },
+      "Checks p and alpha as rescore does (for callers that take them long before rescoring).",
+      py::arg("p"), py::arg("alpha"));
   m.def("rescore_stats", &RescoreStats,
         "Work counters of one rescore call: (nodes, arcs_scored, heap_pops).", py::arg("lattice"),
         py::arg("lm"), py::arg("p"), py::arg("alpha"), py::arg("context"), py::arg("bos"));

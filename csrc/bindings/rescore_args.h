@@ -50,12 +50,15 @@ inline Start StartArg(const pybind11::handle& context, bool bos) {
 // One Start per lattice; None = empty contexts.
 inline std::vector<Start> StartsArg(const pybind11::object& contexts, size_t batch, bool bos) {
   if (contexts.is_none()) return std::vector<Start>(batch);
-  if (!pybind11::isinstance<pybind11::sequence>(contexts))
+  const Py_ssize_t size = PySequence_Check(contexts.ptr()) ? PySequence_Size(contexts.ptr()) : -1;
+  if (size < 0) {
+    PyErr_Clear();
     throw pybind11::type_error(Message("contexts must be a sequence (one context per lattice), got ",
                                        TypeName(contexts)));
+  }
   const auto items = contexts.cast<pybind11::sequence>();
-  if (items.size() != batch)
-    throw InvalidArgument(Message("got ", items.size(), " contexts for ", batch,
+  if (static_cast<size_t>(size) != batch)
+    throw InvalidArgument(Message("got ", size, " contexts for ", batch,
                                   " lattices (one per sequence)"));
   std::vector<Start> out;
   out.reserve(batch);

@@ -158,8 +158,7 @@ def rescore_batch(lattices: Any, lm: Any, contexts: Any = None, p: int = 1, alph
         B results, identical to B calls of :func:`rescore`.
     """
     built = as_lattices(lattices, k, temperature, num_threads)
-    if contexts is not None and not isinstance(contexts, (list, tuple)):
-        contexts = to_numpy(contexts, "contexts")
+    contexts = tokens_in(contexts)
     if isinstance(contexts, (list, tuple)):
         contexts = [tokens_in(c) for c in contexts]
     raw = _core.rescore_batch([lat._core for lat in built], lm, p, alpha, contexts, bos, num_threads)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ... import _core
 from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
@@ -42,10 +43,7 @@ class LatticeDrafter:
     def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if p < 1:
-            raise ValueError(f"p must be >= 1, got {p}")
-        if not alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        _core.check_rescore_options(p, alpha)  # the core's checks, at construction
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
         self.committed = CommittedLmState(lm, bos)
 
