@@ -68,3 +68,20 @@ def test_cli_lm_build_dlm_equals_the_trainer(tmp_path):
     model = trainer_model(corpus, 3)
     bad, total = stored_mismatches(dl.NgramLM(out, vocab=model.words()), model)
     assert total > 10 and bad == 0
+
+
+def test_file_errors_are_oserrors_content_errors_format_errors(tmp_path):
+    """One hierarchy from C++ to Python: files -> OSError subclasses by errno, content ->
+    FormatError (a ValueError)."""
+    model = trainer_model(KATZ_REF / "corpus.txt", 2)
+    with pytest.raises(FileNotFoundError, match="cannot write"):
+        model.write_arpa(str(tmp_path / "absent" / "x.arpa"))
+    out = tmp_path / "x.dlm"
+    model.write_binary(str(out))
+    with pytest.raises(FileExistsError, match="file exists"):
+        model.write_binary(str(out))
+    bad = tmp_path / "bad.arpa"
+    bad.write_text("\\data\\\nngram 1=x\n", encoding="utf-8")
+    with pytest.raises(dl.FormatError, match="bad.arpa:2"):
+        dl.NgramLM(bad)
+    assert issubclass(dl.FormatError, ValueError)
