@@ -62,7 +62,8 @@ T IntArg(pybind11::handle obj, const char* name) {
 // A real-number argument (int, float, numpy scalar; not bool or str); TypeError otherwise.
 inline double RealArg(pybind11::handle obj, const char* name) {
   PyObject* o = obj.ptr();
-  const bool number = PyFloat_Check(o) || PyIndex_Check(o) || PyObject_HasAttrString(o, "__float__");
+  const bool number =
+      PyFloat_Check(o) || PyIndex_Check(o) || PyObject_HasAttrString(o, "__float__");
   if (PyBool_Check(o) || !number)
     throw pybind11::type_error(Message(name, " must be a number, got ", Repr(obj)));
   const double value = PyFloat_AsDouble(o);
@@ -74,21 +75,26 @@ inline double RealArg(pybind11::handle obj, const char* name) {
 inline int ThreadsArg(pybind11::handle obj) {
   if (obj.is_none()) return 0;
   const int threads = IntArg<int>(obj, "num_threads");
-  if (threads < 1) throw InvalidArgument(Message("num_threads must be >= 1, got num_threads=", threads));
+  if (threads < 1)
+    throw InvalidArgument(Message("num_threads must be >= 1, got num_threads=", threads));
   return threads;
 }
 
 // `obj` as a numpy array of rank `ndim` (shape named by `shape` in messages).
-inline pybind11::array ArrayArg(pybind11::handle obj, const char* name, int ndim, const char* shape) {
+inline pybind11::array ArrayArg(pybind11::handle obj, const char* name, int ndim,
+                                const char* shape) {
   pybind11::array array = pybind11::array::ensure(obj);
-  if (!array) throw InvalidArgument(Message(name, " must be an array ", shape, ", got ", TypeName(obj)));
+  if (!array)
+    throw InvalidArgument(Message(name, " must be an array ", shape, ", got ", TypeName(obj)));
   if (array.ndim() != ndim)
-    throw InvalidArgument(Message(name, " must have shape ", shape, ", got shape ", ShapeText(array)));
+    throw InvalidArgument(
+        Message(name, " must have shape ", shape, ", got shape ", ShapeText(array)));
   return array;
 }
 
 // Floating-point values (float16/32/64) as C-contiguous float32.
-inline CArray<float> FloatArray(pybind11::handle obj, const char* name, int ndim, const char* shape) {
+inline CArray<float> FloatArray(pybind11::handle obj, const char* name, int ndim,
+                                const char* shape) {
   pybind11::array array = ArrayArg(obj, name, ndim, shape);
   if (array.dtype().kind() != 'f')
     throw InvalidArgument(Message(name, " must be float16, float32 or float64, got dtype ",
@@ -98,7 +104,8 @@ inline CArray<float> FloatArray(pybind11::handle obj, const char* name, int ndim
 
 // Integer token ids as C-contiguous int32 (values outside int32 are an error, not wrapped).
 // Negative ids pass: the LM or the lattice rejects them naming their position.
-inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int ndim, const char* shape) {
+inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int ndim,
+                                  const char* shape) {
   pybind11::array array = ArrayArg(obj, name, ndim, shape);
   const char kind = array.dtype().kind();
   if (array.size() > 0 && kind != 'i' && kind != 'u')

@@ -19,7 +19,8 @@ void BindErrors(py::module_& m) {
     } catch (const FormatError& e) {
       py::set_error(format_error, e.what());
     } catch (const FileError& e) {
-      py::object os_error = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.error_number(), e.what());
+      py::object os_error =
+          py::reinterpret_borrow<py::object>(PyExc_OSError)(e.error_number(), e.what());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(os_error.ptr())), os_error.ptr());
     } catch (const InvalidArgument& e) {
       py::set_error(PyExc_ValueError, e.what());

@@ -15,7 +15,8 @@ namespace dl::bindings {
 
 namespace {
 
-Lattice FromLogits(const py::object& logits_obj, const py::object& k, const py::object& temperature) {
+Lattice FromLogits(const py::object& logits_obj, const py::object& k,
+                   const py::object& temperature) {
   const auto logits = FloatArray(logits_obj, "logits", 2, "[h, V]");
   const auto h = logits.shape(0), vocab = logits.shape(1);
   const int top = IntArg<int>(k, "k");
@@ -48,8 +49,8 @@ Lattice FromTopk(const py::object& tokens_obj, const py::object& logprobs_obj,
   const auto tokens = TokenArray(tokens_obj, "tokens", 2, "[h, k]");
   const auto logprobs = FloatArray(logprobs_obj, "logprobs", 2, "[h, k]");
   if (tokens.shape(0) != logprobs.shape(0) || tokens.shape(1) != logprobs.shape(1))
-    throw InvalidArgument(Message("tokens shape ", ShapeText(tokens), " != logprobs shape ",
-                                  ShapeText(logprobs)));
+    throw InvalidArgument(
+        Message("tokens shape ", ShapeText(tokens), " != logprobs shape ", ShapeText(logprobs)));
   const int64_t limit = vocab_size.is_none() ? -1 : IntArg(vocab_size, "vocab_size");
   return Lattice::FromTopk(tokens.data(), logprobs.data(), static_cast<int>(tokens.shape(0)),
                            static_cast<int>(tokens.shape(1)), limit);
@@ -67,8 +68,10 @@ void BindLattice(py::module_& m) {
                   py::arg("vocab_size") = py::none())
       .def_readonly("h", &Lattice::h)
       .def_readonly("k", &Lattice::k)
-      .def_property_readonly("tokens", [](const Lattice& l) { return ToNumpy(l.tokens, {l.h, l.k}); })
-      .def_property_readonly("logprobs", [](const Lattice& l) { return ToNumpy(l.logprobs, {l.h, l.k}); })
+      .def_property_readonly("tokens",
+                             [](const Lattice& l) { return ToNumpy(l.tokens, {l.h, l.k}); })
+      .def_property_readonly("logprobs",
+                             [](const Lattice& l) { return ToNumpy(l.logprobs, {l.h, l.k}); })
       .def("to_fst_text", &Lattice::ToFstText)
       .def("to_dot", &Lattice::ToDot, py::arg("words") = std::vector<std::string>{});
 }

@@ -25,8 +25,10 @@ py::tuple Oracle(const std::vector<const Lattice*>& lattices, const py::object& 
   std::vector<int32_t> accepted;
   for (size_t b = 0; b < batch; ++b) {
     if (lattices[b]->h != h)
-      throw InvalidArgument(Message("lattice ", b, " has h=", lattices[b]->h, " but the references have h=", h));
-    OracleDraft draft = BestOracleDraft(*lattices[b], references.data() + b * h, static_cast<size_t>(h));
+      throw InvalidArgument(
+          Message("lattice ", b, " has h=", lattices[b]->h, " but the references have h=", h));
+    OracleDraft draft =
+        BestOracleDraft(*lattices[b], references.data() + b * h, static_cast<size_t>(h));
     tokens.insert(tokens.end(), draft.tokens.begin(), draft.tokens.end());
     accepted.push_back(draft.accepted);
   }

@@ -18,7 +18,8 @@ namespace dl::bindings {
 
 namespace {
 
-Drafts Best(const Lattice& lattice, const TokenLm& lm, const Start& start, const RescoreOptions& options) {
+Drafts Best(const Lattice& lattice, const TokenLm& lm, const Start& start,
+            const RescoreOptions& options) {
   if (start.has_state) return BestDrafts(lattice, lm, start.state, options);
   return BestDrafts(lattice, lm, start.context.data(), start.context.size(), options);
 }

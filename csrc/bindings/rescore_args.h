@@ -37,8 +37,9 @@ inline Start StartArg(const pybind11::handle& context, bool bos) {
   Start start;
   if (pybind11::isinstance<LmState>(context)) {
     if (bos)
-      throw InvalidArgument("bos=True applies to token contexts: an LmState already holds its <s> "
-                            "(lm.start(context, bos=True))");
+      throw InvalidArgument(
+          "bos=True applies to token contexts: an LmState already holds its <s> "
+          "(lm.start(context, bos=True))");
     start.has_state = true;
     start.state = context.cast<const LmState&>();
   } else {
@@ -53,13 +54,13 @@ inline std::vector<Start> StartsArg(const pybind11::object& contexts, size_t bat
   const Py_ssize_t size = PySequence_Check(contexts.ptr()) ? PySequence_Size(contexts.ptr()) : -1;
   if (size < 0) {
     PyErr_Clear();
-    throw pybind11::type_error(Message("contexts must be a sequence (one context per lattice), got ",
-                                       TypeName(contexts)));
+    throw pybind11::type_error(
+        Message("contexts must be a sequence (one context per lattice), got ", TypeName(contexts)));
   }
   const auto items = contexts.cast<pybind11::sequence>();
   if (static_cast<size_t>(size) != batch)
-    throw InvalidArgument(Message("got ", size, " contexts for ", batch,
-                                  " lattices (one per sequence)"));
+    throw InvalidArgument(
+        Message("got ", size, " contexts for ", batch, " lattices (one per sequence)"));
   std::vector<Start> out;
   out.reserve(batch);
   for (const auto& item : items) out.push_back(StartArg(item, bos));

@@ -17,12 +17,13 @@ double StoredProbLn(const BackoffModel& model, int k, uint32_t i) {
   return std::log(model.levels[k - 1].prob[i]);
 }
 
-std::unique_ptr<NgramLM> ToNgramLM(const BackoffModel& model,
-                                   const std::vector<std::pair<std::string, std::string>>& metadata) {
+std::unique_ptr<NgramLM> ToNgramLM(
+    const BackoffModel& model, const std::vector<std::pair<std::string, std::string>>& metadata) {
   std::vector<uint64_t> counts;
   for (int k = 1; k <= model.order; ++k) counts.push_back(model.NumNgrams(k));
-  NgramBuilder builder(counts, std::unordered_map<std::string, std::string>(metadata.begin(), metadata.end()),
-                       "lmbuild");
+  NgramBuilder builder(
+      counts, std::unordered_map<std::string, std::string>(metadata.begin(), metadata.end()),
+      "lmbuild");
   WordId ids[kMaxOrder];
   std::string_view words[kMaxOrder];
   for (int k = 1; k <= model.order; ++k) {

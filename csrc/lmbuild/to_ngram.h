@@ -18,8 +18,8 @@
 namespace dl::lmbuild {
 
 // `metadata`: "# key: value" pairs the model keeps (e.g. the tokenizer's sha256).
-std::unique_ptr<NgramLM> ToNgramLM(const BackoffModel& model,
-                                   const std::vector<std::pair<std::string, std::string>>& metadata);
+std::unique_ptr<NgramLM> ToNgramLM(
+    const BackoffModel& model, const std::vector<std::pair<std::string, std::string>>& metadata);
 
 // ln p of n-gram i of order k as the engine stores it (see above), in double.
 double StoredProbLn(const BackoffModel& model, int k, uint32_t i);

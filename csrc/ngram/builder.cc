@@ -40,7 +40,8 @@ void NgramBuilder::AddNgram(int n, const std::string_view* words, float prob, fl
   Pending& p = pending_[pending_head_];
   for (int i = 0; i < n; ++i) {
     p.ids[i] = index_.Find(words[i], WordOf());
-    if (p.ids[i] == kNoWord) Fail(line, "word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
+    if (p.ids[i] == kNoWord)
+      Fail(line, "word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
   }
   p.n = n;
   p.prob = prob;

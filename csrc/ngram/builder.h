@@ -75,8 +75,8 @@ class NgramBuilder {
   std::optional<ngram::WordBoundBuilder> bounds_;
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
-  int pending_head_ = 0;   // next slot to fill
-  int pending_count_ = 0;  // filled slots not yet inserted
+  int pending_head_ = 0;                 // next slot to fill
+  int pending_count_ = 0;                // filled slots not yet inserted
   std::vector<std::string_view> words_;  // the 1-grams' words (owned by the caller)
   ngram::VocabIndex index_;
 };
