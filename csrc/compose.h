@@ -14,6 +14,9 @@
 //   void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
 //                    LmState* outs) const;                                  // n at once
 //   float TokenBound(int32_t token) const;       // >= ScoreToken(any state, token)
+// and, for the entry points that validate their input (nbest.h),
+//   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;  // throws
+//   void CheckState(const LmState& state) const;                                 // throws
 // (dl::TokenLm, or a test model). ScoreArcs scores several arcs of one node in one ScoreTokens
 // call, so that their LM probes overlap. Nodes live in flat arrays indexed by id, found through one
 // open-addressing table keyed by (layer, state): one LM Score plus ~1 probe per scored arc.

@@ -6,6 +6,8 @@
 // the candidate in its head, i.e. by lattice log-probability then token id), smallest first.
 // The result equals sorting all k^h drafts by (total desc, ranks asc) and keeping the first p, up
 // to double rounding of the sums; nothing is enumerated.
+// The LM starts in a given state (e.g. the committed text's, advanced by the accepted tokens) or
+// after a context's token ids. The entry points validate p, alpha, the state and the tokens.
 //
 // Algorithm, over the composed lattice (compose.h), arcs scored lazily:
 //  1. Lower bound L: a beam search (width max(4, ceil(p/k))) finds >= p distinct drafts unless

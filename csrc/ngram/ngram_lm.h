@@ -16,8 +16,9 @@
 // s is listed with a nonzero backoff (flag kFlagContext, set at build time; missing prefixes get
 // "blank" entries so that they can be found). The state is the longest such suffix.
 //
-// Storage is either owned vectors (ARPA load) or a memory-mapped binary file (binary.h); the model
-// reads both through the same views.
+// Storage is either owned vectors (built by NgramBuilder, builder.h: from ARPA text or from the LM
+// builder's model) or a memory-mapped binary file (binary.h); the model reads both through the
+// same views.
 #pragma once
 
 #include <memory>
