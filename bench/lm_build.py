@@ -36,7 +36,7 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 result = {}
 if kind == "build":
-    from draftlattice.lmbuild import build_lm
+    from draftlattice.ngram.build import build_lm
     start = time.perf_counter()
     r = build_lm(corpus, 4, out_path=out, overwrite=True)
     result = {"seconds": time.perf_counter() - start, "phases": r.seconds, "counts": r.counts,

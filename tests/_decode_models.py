@@ -83,7 +83,7 @@ def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOC
     from pathlib import Path
 
     from draftlattice import NgramLM
-    from draftlattice.lmbuild import build_lm
+    from draftlattice.ngram.build import build_lm
 
     tokens = markov_corpus(20000, seed, vocab).tolist()
     corpus = Path(directory) / f"markov-{seed}-{vocab}.txt"

@@ -13,7 +13,7 @@ from draftlattice.evaluate import drafting as D
 from draftlattice.evaluate.record import record_trace
 from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.trace import Trace
-from draftlattice.lmbuild import build_lm
+from draftlattice.ngram.build import build_lm
 
 NEW_TOKENS = 30
 

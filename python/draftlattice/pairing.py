@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from .lmbuild import TOKENIZER_SHA256_KEY, TokenizerMismatchError
+from .ngram.build import TOKENIZER_SHA256_KEY, TokenizerMismatchError
 from .tokenizer import tokenizer_sha256
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def check_lm_tokenizer_pair(
     """Raises TokenizerMismatchError unless the LM records the tokenizer with sha256 ``tokenizer_sha``.
 
     Args:
-        lm_metadata: the LM's metadata (``NgramLM.metadata`` or ``lmbuild.read_arpa_metadata``).
+        lm_metadata: the LM's metadata (``NgramLM.metadata`` or ``ngram.build.read_arpa_metadata``).
         tokenizer_sha: hex sha256 of the model's tokenizer.json (:func:`tokenizer_sha256`); None
             when unknown (e.g. a trace recorded without it), which cannot be checked.
         lm_name, tokenizer_name: how the error names the two (paths, usually).

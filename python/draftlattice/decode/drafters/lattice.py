@@ -6,6 +6,9 @@ by a backoff n-gram LM over the model's tokenizer (C++ core, ``draftlattice.resc
 mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws one
 draft from P(d) proportional to exp(total(d)) and hands the verifier the exact conditional
 distribution of every drawn token (``draftlattice.sample_drafts``, forward-backward).
+
+Greedy mode keeps the LM state of the committed text (:class:`CommittedLmState`) and advances it
+by the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ... import _core
+from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
 from ...sample import sample_drafts
@@ -38,11 +43,9 @@ class LatticeDrafter:
     def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if p < 1:
-            raise ValueError(f"p must be >= 1, got {p}")
-        if not alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        _core.check_rescore_options(p, alpha)  # the core's checks, at construction
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
+        self.committed = CommittedLmState(lm, bos)
 
     def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
         """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
@@ -51,8 +54,8 @@ class LatticeDrafter:
         return Lattice.from_logits(logits, min(self.k, logits.shape[1]), temperature)
 
     def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
-        result = rescore(self.lattice(head_logits), self.lm, self.num_drafts, self.alpha,
-                         np.asarray(context, dtype=np.int32), self.bos)
+        state = self.committed.after(context)
+        result = rescore(self.lattice(head_logits), self.lm, self.num_drafts, self.alpha, state)
         return Drafts(torch.from_numpy(result.tokens.astype(np.int64)))
 
     def sample(
@@ -68,3 +71,30 @@ class LatticeDrafter:
         candidates = torch.from_numpy(lattice.tokens.astype(np.int64))  # [g, k]
         q = scatter_candidates(candidates, torch.from_numpy(drawn.q[0]), head_logits.shape[1])
         return Drafts(torch.from_numpy(drawn.tokens.astype(np.int64)), q[None])
+
+
+class CommittedLmState:
+    """The LM state after a growing context, advanced by the tokens added since the last call.
+
+    ``after(context)`` equals ``lm.start(context, bos)``. When ``context`` extends the previous
+    one it only scores the new tokens: it checks that the last ``order - 1`` tokens before them
+    are unchanged, which is all the state depends on (the whole previous context while it is
+    shorter than that, since ``<s>`` then still counts). Any other context (a new sequence, a
+    rollback) starts over from its last ``order - 1`` tokens. Cost per call: O(order + new tokens).
+    """
+
+    def __init__(self, lm, bos: bool) -> None:
+        self.lm, self.bos = lm, bool(bos)
+        self.window = max(int(lm.order) - 1, 0)
+        self.length = -1  # no context yet
+        self.tail: tuple[int, ...] = ()
+        self.state = None
+
+    def after(self, context: Sequence[int]) -> LmState:
+        n, m, w = len(context), self.length, self.window
+        if 0 <= m <= n and tuple(context[max(0, m - w): m]) == self.tail:
+            self.state = self.lm.advance(self.state, context[m:n]) if n > m else self.state
+        else:
+            self.state = self.lm.start(context[max(0, n - w): n], self.bos)
+        self.length, self.tail = n, tuple(context[max(0, n - w): n])
+        return self.state

@@ -16,15 +16,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/counts.h"
-#include "train/model.h"
+#include "lmbuild/counts.h"
+#include "lmbuild/model.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct KatzOptions {
   // min_counts[k - 1]: n-grams of order k with a smaller count are removed. Empty = all 1.
   // Must have one entry per order, min_counts[0] == 1, non-decreasing.
-  std::vector<uint64_t> min_counts;
+  std::vector<int64_t> min_counts;
   int bins = 5;  // OpenGrm --bins default
 };
 
@@ -44,4 +44,4 @@ BackoffModel EstimateKatz(NgramCounter* counter, const KatzOptions& options, Kat
 // OpenGrm's Katz discounts for one order from n_1..n_{bins+1} (index r - 1).
 std::vector<double> KatzDiscounts(const std::vector<uint64_t>& n, int bins);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

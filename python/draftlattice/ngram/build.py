@@ -3,7 +3,9 @@
 ``build_lm`` counts n-grams (C++, streaming), estimates a Katz backoff model exactly as OpenGrm
 NGram 1.3.11's ``ngrammake --method=katz`` (see ``shared/docs/katz-opengrm.md``), optionally
 prunes it with relative entropy as ``ngramshrink --method=relative_entropy`` and writes ARPA
-(``.arpa``) or our binary format (``.dlm``).
+(``.arpa``) or our binary format (``.dlm``). A ``.dlm`` is written straight from the trainer's
+values (each probability rounded once, to the engine's float32 natural log), not through ARPA
+text. The C++ core validates the options (order, min counts, pruning) before counting starts.
 
 Corpus conventions:
 
@@ -30,15 +32,15 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from . import _core
-from ._core import FormatError
-from .tokenizer import load_tokenizer, tokenizer_sha256
+from .. import _core
+from .._core import FormatError
+from ..tokenizer import load_tokenizer, tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,6 @@ __all__ = [
     "TokenizerMismatchError",
     "build_lm",
     "check_lm_tokenizer",
-    "check_tokenizer_metadata",
     "read_arpa_metadata",
     "tokenizer_sha256",
 ]
@@ -82,38 +83,6 @@ class LmBuildResult:
     seconds: dict[str, float]
     count_of_counts: list[list[int]]
     discounts: list[list[float]]
-
-
-def _check_params(
-    order: int,
-    min_counts: Sequence[int] | None,
-    prune_to: int | None,
-    prune_threshold: float | None,
-) -> list[int]:
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
-        raise ValueError(f"order must be an integer, got {order!r}")
-    if not 1 <= order <= MAX_ORDER:
-        raise ValueError(f"order must be in 1..{MAX_ORDER}, got {order}")
-    mins: list[int] = []
-    if min_counts is not None:
-        mins = [int(c) for c in min_counts]
-        if len(mins) != order:
-            raise ValueError(
-                f"min_counts needs one entry per order ({order}), got {len(mins)}: {list(min_counts)}"
-            )
-        if any(c < 1 for c in mins):
-            raise ValueError(f"min_counts must all be >= 1, got {mins}")
-        if mins[0] != 1:
-            raise ValueError(f"the unigram min count must be 1 (unigrams are never removed), got {mins}")
-        if any(b < a for a, b in zip(mins, mins[1:])):
-            raise ValueError(f"min_counts must not decrease with the order, got {mins}")
-    if prune_to is not None and prune_threshold is not None:
-        raise ValueError("give at most one of prune_to and prune_threshold")
-    if prune_to is not None and (isinstance(prune_to, bool) or int(prune_to) != prune_to or prune_to < 1):
-        raise ValueError(f"prune_to must be a positive integer, got {prune_to!r}")
-    if prune_threshold is not None and not (float(prune_threshold) >= 0 and np.isfinite(prune_threshold)):
-        raise ValueError(f"prune_threshold must be a finite number >= 0, got {prune_threshold!r}")
-    return mins
 
 
 def _open_binary(path: Path) -> IO[bytes]:
@@ -233,14 +202,14 @@ def build_lm(
       prune_threshold: relative-entropy pruning with this threshold (``ngramshrink --theta``).
       overwrite: replace an existing ``out_path``.
       arpa_digits: significant digits of ARPA log10 values (OpenGrm prints 7, which rounds each
-        value by up to 5e-7; more keeps the estimate's full precision).
+        value by up to 5e-7; more keeps the estimate's full precision). Unused for ``.dlm``.
 
     Raises:
       ValueError: impossible parameters, empty corpus; FormatError (a ValueError) for a corpus
       that is not UTF-8 text or a tokenizer file that does not parse; OSError for unreadable or
       existing files.
     """
-    mins = _check_params(order, min_counts, prune_to, prune_threshold)
+    _core.check_build_options(order, min_counts, prune_threshold, prune_to)
     if isinstance(corpus_paths, (str, os.PathLike)):
         corpus_paths = [corpus_paths]
     paths = [Path(p) for p in corpus_paths]
@@ -287,17 +256,14 @@ def build_lm(
     sentences, tokens = counter.sentences, counter.tokens
 
     start = time.perf_counter()
-    model = _core.estimate_katz(counter, mins)
+    model = _core.estimate_katz(counter, min_counts)
     del counter
     seconds["estimate"] = time.perf_counter() - start
     counts_before = list(model.counts())
 
     start = time.perf_counter()
     if prune_to is not None or prune_threshold is not None:
-        theta, removed = model.prune(
-            threshold=None if prune_threshold is None else float(prune_threshold),
-            target=None if prune_to is None else int(prune_to),
-        )
+        theta, removed = model.prune(threshold=prune_threshold, target=prune_to)
         logger.info("relative-entropy pruning: theta=%.4g, removed %d n-grams", theta, removed)
     seconds["prune"] = time.perf_counter() - start
 
@@ -323,38 +289,22 @@ def build_lm(
 
 
 def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]], digits: int) -> None:
-    """Writes atomically: a temporary file in the same folder, then a rename."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".arpa.tmp", dir=out.parent)
+    """Writes atomically: a temporary file in the same folder, then a rename. ``.dlm`` comes
+    straight from the trainer's model; ``.arpa`` rounds log10 values to ``digits`` digits."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
     try:
-        model.write_arpa(str(tmp), metadata, digits)
         if out.suffix.lower() == ".dlm":
-            _arpa_to_binary(tmp, out)
+            model.write_binary(str(tmp), metadata, overwrite=True)
         else:
-            os.replace(tmp, out)
+            model.write_arpa(str(tmp), metadata, digits)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _arpa_to_binary(arpa: Path, out: Path) -> None:
-    try:
-        from .ngram import NgramLM  # type: ignore[attr-defined]
-    except ImportError:
-        raise ValueError(
-            "writing .dlm needs draftlattice.ngram.NgramLM, which this build lacks; write .arpa"
-        ) from None
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".dlm.tmp", dir=out.parent)
-    os.close(fd)
-    try:
-        NgramLM(str(arpa)).save(tmp_name, overwrite=True)
-        os.chmod(tmp_name, os.stat(arpa).st_mode & 0o777)
-        os.replace(tmp_name, out)
-    finally:
-        Path(tmp_name).unlink(missing_ok=True)
 
 
 def read_arpa_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -371,34 +321,18 @@ def read_arpa_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     return metadata
 
 
-def check_tokenizer_metadata(
-    metadata: Mapping[str, str], tokenizer: str | os.PathLike[str], lm_name: str = "the LM"
-) -> None:
-    """Raises TokenizerMismatchError unless ``metadata`` records this tokenizer's sha256."""
-    expected = metadata.get(TOKENIZER_SHA256_KEY)
-    actual = tokenizer_sha256(tokenizer)
-    if expected is None:
-        raise TokenizerMismatchError(
-            f"{lm_name} records no tokenizer ({TOKENIZER_SHA256_KEY}); it was not built over "
-            f"token ids of {tokenizer}"
-        )
-    if expected.lower() != actual:
-        raise TokenizerMismatchError(
-            f"{lm_name} was built for tokenizer sha256 {expected}, but {tokenizer} has sha256 {actual}"
-        )
-
-
 def check_lm_tokenizer(lm_path: str | os.PathLike[str], tokenizer: str | os.PathLike[str]) -> None:
     """Raises TokenizerMismatchError unless the LM at ``lm_path`` was built over ``tokenizer``.
 
-    ``lm_path`` is an ARPA file (possibly compressed) or, when the engine is available, a
-    ``.dlm`` binary LM.
+    ``lm_path`` is an ARPA file (possibly compressed) or a ``.dlm`` binary LM.
     """
     lm = Path(lm_path)
     if lm.suffix.lower() == ".dlm":
-        from .ngram import NgramLM  # type: ignore[attr-defined]
+        from .model import NgramLM
 
         metadata = dict(NgramLM(str(lm)).metadata)
     else:
         metadata = read_arpa_metadata(lm)
-    check_tokenizer_metadata(metadata, tokenizer, lm_name=str(lm))
+    from ..pairing import check_lm_tokenizer_pair  # the one comparison (pairing imports this module)
+
+    check_lm_tokenizer_pair(metadata, tokenizer_sha256(tokenizer), lm_name=str(lm), tokenizer_name=str(tokenizer))

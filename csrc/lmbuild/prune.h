@@ -13,21 +13,28 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
-#include "train/model.h"
+#include "lmbuild/model.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct PruneOptions {
-  double threshold = -1;  // relative-entropy threshold (>= 0), or < 0 when target is used
-  int64_t target = -1;    // total number of n-grams to keep, or < 0
+  std::optional<double> threshold;  // relative-entropy threshold, finite and >= 0
+  std::optional<int64_t> target;    // total number of n-grams to keep (>= 1)
 };
+
+// Throws InvalidArgument for both set, a negative or non-finite threshold, a target < 1.
+// (Neither set is valid here: no pruning.)
+void CheckPruneOptions(const PruneOptions& options);
 
 struct PruneResult {
   double theta_ln = 0;      // the threshold applied to D
   uint64_t removed = 0;     // n-grams removed
 };
 
+// Needs exactly one of threshold and target; throws InvalidArgument otherwise, or for a target
+// below the number of unigrams.
 PruneResult PruneRelativeEntropy(BackoffModel* model, const PruneOptions& options);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

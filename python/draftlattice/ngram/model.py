@@ -5,6 +5,10 @@ compact binary format written by :meth:`NgramLM.save` (memory-mapped). Scores ar
 probabilities (ARPA files store log10). Token ids map to LM words through ``vocab`` (index = token
 id) or, without it, through LM words that are decimal integers. A token the LM does not know
 scores as ``<unk>`` when the model has one, else ``oov_logprob``, and resets the history.
+
+Arguments are validated once, by the C++ core (token ids, states, ``oov_logprob``); this module
+converts types and documents the API. File errors: OSError (FileNotFoundError, FileExistsError,
+...) when a file cannot be opened or written, :class:`FormatError` when its content is wrong.
 """
 
 from __future__ import annotations
@@ -12,15 +16,15 @@ from __future__ import annotations
 import gzip
 import logging
 import lzma
-import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import Union
 
 import numpy as np
 
-from . import _core
-from ._core import FormatError, LmState
+from .. import _core
+from .._arrays import tokens_in
+from .._core import FormatError, LmState
 
 logger = logging.getLogger(__name__)
 
@@ -54,21 +58,6 @@ def _read_compressed(path: str, file_format: str) -> bytes:
         raise FormatError(f"{path}: cannot decompress {file_format}: {error}") from error
 
 
-def _tokens(values: TokenSeq | Iterable[int], what: str) -> np.ndarray:
-    """1-D int32 array; ValueError for non-integers or values outside int32."""
-    array = np.asarray(list(values) if not isinstance(values, (np.ndarray, Sequence)) else values)
-    if array.ndim != 1:
-        raise ValueError(f"{what} must be a 1-D sequence of token ids, got shape {array.shape}")
-    if array.size == 0:
-        return np.zeros(0, dtype=np.int32)
-    if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{what} must hold integer token ids, got dtype {array.dtype}")
-    low, high = int(array.min()), int(array.max())
-    if low < np.iinfo(np.int32).min or high > np.iinfo(np.int32).max:
-        raise ValueError(f"{what} holds token id {low if low < 0 else high} outside int32")
-    return array.astype(np.int32, copy=False)
-
-
 class NgramLM(_core.NgramLM):
     """A backoff n-gram LM over model token ids.
 
@@ -81,6 +70,7 @@ class NgramLM(_core.NgramLM):
 
     Raises:
         FormatError: malformed, truncated or corrupted file (message names file and line).
+        OSError: the file cannot be read (FileNotFoundError when it does not exist).
         ValueError: vocab not covering the LM, NaN or positive ``oov_logprob``.
     """
 
@@ -91,11 +81,6 @@ class NgramLM(_core.NgramLM):
         oov_logprob: float = -1000.0,
     ) -> None:
         path = os.fspath(path)
-        oov = float(oov_logprob)
-        if math.isnan(oov) or oov > 0:
-            raise ValueError(f"oov_logprob must be a natural-log probability <= 0, got {oov}")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such LM file")
         file_format = detect_format(path)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
         if file_format in ("arpa.xz", "arpa.gz"):
@@ -103,7 +88,7 @@ class NgramLM(_core.NgramLM):
             source: str | bytes = _read_compressed(path, file_format)
         else:
             source = path
-        super().__init__(source, path, vocab_list, oov)
+        super().__init__(source, path, vocab_list, oov_logprob)
         self.path = path
         self.file_format = file_format
         logger.info("loaded %s: order %d, counts %s", path, self.order, self.counts)
@@ -112,9 +97,7 @@ class NgramLM(_core.NgramLM):
         self, vocab: Sequence[str] | None, oov_logprob: float | None = None
     ) -> NgramLM:
         """The same model (shared in memory, not reloaded) under another token mapping."""
-        oov = self.oov_ln if oov_logprob is None else float(oov_logprob)
-        if math.isnan(oov) or oov > 0:
-            raise ValueError(f"oov_logprob must be a natural-log probability <= 0, got {oov}")
+        oov = self.oov_ln if oov_logprob is None else oov_logprob
         other = NgramLM.__new__(NgramLM)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
         _core.NgramLM.__init__(other, self, vocab_list, oov)
@@ -137,9 +120,7 @@ class NgramLM(_core.NgramLM):
 
         Returns float64 [len(tokens)] (+1 for ``</s>`` when ``eos``).
         """
-        return super().token_scores(
-            _tokens(tokens, "tokens"), _tokens(context, "context"), bool(bos), bool(eos)
-        )
+        return super().token_scores(_token_ids(tokens), _token_ids(context), bool(bos), bool(eos))
 
     def score(
         self,
@@ -153,11 +134,16 @@ class NgramLM(_core.NgramLM):
 
     def start(self, context: TokenSeq = (), bos: bool = False) -> LmState:
         """The scoring state after ``<s>`` (when ``bos``) followed by ``context``."""
-        return super().start(_tokens(context, "context"), bool(bos))
+        return super().start(_token_ids(context), bool(bos))
+
+    def advance(self, state: LmState, tokens: TokenSeq) -> LmState:
+        """The state after ``tokens`` following ``state``: what a decoder keeps for its committed
+        text, advanced by the tokens each step accepts (O(len(tokens)), not O(history))."""
+        return super().advance(state, _token_ids(tokens))
 
     def step(self, state: LmState, token: int) -> tuple[float, LmState]:
         """(natural-log probability of ``token`` after ``state``, the next state)."""
-        return super().step(state, _tokens([token], "token")[0].item())
+        return super().step(state, token)
 
     def step_eos(self, state: LmState) -> tuple[float, LmState]:
         """(natural-log probability of ``</s>`` after ``state``, the next state)."""
@@ -169,13 +155,17 @@ class NgramLM(_core.NgramLM):
 
     def save(self, path: PathLike, overwrite: bool = False) -> None:
         """Write the model in the binary format (refuses to replace a file unless ``overwrite``)."""
-        path = os.fspath(path)
-        if os.path.exists(path) and not overwrite:
-            raise FileExistsError(f"{path}: file exists (pass overwrite=True to replace it)")
-        super().save(path, bool(overwrite))
+        super().save(os.fspath(path), bool(overwrite))
 
     def __repr__(self) -> str:
         return f"NgramLM({self.path!r}, order={self.order}, counts={list(self.counts)})"
+
+
+def _token_ids(values: TokenSeq | Iterable[int]) -> object:
+    """Token ids as the bindings take them (iterators become lists, torch tensors numpy)."""
+    if not isinstance(values, (np.ndarray, Sequence)) and not type(values).__module__.startswith("torch"):
+        return list(values)
+    return tokens_in(values)
 
 
 __all__ = ["FormatError", "LmState", "NgramLM", "detect_format"]

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 using WordId = uint32_t;
 constexpr WordId kBos = 0;  // <s>
@@ -61,6 +61,8 @@ struct CountTable {
 class NgramCounter {
  public:
   explicit NgramCounter(int order);  // 1 <= order <= kMaxTrainOrder
+  // Throws InvalidArgument unless 1 <= order <= kMaxTrainOrder.
+  static void CheckOrder(int order);
 
   int order() const { return order_; }
   // Whitespace mode: `text` holds lines separated by '\n'; words are separated by ASCII
@@ -103,4 +105,4 @@ class NgramCounter {
   std::vector<WordId> sentence_;  // scratch
 };
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

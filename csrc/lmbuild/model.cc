@@ -1,10 +1,10 @@
-#include "train/model.h"
+#include "lmbuild/model.h"
 
 #include <algorithm>
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 void CompactModel(BackoffModel* model, const std::vector<std::vector<bool>>& keep) {
   std::vector<uint32_t> remap_prev;  // old index -> new index at the previous level
@@ -107,4 +107,13 @@ void ComputeBackoffs(BackoffModel* model) {
   }
 }
 
-}  // namespace dl::train
+void NgramWordIds(const BackoffModel& model, int k, uint32_t index, WordId* ids) {
+  for (int m = k; m >= 2; --m) {
+    const ModelLevel& level = model.levels[m - 1];
+    ids[m - 1] = level.word[index];
+    index = level.prefix[index];
+  }
+  ids[0] = index;
+}
+
+}  // namespace dl::lmbuild

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "train/counts.h"
+#include "lmbuild/counts.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 struct ModelLevel {
   std::vector<uint32_t> prefix;   // order >= 2
@@ -39,6 +39,9 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // OpenGrm's backoff cost of a complete state (kInfBackoff), a natural-log cost.
 constexpr double kCompleteStateCost = 99.0;
 
+// The word ids of n-gram `index` of order k, oldest first, into ids[0..k) (walks the prefix links).
+void NgramWordIds(const BackoffModel& model, int k, uint32_t index, WordId* ids);
+
 // Removes the n-grams of order >= 2 whose keep flag is false (keep[k - 1] for order k; keep[0]
 // is ignored) and renumbers prefix/suffix links. Precondition: the prefix and suffix of every
 // kept n-gram are kept.
@@ -54,4 +57,4 @@ void ComputeBackoffs(BackoffModel* model);
 void FindCompleteStates(const BackoffModel& model, std::vector<std::vector<bool>>* complete,
                         std::vector<std::vector<uint32_t>>* successors);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

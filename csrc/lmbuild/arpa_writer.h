@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "train/model.h"
+#include "lmbuild/model.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 
 // Throws FormatError (with the path) when the file cannot be written.
 // `digits`: significant digits of the log10 values (OpenGrm prints 7; 7 digits round a log10
@@ -23,4 +23,4 @@ namespace dl::train {
 void WriteArpa(const BackoffModel& model, const std::string& path,
                const std::vector<std::pair<std::string, std::string>>& metadata, int digits = 7);
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -1,11 +1,11 @@
-#include "train/counts.h"
+#include "lmbuild/counts.h"
 
 #include <algorithm>
 
 #include "errors.h"
 #include "hash.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 constexpr uint64_t kEmptyKey = ~0ull;
 constexpr WordId kNone = 0xFFFFFFFFu;
@@ -79,10 +79,13 @@ uint32_t PairIndex::Find(uint32_t prefix, uint32_t word) const {
   }
 }
 
-NgramCounter::NgramCounter(int order) : order_(order) {
-  if (order < 1 || order > kMaxTrainOrder) {
+void NgramCounter::CheckOrder(int order) {
+  if (order < 1 || order > kMaxTrainOrder)
     throw InvalidArgument(Message("n-gram order must be in 1..", kMaxTrainOrder, ", got ", order));
-  }
+}
+
+NgramCounter::NgramCounter(int order) : order_(order) {
+  CheckOrder(order);
   words_ = {"<s>", "</s>"};
   unigram_count_ = {0, 0};
   tables_.resize(order - 1);
@@ -192,4 +195,4 @@ void NgramCounter::FreeIndices() {
   for (CountTable& t : tables_) t.index.Clear();
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild

@@ -1,4 +1,4 @@
-#include "train/arpa_writer.h"
+#include "lmbuild/arpa_writer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 
 #include "errors.h"
 
-namespace dl::train {
+namespace dl::lmbuild {
 namespace {
 
 struct FileCloser {
@@ -24,7 +24,7 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
   if (digits < 1 || digits > 17) throw InvalidArgument(Message("ARPA digits must be in 1..17, got ", digits));
   std::vector<char> buffer(1 << 22);  // declared before the file: outlives it
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
-  if (!file) throw FormatError(Message("cannot write ", path, ": ", std::strerror(errno)));
+  if (!file) throw FileError(errno, Message("cannot write ", path, ": ", std::strerror(errno)));
   std::setvbuf(file.get(), buffer.data(), _IOFBF, buffer.size());
   FILE* out = file.get();
   const double to_log10 = 1.0 / std::log(10.0);
@@ -86,10 +86,10 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
   }
   std::fprintf(out, "\n\\end\\\n");
   if (std::fflush(out) != 0 || std::ferror(out)) {
-    throw FormatError(Message("error writing ", path, ": ", std::strerror(errno)));
+    throw FileError(errno, Message("error writing ", path, ": ", std::strerror(errno)));
   }
   FILE* raw = file.release();
-  if (std::fclose(raw) != 0) throw FormatError(Message("error closing ", path, ": ", std::strerror(errno)));
+  if (std::fclose(raw) != 0) throw FileError(errno, Message("error closing ", path, ": ", std::strerror(errno)));
 }
 
-}  // namespace dl::train
+}  // namespace dl::lmbuild
