@@ -1,4 +1,6 @@
-"""Hugging Face causal LMs as blockwise targets (``pip install draftlattice[hf]``).
+"""A transformers causal LM as a target of draftlattice's own :class:`BlockwiseDecoder`.
+
+For decoding through transformers' ``generate()`` use :func:`draftlattice.hf.generate` instead.
 
 :class:`HFBlockwiseLM` wraps a ``transformers`` causal LM: head 1 is the model's own LM head,
 heads 2..h are Medusa/Stern-style residual feed-forward heads on its final hidden state, sharing
@@ -18,6 +20,8 @@ from types import SimpleNamespace
 
 import torch
 from torch import nn
+
+from ..model.blockwise import ResidualHead
 
 
 class HFCache:
@@ -49,7 +53,7 @@ class HFCache:
     def select(self, positions: torch.Tensor, prefix: int) -> None:
         """Keep ``[:prefix]`` followed by the absolute positions ``positions`` (in order)."""
         positions = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
-        index = torch.cat([torch.arange(prefix), positions])
+        index = torch.cat([torch.arange(prefix), positions.cpu()])
         self._apply(lambda t: t.index_select(2, index.to(t.device)))
 
     def expand(self, n: int) -> None:
@@ -59,20 +63,6 @@ class HFCache:
     def batch_select(self, rows) -> None:
         rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
         self._apply(lambda t: t.index_select(0, rows.to(t.device)))
-
-
-class ResidualHead(nn.Module):
-    """z + W2 gelu(W1 z): head j's state from the final hidden state (Stern et al. 2018)."""
-
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.up = nn.Linear(width, hidden)
-        self.down = nn.Linear(hidden, width)
-        nn.init.zeros_(self.down.weight)
-        nn.init.zeros_(self.down.bias)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z + self.down(nn.functional.gelu(self.up(z)))
 
 
 class HFBlockwiseLM(nn.Module):
@@ -91,10 +81,19 @@ class HFBlockwiseLM(nn.Module):
         self.hf = hf_model
         cfg = hf_model.config
         width = cfg.hidden_size
-        self.heads = nn.ModuleList(ResidualHead(width, head_hidden or width) for _ in range(num_heads - 1))
+        shape = SimpleNamespace(d_model=width, head_hidden=head_hidden or width)
+        self.heads = nn.ModuleList(ResidualHead(shape) for _ in range(num_heads - 1))
         limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
         self.config = SimpleNamespace(num_heads=num_heads, vocab_size=hf_model.get_output_embeddings().out_features,
                                       max_seq_len=limit)
+
+    @property
+    def device(self) -> torch.device:
+        return self.hf.get_output_embeddings().weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.hf.get_output_embeddings().weight.dtype
 
     def new_cache(self) -> HFCache:
         return HFCache()
@@ -104,7 +103,7 @@ class HFBlockwiseLM(nn.Module):
         past = 0 if cache is None else cache.length
         B, T = input_ids.shape
         if position_ids is None:
-            position_ids = torch.arange(past, past + T).expand(B, T)
+            position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
         if attention_mask is not None:
             attention_mask = attention_mask.expand(B, *attention_mask.shape[1:])
         out = self.hf.base_model(

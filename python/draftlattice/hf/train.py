@@ -1,0 +1,2 @@
+def train_heads(): pass
+class TrainResult: pass
