@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "trace",
     "eval",
     "demo",
+    "hf",
 ]
 
 

@@ -95,6 +95,10 @@ def process_scores(processors, sequences: list[Tensor], row_sequence: list[int],
     Nodes of one row and depth share a length, so they are processed together, through
     :func:`row_processors` (processors may hold per-row state).
     """
+    if all(isinstance(proc, _context_free_processors()) for proc in processors):
+        R, N, V = logits.shape  # one call over all nodes: these look at the scores only
+        dummy = torch.zeros(R * N, 1, dtype=torch.int64, device=logits.device)
+        return processors(dummy, logits.reshape(R * N, V)).view(R, N, V)
     scores = logits.clone()
     batch = len(sequences)
     for r, s in enumerate(row_sequence):
@@ -108,6 +112,15 @@ def process_scores(processors, sequences: list[Tensor], row_sequence: list[int],
             ids = torch.cat([seq, paths[r].index_select(0, index)[:, :d]], dim=1)
             scores[r, index] = row_processors(processors, s, batch, len(nodes))(ids, logits[r].index_select(0, index))
     return scores
+
+
+def _context_free_processors() -> tuple[type, ...]:
+    """Processors whose output depends on the scores alone (not on input_ids or the row)."""
+    from transformers.generation import logits_process as lp
+
+    names = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
+             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper")
+    return tuple(getattr(lp, name) for name in names if hasattr(lp, name))
 
 
 def row_processors(processors, row: int, batch: int, copies: int):
