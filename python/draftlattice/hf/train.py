@@ -92,7 +92,7 @@ def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor) -> tuple[T
         logits = lm_head(head(z[:, : T - j])).float()
         gold = targets[:, j:]
         losses.append(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1)))
-        accuracies.append(float((logits.argmax(-1) == gold).float().mean()))
+        accuracies.append(float((logits.detach().argmax(-1) == gold).float().mean()))
     if not losses:
         raise ValueError(f"sequences of {T} tokens are too short for heads up to {heads.horizon}")
     return torch.stack(losses).mean(), accuracies
@@ -191,10 +191,11 @@ def train_heads(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        result.losses.append(float(loss))
+        loss_value = float(loss.detach())
+        result.losses.append(loss_value)
         result.accuracies.append(accuracies)
         result.steps = step + 1
-        bar.set_postfix(loss=f"{float(loss):.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
+        bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
         if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
             _checkpoint(heads, optimizer, generator, step + 1, out)
     heads.eval()
