@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..model.blockwise import ResidualHead
+from .verification import cache_keyword
 
 
 class HFCache:
@@ -108,7 +109,7 @@ class HFBlockwiseLM(nn.Module):
             attention_mask = attention_mask.expand(B, *attention_mask.shape[1:])
         out = self.hf.base_model(
             input_ids=input_ids,
-            past_key_values=None if cache is None else cache.inner,
+            **{cache_keyword(self.hf): None if cache is None else cache.inner},
             position_ids=position_ids,
             attention_mask=attention_mask,
             use_cache=cache is not None,

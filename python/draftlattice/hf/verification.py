@@ -64,10 +64,7 @@ class Target:
 
     @property
     def keyword(self) -> str:
-        """Name of the base model's cache argument (``cache`` in transformers >= 5.20,
-        ``past_key_values`` before)."""
-        parameters = inspect.signature(self.model.base_model.forward).parameters
-        return "cache" if "cache" in parameters else "past_key_values"
+        return cache_keyword(self.model)
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         """``base_model(...).last_hidden_state`` ``[R, N, d]``, the cache extended in place.
@@ -78,6 +75,13 @@ class Target:
         out = self.model.base_model(input_ids=input_ids, position_ids=position_ids.clamp(max=self.max_position),
                                     attention_mask=attention_mask, use_cache=True, **{self.keyword: self.cache})
         return out.last_hidden_state
+
+
+def cache_keyword(model) -> str:
+    """Name of the base model's cache argument (``cache`` in recent transformers 5.x, where
+    ``past_key_values`` is deprecated; ``past_key_values`` before)."""
+    parameters = inspect.signature(model.base_model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def max_position(model, max_length: int) -> int:
