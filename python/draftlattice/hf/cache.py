@@ -63,7 +63,8 @@ def additive_mask(kv_valid: Tensor, block: Tensor, dtype: torch.dtype) -> Tensor
     so no row is fully masked (padding queries would otherwise produce NaN under fp16).
     """
     B, T, _ = block.shape
-    eye = torch.eye(T, dtype=torch.bool, device=block.device)
+    steps = torch.arange(T, device=block.device)
+    eye = steps.unsqueeze(1) == steps
     visible = torch.cat([kv_valid.unsqueeze(1).expand(B, T, kv_valid.shape[1]), block | eye], dim=2)
     mask = torch.zeros(visible.shape, dtype=dtype, device=block.device)
     return mask.masked_fill_(~visible, torch.finfo(dtype).min).unsqueeze(1)

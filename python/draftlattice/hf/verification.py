@@ -62,9 +62,8 @@ class Target:
     processors: object  #: generate()'s logits processors (may be empty)
     max_position: int  #: largest position id a forward may use
 
-    @property
-    def keyword(self) -> str:
-        return cache_keyword(self.model)
+    def __post_init__(self) -> None:
+        self.keyword = cache_keyword(self.model)
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         """``base_model(...).last_hidden_state`` ``[R, N, d]``, the cache extended in place.
