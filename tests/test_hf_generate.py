@@ -187,3 +187,15 @@ def test_unsupported_modes_fail_clearly(setup):
     other = dlhf.DraftHeads(4, 16, 16, model.config.vocab_size)
     with pytest.raises(ValueError, match="do not fit"):
         draft_generate(model, ids, None, other, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_batch(dtype):
+    """Masks and heads follow the model's dtype (no float32 tensor reaches a half model)."""
+    model = MODELS["llama"]().to(dtype)
+    heads = dlhf.DraftHeads.for_model(model, horizon=4)
+    ids, mask = left_padded([[1, 2, 3], [4, 5, 6, 7, 8], [9]])
+    expected = greedy(model, ids, mask, max_new_tokens=12)
+    for verify in ("tree", "batch"):
+        assert draft_generate(model, ids, mask, heads, max_new_tokens=12, draft_verify=verify).sequences.tolist() == \
+            expected.tolist()

@@ -196,6 +196,9 @@ def train_heads(
         result.accuracies.append(accuracies)
         result.steps = step + 1
         bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
+        if (step + 1) % 50 == 0:  # for logs, where the bar is off
+            logger.info("step %d/%d loss %.4f top-1 accuracy per head %s", step + 1, steps, loss_value,
+                        " ".join(f"{a:.3f}" for a in accuracies))
         if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
             _checkpoint(heads, optimizer, generator, step + 1, out)
     heads.eval()
