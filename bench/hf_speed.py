@@ -16,7 +16,7 @@ Reported per method: serial target calls (forwards of the base model, counted wi
 hook) per generated token of a row, tokens/s (all rows), and the speedup in wall-clock time over
 ``generate`` measured in the same run (median over ``--repeats`` timed runs after a warm-up).
 
-usage: python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 8] [--device cpu]
+usage: python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 8] [--device cpu] [--heads DIR]
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ def main() -> int:
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--heads", type=Path, help="DraftHeads folder to use instead of the shipped heads "
+                        "(e.g. from `draftlattice hf train-heads` on the converted model)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
@@ -111,7 +113,7 @@ def main() -> int:
     device = torch.device(args.device)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, args.dtype)).to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    heads = dlhf.DraftHeads.from_pretrained(heads_dir, model)
+    heads = dlhf.DraftHeads.from_pretrained(args.heads or heads_dir, model, strict_name=args.heads is None)
     lm = NgramLM(ROOT / "lm_models" / "katz4.dlm")
     rows = prompts(tokenizer, args.prompts, args.prompt_tokens)
     draft = dict(custom_generate=dlhf.generate, draft_heads=heads)
