@@ -123,6 +123,8 @@ def test_repetition_penalty_and_stopping_criteria(setup):
     assert out.sequences.tolist() == expected.tolist()
     expected = greedy(model, ids, mask, max_length=ids.shape[1] + 7)
     assert draft_generate(model, ids, mask, heads, max_length=ids.shape[1] + 7).sequences.tolist() == expected.tolist()
+    assert draft_generate(model, ids, mask, heads, max_length=ids.shape[1] + 7,
+                          use_cache=False).sequences.tolist() == expected.tolist()
 
 
 def test_direct_call_and_streamer(setup):

@@ -89,8 +89,11 @@ def generate(
     draft_streamer = draft_streamer if draft_streamer is not None else streamer
     draft_kwargs = dict(draft_heads=draft_heads, draft_lm=draft_lm, draft_k=draft_k, draft_p=draft_p,
                         draft_alpha=draft_alpha, draft_verify=draft_verify, draft_streamer=draft_streamer)
-    prepared = generation_config is not None and ("cache" in kwargs or "past_key_values" in kwargs) and (
-        stopping_criteria is not None and logits_processor is not None)
+    from transformers.generation import LogitsProcessorList, StoppingCriteriaList
+
+    # generate() hands over its prepared lists and config; a user calling directly does not.
+    prepared = (generation_config is not None and isinstance(stopping_criteria, StoppingCriteriaList)
+                and isinstance(logits_processor, LogitsProcessorList))
     if not prepared:  # a direct call: let generate() prepare everything, then come back here
         if "assistant_model" in kwargs and kwargs["assistant_model"] is not None:
             raise ValueError("assistant_model cannot be combined with draftlattice drafting (it drafts itself)")
@@ -177,6 +180,10 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
     if draft_streamer is not None and B > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {B}")
     cache = model_kwargs.get("cache", model_kwargs.get("past_key_values"))
+    if cache is None:  # use_cache=False: drafting needs a cache all the same
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
     cache_layers(cache)  # refuse caches that cannot be rolled back, before any work
     target = Target(model, cache, dtype, processors, max_position(model, config.max_length))
     attention_mask = model_kwargs.get("attention_mask")
