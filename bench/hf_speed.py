@@ -102,11 +102,10 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     import draftlattice.hf as dlhf
     from _hf_shipped_model import convert
     from draftlattice import NgramLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     work = Path(tempfile.mkdtemp(prefix="hf_speed_"))
     model_dir, heads_dir = convert(ROOT / "lm_models" / "default", work)
@@ -116,7 +115,7 @@ def main() -> int:
     heads = dlhf.DraftHeads.from_pretrained(args.heads or heads_dir, model, strict_name=args.heads is None)
     lm = NgramLM(ROOT / "lm_models" / "katz4.dlm")
     rows = prompts(tokenizer, args.prompts, args.prompt_tokens)
-    draft = dict(custom_generate=dlhf.generate, draft_heads=heads)
+    draft = {"custom_generate": dlhf.generate, "draft_heads": heads}
     methods = {
         "generate": {},
         "prompt-lookup": {"prompt_lookup_num_tokens": 10},

@@ -16,12 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 import draftlattice.hf as dlhf
+import torch
 from draftlattice import NgramLM
 from draftlattice.lmbuild import build_lm
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def main() -> None:
@@ -55,7 +54,7 @@ def main() -> None:
     tokens = calls = 0
     for line in lines[: args.prompts]:
         ids = tokenizer(" ".join(line.split()[:16]), return_tensors="pt").input_ids.to(device)
-        common = dict(max_new_tokens=args.max_new_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+        common = {"max_new_tokens": args.max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.eos_token_id}
         start = time.perf_counter()
         plain = model.generate(ids, **common)
         plain_time += time.perf_counter() - start

@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM)
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 V = 48
 

@@ -6,10 +6,14 @@ import itertools
 
 import numpy as np
 import torch
-
-from draftlattice import Lattice, rescore
-from draftlattice.hf.drafting import DraftOptions, greedy_drafts, pbest_paths, topk_lattice
 from _hf_models import ngram_over
+from draftlattice import Lattice, rescore
+from draftlattice.hf.drafting import (
+    DraftOptions,
+    greedy_drafts,
+    pbest_paths,
+    topk_lattice,
+)
 
 
 def brute_force_pbest(ids, logprobs, p):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import draftlattice.hf as dlhf
 import pytest
 import torch
-
-import draftlattice.hf as dlhf
 from _hf_models import MODELS, greedy, left_padded, ngram_over
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -146,12 +145,12 @@ def test_direct_call_and_streamer(setup):
     out = dlhf.generate(model, ids, max_new_tokens=9, do_sample=False, pad_token_id=0, eos_token_id=None,
                         draft_heads=heads, streamer=streamer)
     assert out.tolist() == expected.tolist()
-    assert streamer.ended and sum(streamer.parts, []) == expected[0].tolist()
+    assert streamer.ended and [t for part in streamer.parts for t in part] == expected[0].tolist()
     streamer = Collect()
     with torch.inference_mode():
         model.generate(ids, max_new_tokens=9, do_sample=False, pad_token_id=0, eos_token_id=None,
                        custom_generate=dlhf.generate, draft_heads=heads, draft_streamer=streamer)
-    assert sum(streamer.parts, []) == expected[0].tolist()
+    assert [t for part in streamer.parts for t in part] == expected[0].tolist()
 
 
 def test_fresh_heads_accept_repeated_tokens():

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 
+import draftlattice.hf as dlhf
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-import draftlattice.hf as dlhf
 from draftlattice import NgramLM
 from draftlattice.cli.main import main
+from draftlattice.hf.train import _greedy_continuations
 from draftlattice.lmbuild import TokenizerMismatchError, build_lm
 from draftlattice.tokenizer import train_tokenizer
-from draftlattice.hf.train import _greedy_continuations
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

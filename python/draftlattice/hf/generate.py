@@ -22,14 +22,21 @@ import time
 import torch
 from torch import Tensor
 
+from ..verify import block_verify
 from .cache import cache_layers, keep_block
 from .drafting import DraftOptions, greedy_drafts, sampled_drafts
 from .heads import DraftHeads, output_embeddings
 from .stats import DecodingStats, DraftGenerateOutput
 from .stopping import RowStopper
 from .tokenizer import check_lm_for_model
-from .verification import Target, chain_accept, chain_forward, max_position, tree_accept, tree_forward
-from ..verify import block_verify
+from .verification import (
+    Target,
+    chain_accept,
+    chain_forward,
+    max_position,
+    tree_accept,
+    tree_forward,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +94,8 @@ def generate(
     if streamer is not None and draft_streamer is not None:
         raise ValueError("pass either streamer= (direct call) or draft_streamer=, not both")
     draft_streamer = draft_streamer if draft_streamer is not None else streamer
-    draft_kwargs = dict(draft_heads=draft_heads, draft_lm=draft_lm, draft_k=draft_k, draft_p=draft_p,
-                        draft_alpha=draft_alpha, draft_verify=draft_verify, draft_streamer=draft_streamer)
+    draft_kwargs = {"draft_heads": draft_heads, "draft_lm": draft_lm, "draft_k": draft_k, "draft_p": draft_p,
+                    "draft_alpha": draft_alpha, "draft_verify": draft_verify, "draft_streamer": draft_streamer}
     from transformers.generation import LogitsProcessorList, StoppingCriteriaList
 
     # generate() hands over its prepared lists and config; a user calling directly does not.
@@ -126,8 +133,9 @@ def _reject_unsupported(model, config, kwargs) -> None:
 
 def _check_options(model, heads, lm, k, p, alpha, verify, do_sample) -> DraftOptions:
     if not isinstance(heads, DraftHeads):
-        raise ValueError("draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
-                         f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}")
+        raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
+            "draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
+            f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}")
     lm_head = output_embeddings(model)
     if heads.hidden_size != model.config.hidden_size or heads.vocab_size != lm_head.weight.shape[0]:
         raise ValueError(f"draft_heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the model "
@@ -156,7 +164,11 @@ def _check_options(model, heads, lm, k, p, alpha, verify, do_sample) -> DraftOpt
 
 def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
     """Temperature / top-k / top-p of generate()'s warpers, for the heads' proposal law."""
-    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     temperature, top_k, top_p = 1.0, None, None
     for proc in processors:
@@ -216,7 +228,6 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         stopper.commit(b, [first_host[b]], new_tokens, scores[b : b + 1])
     _stream(draft_streamer, new_tokens, [0])
     root = first
-    g = draft_heads.horizon - 1
 
     while not stopper.all_done:
         start = time.perf_counter()

@@ -96,7 +96,7 @@ class DraftHeads(nn.Module):
         self.heads = nn.ModuleList(ResidualHead(shape) for _ in range(horizon - 1))
 
     @classmethod
-    def for_model(cls, model: nn.Module, horizon: int = 4, head_hidden: int | None = None) -> "DraftHeads":
+    def for_model(cls, model: nn.Module, horizon: int = 4, head_hidden: int | None = None) -> DraftHeads:
         """New heads 2..horizon for ``model``, on its device and dtype.
 
         Every new head reproduces the model's next-token distribution (zero residual); train
@@ -144,7 +144,7 @@ class DraftHeads(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike[str], model: nn.Module,
-                        strict_name: bool = True) -> "DraftHeads":
+                        strict_name: bool = True) -> DraftHeads:
         """Load heads saved by :meth:`save_pretrained` for ``model`` (on its device and dtype).
 
         The heads must fit the model: same hidden size, vocabulary size and model type, always

@@ -20,7 +20,10 @@ class RowStopper:
     """
 
     def __init__(self, criteria, config, input_ids: Tensor) -> None:
-        from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+        from transformers.generation.stopping_criteria import (
+            EosTokenCriteria,
+            MaxLengthCriteria,
+        )
 
         B, P = input_ids.shape
         self.prompt = input_ids
