@@ -5,6 +5,10 @@ search runs on the device (only the ``[B, p, g]`` draft ids go to the host); wit
 only the top-k ids and log-probabilities go to the host, where draftlattice's C++ core rescores
 them exactly (:func:`draftlattice.rescore_batch`). Sampling draws one draft per row whose
 proposal law ``q`` is known, as lossless block verification requires.
+
+Drafting is split in two so that the decoding loop needs one device->host transfer per step:
+:func:`propose` (device, right after verification) and :func:`finish` (host, after the
+transfer that also carries the accepted lengths).
 """
 
 from __future__ import annotations
@@ -67,22 +71,13 @@ def pbest_paths(ids: Tensor, logprobs: Tensor, p: int) -> Tensor:
     return paths
 
 
-def greedy_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]]) -> np.ndarray:
-    """``[B, p, g]`` int64 drafts on the host, best first (the one device->host copy)."""
-    k = min(options.k, head_logits.shape[-1])
-    ids, logprobs = topk_lattice(head_logits, k)
-    if options.lm is None:
-        return pbest_paths(ids, logprobs, options.p).cpu().numpy()
-    ids_host, logprobs_host = ids.cpu().numpy(), logprobs.cpu().numpy()
-    results = rescore_batch((ids_host, logprobs_host), options.lm, [c[-LM_CONTEXT:] for c in contexts],
-                            p=options.p, alpha=options.alpha)
-    B, g, _ = ids_host.shape
-    drafts = np.empty((B, options.p, g), dtype=np.int64)
-    for b, result in enumerate(results):
-        n = len(result)
-        drafts[b, :n] = result.tokens
-        drafts[b, n:] = result.tokens[0]
-    return drafts
+@dataclass(frozen=True)
+class Sampling:
+    """generate()'s sampling warpers, which the heads' proposal law also uses."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,30 +88,96 @@ class SampledDrafts:
     q: Tensor
 
 
-def sampled_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]],
-                   temperature: float, top_k: int | None, top_p: float | None) -> SampledDrafts:
-    """One draft per row sampled from a law ``q`` that block verification is given exactly.
+@dataclass
+class Proposal:
+    """The device part of drafting from the heads' logits ``[B, g, V]``.
 
-    Without an LM, token ``t`` is drawn from the head's own distribution under the user's
-    temperature / top-k / top-p. With an LM, the draft is drawn exactly from
-    ``exp(lattice + alpha * LM)`` over the top-k lattice (:func:`draftlattice.sample_drafts_batch`),
-    whose per-position conditionals ``q`` are scattered back over the vocabulary.
+    Only ``to_host`` goes to the host (with the step's accepted-length read, in one transfer):
+    the p best paths (greedy, no LM), or the top-k ids and log-probabilities (with an LM).
+    Sampling without an LM stays on the device.
     """
+
+    to_host: list[Tensor]
+    sampled: SampledDrafts | None = None
+    vocab_size: int = 0
+
+
+def propose(head_logits: Tensor, options: DraftOptions, sampling: Sampling | None) -> Proposal:
+    """Device work of drafting: top-k lattice, p-best paths or sampled drafts."""
     B, g, V = head_logits.shape
-    if options.lm is None:
-        q = sampling_distribution(head_logits, temperature, top_k, top_p, dtype=torch.float32)
-        tokens = torch.multinomial(q.view(B * g, V), 1).view(B, g)
-        return SampledDrafts(tokens, q)
     k = min(options.k, V)
-    ids, logprobs = topk_lattice(head_logits, k, temperature)
-    lattices = [Lattice.from_topk(i, lp) for i, lp in zip(ids.cpu().numpy(), logprobs.cpu().numpy())]
+    if sampling is None:
+        ids, logprobs = topk_lattice(head_logits, k)
+        if options.lm is None:
+            return Proposal([pbest_paths(ids, logprobs, options.p)], vocab_size=V)
+        return Proposal([ids, logprobs], vocab_size=V)
+    if options.lm is None:
+        q = sampling_distribution(head_logits, sampling.temperature, sampling.top_k, sampling.top_p,
+                                  dtype=torch.float32)
+        tokens = torch.multinomial(q.view(B * g, V), 1).view(B, g)
+        return Proposal([], SampledDrafts(tokens, q), V)
+    return Proposal(list(topk_lattice(head_logits, k, sampling.temperature)), vocab_size=V)
+
+
+def finish(proposal: Proposal, host: list[Tensor], options: DraftOptions, contexts: list[list[int]],
+           sampling: Sampling | None, device: torch.device) -> tuple[Tensor, SampledDrafts | None]:
+    """Host part of drafting: ``(drafts [B, p, g], sampled)``; ``host`` = ``proposal.to_host``
+    on the host. Greedy drafts stay on the host (the tree is built there); sampled drafts are on
+    the device."""
+    if proposal.sampled is not None:
+        return proposal.sampled.tokens.unsqueeze(1), proposal.sampled
+    if options.lm is None:
+        return host[0], None
+    ids, logprobs = host[0].numpy(), host[1].numpy()
+    contexts = [c[-LM_CONTEXT:] for c in contexts]
+    if sampling is None:
+        return torch.from_numpy(rescored_drafts(ids, logprobs, options, contexts)), None
+    sampled = lattice_samples(ids, logprobs, options, contexts, proposal.vocab_size, device)
+    return sampled.tokens.unsqueeze(1), sampled
+
+
+def rescored_drafts(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions,
+                    contexts: list[list[int]]) -> np.ndarray:
+    """``[B, p, g]`` int64: the p best drafts of each top-k lattice under lattice + alpha * LM
+    (draftlattice's exact C++ rescoring); padded by repeating the best when k**g < p."""
+    results = rescore_batch((ids, logprobs), options.lm, contexts, p=options.p, alpha=options.alpha)
+    B, g, _ = ids.shape
+    drafts = np.empty((B, options.p, g), dtype=np.int64)
+    for b, result in enumerate(results):
+        n = len(result)
+        drafts[b, :n] = result.tokens
+        drafts[b, n:] = result.tokens[0]
+    return drafts
+
+
+def lattice_samples(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]],
+                    vocab_size: int, device: torch.device) -> SampledDrafts:
+    """One draft per row drawn exactly from ``exp(lattice + alpha * LM)`` over the top-k lattice
+    (:func:`draftlattice.sample_drafts_batch`), its conditionals ``q`` scattered over the vocabulary."""
+    lattices = [Lattice.from_topk(i, lp) for i, lp in zip(ids, logprobs)]
     seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
-    samples = sample_drafts_batch(lattices, options.lm, [c[-LM_CONTEXT:] for c in contexts], n=1,
-                                  alpha=options.alpha, generator=seed)
-    device = head_logits.device
-    tokens = torch.as_tensor(np.stack([s.tokens[0] for s in samples]), dtype=torch.int64).to(device)
+    samples = sample_drafts_batch(lattices, options.lm, contexts, n=1, alpha=options.alpha, generator=seed)
+    B, g, _ = ids.shape
+    tokens = torch.as_tensor(np.stack([s.tokens[0] for s in samples]), dtype=torch.int64)
     # q's columns follow each lattice's candidate order (Lattice.tokens), not topk's.
-    q_topk = torch.as_tensor(np.stack([s.q[0] for s in samples]), dtype=torch.float32).to(device)
-    columns = torch.as_tensor(np.stack([lat.tokens for lat in lattices]), dtype=torch.int64).to(device)
-    q = torch.zeros(B, g, V, dtype=torch.float32, device=device).scatter_(-1, columns, q_topk)
-    return SampledDrafts(tokens, q)
+    q_topk = torch.as_tensor(np.stack([s.q[0] for s in samples]), dtype=torch.float32)
+    columns = torch.as_tensor(np.stack([lat.tokens for lat in lattices]), dtype=torch.int64)
+    q = torch.zeros(B, g, vocab_size, dtype=torch.float32, device=device)
+    q.scatter_(-1, columns.to(device, non_blocking=True), q_topk.to(device, non_blocking=True))
+    return SampledDrafts(tokens.to(device, non_blocking=True), q)
+
+
+def greedy_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]]) -> np.ndarray:
+    """``[B, p, g]`` int64 greedy drafts on the host (:func:`propose` then :func:`finish`)."""
+    proposal = propose(head_logits, options, None)
+    drafts, _ = finish(proposal, [t.cpu() for t in proposal.to_host], options, contexts, None, head_logits.device)
+    return drafts.numpy()
+
+
+def to_host(tensors: list[Tensor]) -> list[Tensor]:
+    """Copy device tensors to the host with one synchronisation (pinned, non-blocking copies)."""
+    if not tensors or tensors[0].device.type != "cuda":
+        return [t.cpu() for t in tensors]
+    host = [t.to("cpu", non_blocking=True) for t in tensors]
+    torch.cuda.current_stream(tensors[0].device).synchronize()
+    return host

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from ..verify import block_verify
 from .cache import cache_layers, keep_block
-from .drafting import DraftOptions, greedy_drafts, sampled_drafts
+from .drafting import DraftOptions, Sampling, finish, propose, to_host
 from .heads import DraftHeads, output_embeddings
 from .stats import DecodingStats, DraftGenerateOutput
 from .stopping import RowStopper
@@ -206,7 +206,7 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         position_ids = (kv_valid.long().cumsum(-1) - 1).clamp(min=0)
     position_ids = position_ids.to(device)
     stopper = RowStopper(criteria, config, input_ids)
-    temperature, top_k, top_p = _sampling_settings(processors) if do_sample else (1.0, None, None)
+    sampling = Sampling(*_sampling_settings(processors)) if do_sample else None
     stats = DecodingStats()
     rows_host = input_ids.tolist()
     valid_host = kv_valid.tolist()
@@ -219,44 +219,42 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
     z = target.hidden(input_ids, position_ids, attention_mask)[:, -1]
     stats.target_calls += 1
     scores = processors(input_ids, lm_head(z).float())
-    first = (torch.multinomial(scores.softmax(-1), 1).squeeze(1) if do_sample else scores.argmax(-1))
-    first_host = first.tolist()
+    root = torch.multinomial(scores.softmax(-1), 1).squeeze(1) if do_sample else scores.argmax(-1)
+    proposal = propose(draft_heads.logits(z, model), options, sampling)
+    first, *draft_host = to_host([root, *proposal.to_host])
     stats.verification_seconds += time.perf_counter() - start
     positions = position_ids[:, -1].cpu() + 1  # root (= first token) positions, on the host
     new_tokens: list[list[int]] = [[] for _ in range(B)]
-    for b in range(B):
-        stopper.commit(b, [first_host[b]], new_tokens, scores[b : b + 1])
+    for b, token in enumerate(first.tolist()):
+        stopper.commit(b, [token], new_tokens, scores[b : b + 1])
     _stream(draft_streamer, new_tokens, [0])
-    root = first
 
     while not stopper.all_done:
         start = time.perf_counter()
-        head_logits = draft_heads.logits(z, model)  # [B, g, V]
         ctx = [contexts[b] + new_tokens[b] for b in range(B)]
-        if do_sample:
-            sampled = sampled_drafts(head_logits, options, ctx, temperature, top_k, top_p)
-            drafts = sampled.tokens.unsqueeze(1)
-        else:
-            drafts = torch.from_numpy(greedy_drafts(head_logits, options, ctx))
+        drafts, sampled = finish(proposal, draft_host, options, ctx, sampling, device)
         stats.drafting_seconds += time.perf_counter() - start
 
         start = time.perf_counter()
         past = cache.get_seq_length()
-        sequences = ([input_ids.new_tensor(rows_host[b] + new_tokens[b]) for b in range(B)] if processors else [])
-        if draft_verify == "tree" and not do_sample:
+        sequences = ([torch.tensor(rows_host[b] + new_tokens[b]).to(device, non_blocking=True) for b in range(B)]
+                     if processors else [])
+        if draft_verify == "tree" and sampled is None:
             forward = tree_forward(target, kv_valid, root, drafts, positions, sequences)
             accepted = tree_accept(forward)
         else:
             forward = chain_forward(target, kv_valid, root, drafts, positions, sequences)
-            if do_sample:
+            if sampled is not None:
                 num, nxt = block_verify(sampled.tokens, sampled.q, forward.scores.softmax(-1))
                 accepted = chain_accept(forward, drafts, num, nxt)
             else:
                 accepted = chain_accept(forward, drafts)
         stats.target_calls += 1
-        # The one read the step needs: accepted lengths and tokens.
-        host = torch.cat([accepted.num.unsqueeze(1), accepted.tokens], dim=1).cpu()
-        num_host = host[:, 0].tolist()
+        proposal = propose(draft_heads.logits(accepted.z_last, model), options, sampling)
+        # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
+        accepted_host, *draft_host = to_host([torch.cat([accepted.num.unsqueeze(1), accepted.tokens], dim=1),
+                                              *proposal.to_host])
+        num_host = accepted_host[:, 0].tolist()
         keep = max(num_host) + 1
         keep_block(cache, past, accepted.cache_rows, accepted.slots[:, :keep])
         arange = torch.arange(keep, device=device)
@@ -267,11 +265,10 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         stats.accepted.append([num_host[b] for b in active])
         before = [len(new_tokens[b]) for b in range(B)]
         for b in active:
-            stopper.commit(b, host[b, 1 : num_host[b] + 2].tolist(), new_tokens, accepted.scores[b])
+            stopper.commit(b, accepted_host[b, 1 : num_host[b] + 2].tolist(), new_tokens, accepted.scores[b])
         _stream(draft_streamer, new_tokens, before)
-        positions = positions + host[:, 0] + 1
+        positions = positions + accepted_host[:, 0] + 1
         root = accepted.tokens.gather(1, accepted.num.unsqueeze(1)).squeeze(1)
-        z = accepted.z_last
 
     if draft_streamer is not None:
         draft_streamer.end()

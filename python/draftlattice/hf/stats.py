@@ -16,9 +16,11 @@ class DecodingStats:
         accepted: per verification call, the draft tokens accepted in each row still running
             (each call also yields the target's own next token, so a row gains ``a + 1``).
         new_tokens: tokens generated over all rows (EOS included, padding not).
-        drafting_seconds: host time spent building drafts (lattice rescoring, tree building).
-        verification_seconds: time of the verification forwards and acceptance, up to the
-            accepted-length read (on CUDA this includes the device work it waits for).
+        drafting_seconds: host time spent finishing drafts (LM rescoring or sampling of the
+            transferred top-k lattices).
+        verification_seconds: the rest of each step: the verification forward, acceptance, the
+            heads' device work (top-k, p-best paths) and the one device->host transfer, cache
+            compaction (on CUDA this includes the device work the transfer waits for).
     """
 
     target_calls: int = 0
