@@ -98,3 +98,25 @@ def test_law_test_detects_a_wrong_law():
     for row in out[:, len(PROMPT):].tolist():
         counts[tuple(row)] = counts.get(tuple(row), 0) + 1
     assert law_p_value(law, counts, 6000) < 1e-3
+
+
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm):
+    """top_k=1 makes the target law a point mass: the sampling path (proposal, block
+    verification, padded rows, EOS, repetition penalty) must then give greedy generate()'s output."""
+    from _hf_models import greedy, left_padded, qwen2
+
+    model = qwen2()
+    heads = dlhf.DraftHeads.for_model(model, horizon=4)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(6))
+    lm = ngram_over(tmp_path, [[(5 * i + j) % 48 for j in range(12)] for i in range(48)]) if use_lm else None
+    ids, mask = left_padded([[3, 4, 5], [7, 7, 7, 7, 9], [1]])
+    for extra in ({}, {"repetition_penalty": 1.3}, {"eos_token_id": [5, 9]}):
+        expected = greedy(model, ids, mask, max_new_tokens=12, **extra)
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, do_sample=True, top_k=1, max_new_tokens=12,
+                                 pad_token_id=0, custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm,
+                                 **{"eos_token_id": None, **extra})
+        assert out.tolist() == expected.tolist(), extra
