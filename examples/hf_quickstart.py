@@ -50,6 +50,10 @@ def main() -> None:
 
     print("3. decoding")
     lines = [line.strip() for line in args.corpus.read_text().splitlines() if len(line.split()) > 24]
+    warm = tokenizer("The", return_tensors="pt").input_ids.to(device)  # first calls pay one-off costs
+    model.generate(warm, max_new_tokens=4, pad_token_id=tokenizer.eos_token_id)
+    model.generate(warm, max_new_tokens=4, pad_token_id=tokenizer.eos_token_id, custom_generate=dlhf.generate,
+                   draft_heads=heads, draft_lm=lm)
     plain_time = draft_time = 0.0
     tokens = calls = 0
     for line in lines[: args.prompts]:
