@@ -66,7 +66,8 @@ def test_self_distillation_targets_are_greedy_continuations(model_dir):
     model = load(folder)
     chunks = torch.randint(0, model.config.vocab_size, (3, 20), generator=torch.Generator().manual_seed(1))
     got = _greedy_continuations(model, chunks, 8)
-    expected = model.generate(chunks[:, :8], max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0)
+    expected = model.generate(chunks[:, :8], max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert expected.shape == (3, 20)
     assert torch.equal(got, expected)
     result = dlhf.train_heads(model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy",
                               prompt_len=8, progress=False)

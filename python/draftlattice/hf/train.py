@@ -101,8 +101,9 @@ def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor) -> tuple[T
 def _greedy_continuations(model, chunks: Tensor, prompt_len: int) -> Tensor:
     prompt = chunks[:, :prompt_len]
     new = chunks.shape[1] - prompt_len
-    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, min_new_tokens=new,
-                         do_sample=False, pad_token_id=0)
+    # No EOS: the continuation runs to full length, an EOS being just another greedy token.
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
     return out[:, : chunks.shape[1]]
 
 
