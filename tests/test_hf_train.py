@@ -9,7 +9,7 @@ import pytest
 import torch
 from draftlattice import NgramLM
 from draftlattice.cli.main import main
-from draftlattice.hf.train import _greedy_continuations
+from draftlattice.hf.train import _own_continuations
 from draftlattice.lmbuild import TokenizerMismatchError, build_lm
 from draftlattice.tokenizer import train_tokenizer
 from transformers import (
@@ -61,19 +61,22 @@ def test_training_lowers_the_loss_and_resumes(model_dir, tmp_path):
         assert torch.equal(a, b)
 
 
-def test_self_distillation_targets_are_greedy_continuations(model_dir):
+def test_self_distillation_targets_are_own_continuations(model_dir):
     folder, corpus = model_dir
     model = load(folder)
     chunks = torch.randint(0, model.config.vocab_size, (3, 20), generator=torch.Generator().manual_seed(1))
-    got = _greedy_continuations(model, chunks, 8)
+    got = _own_continuations(model, chunks, 8)
     expected = model.generate(chunks[:, :8], max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
     assert expected.shape == (3, 20)
     assert torch.equal(got, expected)
     result = dlhf.train_heads(model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy",
                               prompt_len=8, progress=False)
     assert result.steps == 3
+    result = dlhf.train_heads(model, corpus, horizon=3, steps=2, batch_size=2, seq_len=24, targets="sampled",
+                              prompt_len=8, progress=False)
+    assert result.steps == 2
     with pytest.raises(ValueError, match="targets"):
-        dlhf.train_heads(model, corpus, targets="sampled", progress=False)
+        dlhf.train_heads(model, corpus, targets="teacher", progress=False)
 
 
 def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_path, capsys):

@@ -24,9 +24,10 @@ def register(subparsers) -> None:
     p.add_argument("--horizon", type=int, default=4, help="h: heads 2..h are trained (default 4)")
     p.add_argument("--head-hidden", type=int, help="hidden width of the heads (default: model hidden size)")
     p.add_argument("-o", "--output", type=Path, required=True, help="heads folder to write")
-    p.add_argument("--targets", choices=["data", "greedy"], default="data",
-                   help="data: corpus next-j tokens; greedy: the model's own greedy continuations")
-    p.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per chunk for --targets greedy")
+    p.add_argument("--targets", choices=["data", "greedy", "sampled"], default="data",
+                   help="data: corpus next-j tokens; greedy / sampled: the model's own continuations "
+                   "of each chunk's first --prompt-len tokens (self-distillation)")
+    p.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per chunk for --targets greedy/sampled")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=256)

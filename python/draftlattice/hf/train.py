@@ -7,7 +7,8 @@ gradients: one frozen forward per batch, all heads trained together). Targets:
 * ``"data"``: the corpus' own next-j tokens.
 * ``"greedy"`` (self-distillation): the base model's greedy continuation of each chunk's first
   ``prompt_len`` tokens; the heads then learn what greedy decoding will verify, which is what
-  acceptance depends on.
+  acceptance depends on. ``"sampled"``: its sampled continuation (the model's own
+  generation config: temperature, top-k ...), for heads used with ``do_sample=True``.
 
 Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format plus
 ``trainer_state.pt`` (step, optimizer, RNG); a later call with ``resume=True`` continues there.
@@ -30,7 +31,7 @@ from .heads import DraftHeads, output_embeddings
 logger = logging.getLogger(__name__)
 
 STATE_NAME = "trainer_state.pt"
-TARGETS = ("data", "greedy")
+TARGETS = ("data", "greedy", "sampled")
 
 
 @dataclass
@@ -98,11 +99,11 @@ def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor) -> tuple[T
     return torch.stack(losses).mean(), accuracies
 
 
-def _greedy_continuations(model, chunks: Tensor, prompt_len: int) -> Tensor:
+def _own_continuations(model, chunks: Tensor, prompt_len: int, sample: bool = False) -> Tensor:
     prompt = chunks[:, :prompt_len]
     new = chunks.shape[1] - prompt_len
-    # No EOS: the continuation runs to full length, an EOS being just another greedy token.
-    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=False,
+    # No EOS: the continuation runs to full length, an EOS being just another token.
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=sample,
                          eos_token_id=None, pad_token_id=0)
     return out[:, : chunks.shape[1]]
 
@@ -135,7 +136,7 @@ def train_heads(
         data: text file(s) (with ``tokenizer``, default the model's folder) or token ids.
         heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon)``,
             or the checkpoint in ``output_dir`` when ``resume``).
-        targets: ``"data"`` (next-j corpus tokens) or ``"greedy"`` (self-distillation).
+        targets: ``"data"`` (next-j corpus tokens), ``"greedy"`` or ``"sampled"`` (self-distillation).
         output_dir: where checkpoints and the final heads go (None: nothing written).
         progress: tqdm bar with loss and per-head accuracy (default: on a terminal).
 
@@ -147,8 +148,8 @@ def train_heads(
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if targets == "greedy" and not 0 < prompt_len < seq_len:
-        raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for greedy targets, got {prompt_len}")
+    if targets != "data" and not 0 < prompt_len < seq_len:
+        raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
     lm_head = output_embeddings(model)
     device = lm_head.weight.device
     ids = corpus_ids(data, model, tokenizer)
@@ -184,8 +185,8 @@ def train_heads(
         starts = torch.randint(0, ids.numel() - seq_len, (batch_size,), generator=generator)
         chunks = torch.stack([ids[s : s + seq_len] for s in starts.tolist()]).to(device)
         with torch.no_grad(), autocast:
-            if targets == "greedy":
-                chunks = _greedy_continuations(model, chunks, prompt_len)
+            if targets != "data":
+                chunks = _own_continuations(model, chunks, prompt_len, sample=targets == "sampled")
             z = model.base_model(input_ids=chunks).last_hidden_state
         with autocast:
             loss, accuracies = head_losses(heads, model, z.detach(), chunks)
