@@ -110,7 +110,7 @@ def process_scores(processors, sequences: list[Tensor], row_sequence: list[int],
             if ok:
                 groups.setdefault(d, []).append(n)
         for d, nodes in groups.items():
-            index = torch.tensor(nodes, device=logits.device)
+            index = torch.tensor(nodes).to(logits.device, non_blocking=True)
             seq = sequences[s].unsqueeze(0).expand(len(nodes), -1)
             ids = torch.cat([seq, paths[r].index_select(0, index)[:, :d]], dim=1)
             scores[r, index] = row_processors(processors, s, batch, len(nodes))(ids, logits[r].index_select(0, index))
@@ -167,7 +167,7 @@ def tree_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor,
         g = drafts.shape[-1]
         # paths[b, n, j]: token of node n's ancestor at depth j + 1.
         by_depth = tree.ancestor.unsqueeze(-1) & (tree.depth.view(B, 1, T, 1) == torch.arange(1, g + 1).view(1, 1, 1, g))
-        paths = (by_depth * tree.tokens.view(B, 1, T, 1)).sum(2).to(device)
+        paths = (by_depth * tree.tokens.view(B, 1, T, 1)).sum(2).to(device, non_blocking=True)
         logits = process_scores(target.processors, sequences, list(range(B)), logits, paths, tree.depth.tolist(),
                                 tree.node_valid.tolist())
     return Forward(z, logits, on_device)
@@ -196,7 +196,7 @@ def chain_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor
         repeat_rows(target.cache, p)
         kv_valid = kv_valid.repeat_interleave(p, dim=0)
     tokens = torch.cat([root.repeat_interleave(p).unsqueeze(1), drafts.reshape(B * p, g)], dim=1)
-    offsets = torch.as_tensor(positions, device=device).repeat_interleave(p)
+    offsets = torch.as_tensor(positions).to(device, non_blocking=True).repeat_interleave(p)
     position_ids = offsets.unsqueeze(1) + torch.arange(g + 1, device=device)
     causal = torch.ones(g + 1, g + 1, dtype=torch.bool, device=device).tril().expand(B * p, g + 1, g + 1)
     z = target.hidden(tokens, position_ids, additive_mask(kv_valid, causal, target.dtype))
@@ -216,7 +216,7 @@ def chain_accept(forward: Forward, drafts: Tensor, num: Tensor | None = None,
     B, p, g = drafts.shape
     device = forward.z.device
     scores = forward.scores.view(B, p, g + 1, -1)
-    drafts = drafts.to(device)
+    drafts = drafts.to(device, non_blocking=True)
     if num is None:
         best, num, next_token = greedy_accept(drafts, scores)
     else:
