@@ -200,3 +200,19 @@ def test_half_precision_batch(dtype):
     for verify in ("tree", "batch"):
         assert draft_generate(model, ids, mask, heads, max_new_tokens=12, draft_verify=verify).sequences.tolist() == \
             expected.tolist()
+
+
+def test_cache_compaction_keeps_the_output(setup, monkeypatch):
+    """Holes left by rows that accepted less are compacted away (here at every step)."""
+    import importlib
+
+    hf_generate = importlib.import_module("draftlattice.hf.generate")  # the module, not the function
+    monkeypatch.setattr(hf_generate, "COMPACT_HOLES", 0.0)
+    model, heads, lm = setup
+    ids, mask = left_padded([PROMPTS[1], PROMPTS[2], PROMPTS[3]])
+    expected = greedy(model, ids, mask, max_new_tokens=20)
+    for verify in ("tree", "batch"):
+        out = draft_generate(model, ids, mask, heads, max_new_tokens=20, draft_lm=lm, draft_verify=verify,
+                             draft_alpha=2.0)
+        assert out.sequences.tolist() == expected.tolist()
+        assert any(len(set(step)) > 1 for step in out.draft_stats.accepted)  # holes did appear

@@ -68,3 +68,15 @@ def additive_mask(kv_valid: Tensor, block: Tensor, dtype: torch.dtype) -> Tensor
     visible = torch.cat([kv_valid.unsqueeze(1).expand(B, T, kv_valid.shape[1]), block | eye], dim=2)
     mask = torch.zeros(visible.shape, dtype=dtype, device=block.device)
     return mask.masked_fill_(~visible, torch.finfo(dtype).min).unsqueeze(1)
+
+
+def compact(cache, kv_valid: Tensor, keep: int) -> Tensor:
+    """Drop the holes: each row's valid slots, in order, right-aligned in ``keep`` slots (the
+    largest valid count; shorter rows start with invalid slots, like left padding). Returns the
+    new ``kv_valid [B, keep]``. Positions are explicit, so nothing else changes."""
+    order = torch.sort(kv_valid.to(torch.int8), dim=1, stable=True).indices[:, -keep:]  # [B, keep]
+    for layer in cache_layers(cache):
+        B, H, _, D = layer.keys.shape
+        index = order.view(B, 1, keep, 1).expand(B, H, keep, D)
+        layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
+    return kv_valid.gather(1, order)

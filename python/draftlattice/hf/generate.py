@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..verify import block_verify
-from .cache import cache_layers, keep_block
+from .cache import cache_layers, compact, keep_block
 from .drafting import DraftOptions, Sampling, finish, propose, to_host
 from .heads import DraftHeads, output_embeddings
 from .stats import DecodingStats, DraftGenerateOutput
@@ -41,6 +41,9 @@ from .verification import (
 logger = logging.getLogger(__name__)
 
 VERIFY_MODES = ("tree", "batch")
+# Rows that accept fewer tokens than the batch's longest leave holes in the shared cache;
+# compact it when the holes exceed this share of its length (rare: cost amortised).
+COMPACT_HOLES = 0.5
 
 
 def generate(
@@ -211,6 +214,7 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
     rows_host = input_ids.tolist()
     valid_host = kv_valid.tolist()
     contexts = [[t for t, ok in zip(row, ok_row) if ok] for row, ok_row in zip(rows_host, valid_host)]
+    valid_count = [sum(ok_row) for ok_row in valid_host]  # valid cache slots per row
     if draft_streamer is not None:
         draft_streamer.put(input_ids.cpu())
 
@@ -259,6 +263,9 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         keep_block(cache, past, accepted.cache_rows, accepted.slots[:, :keep])
         arange = torch.arange(keep, device=device)
         kv_valid = torch.cat([kv_valid, arange < (accepted.num + 1).unsqueeze(1)], dim=1)
+        valid_count = [count + n + 1 for count, n in zip(valid_count, num_host)]
+        if kv_valid.shape[1] - max(valid_count) > COMPACT_HOLES * kv_valid.shape[1]:
+            kv_valid = compact(cache, kv_valid, max(valid_count))
         stats.verification_seconds += time.perf_counter() - start
 
         active = [b for b in range(B) if not stopper.done[b]]
