@@ -5,6 +5,7 @@ longest row leave *holes* (slots no later query may see). ``kv_valid [B, L]`` (b
 model's device) records which slots hold real tokens: left padding of the prompt and holes are
 False. Positions are always passed explicitly, so holes do not shift anyone's positions, and
 masked slots get exactly zero attention weight: each row's output equals decoding it alone.
+:func:`compact` removes the holes when they make up much of the cache.
 """
 
 from __future__ import annotations
