@@ -32,7 +32,8 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument("--order", type=int, default=4, help="n-gram order (default 4)")
     parser.add_argument(
         "--tokenizer",
-        help="Hugging Face tokenizer.json: build over its token ids (default: whitespace words)",
+        help="Hugging Face tokenizer.json or transformers model folder: build over its token ids "
+        "(default: whitespace words)",
     )
     parser.add_argument(
         "--min-count",

@@ -192,8 +192,8 @@ def build_lm(
       corpus_paths: one or more text files (one sentence per line; ``.xz``/``.gz``/``.bz2`` ok).
       order: n-gram order N (1..8).
       out_path: output file; ``.arpa`` writes ARPA text, ``.dlm`` our binary format.
-      tokenizer: path to a Hugging Face ``tokenizer.json`` (loaded offline); None = whitespace
-        words.
+      tokenizer: path to a Hugging Face ``tokenizer.json`` or a transformers model folder
+        (loaded offline); None = whitespace words.
       min_counts: per-order minimum counts, e.g. ``[1, 1, 2, 4]`` (the paper: trigrams >= 2,
         4-grams >= 4). N-grams below them are removed before estimation; their mass goes to the
         backoff. ``min_counts[0]`` must be 1 and the list must not decrease.
@@ -231,8 +231,13 @@ def build_lm(
     tok_sha = None
     if tokenizer is not None:
         tok_path = Path(tokenizer)
-        tok = load_tokenizer(tok_path)
-        tok_sha = tokenizer_sha256(tok_path)
+        if tok_path.is_dir():  # a transformers model folder (hash: see draftlattice.hf.tokenizer)
+            from ..hf.tokenizer import folder_tokenizer
+
+            tok, tok_sha = folder_tokenizer(tok_path)
+        else:
+            tok = load_tokenizer(tok_path)
+            tok_sha = tokenizer_sha256(tok_path)
 
     seconds: dict[str, float] = {}
     start = time.perf_counter()

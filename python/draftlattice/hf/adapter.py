@@ -1,4 +1,6 @@
-"""Hugging Face causal LMs as blockwise targets (``pip install draftlattice[hf]``).
+"""A transformers causal LM as a target of draftlattice's own :class:`BlockwiseDecoder`.
+
+For decoding through transformers' ``generate()`` use :func:`draftlattice.hf.generate` instead.
 
 :class:`HFBlockwiseLM` wraps a ``transformers`` causal LM: head 1 is the model's own LM head,
 heads 2..h are Medusa/Stern-style residual feed-forward heads on its final hidden state, sharing
@@ -19,7 +21,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .model.heads import ResidualHead
+from ..model.heads import ResidualHead
+from .verification import cache_keyword
 
 
 class HFCache:
@@ -105,7 +108,7 @@ class HFBlockwiseLM(nn.Module):
             attention_mask = attention_mask.expand(B, *attention_mask.shape[1:])
         out = self.hf.base_model(
             input_ids=input_ids,
-            past_key_values=None if cache is None else cache.inner,
+            **{cache_keyword(self.hf): None if cache is None else cache.inner},
             position_ids=position_ids,
             attention_mask=attention_mask,
             use_cache=cache is not None,

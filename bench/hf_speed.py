@@ -1,0 +1,151 @@
+"""Speed of draftlattice.hf.generate against transformers' own decoding, on one model, in one run.
+
+Model: the shipped WikiText-2 model (lm_models/default: 4 layers, d=128, vocab 4,096, trunk and
+8 heads trained jointly) converted exactly to a transformers ``GPTNeoXForCausalLM`` plus a
+``DraftHeads`` folder (bench/_hf_shipped_model.py; logits checked equal), with the shipped
+4-gram ``lm_models/katz4.dlm``. Prompts: the first ``--prompt-tokens`` tokens of WikiText-2 test
+paragraphs. Methods (all greedy, outputs checked identical to plain ``generate()``):
+
+* ``generate``: plain greedy ``model.generate(do_sample=False)`` (the reference of each ratio).
+* ``prompt-lookup``: transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``; batch 1 only).
+* ``heads``: draftlattice, the heads' top-1 tokens as the one draft (vanilla blockwise).
+* ``lattice 1-best``: the best draft of the heads' top-k lattice rescored with the 4-gram.
+* ``lattice p-best tree``: the p best rescored drafts, verified as one token tree.
+
+Reported per method: serial target calls (forwards of the base model, counted with a forward
+hook) per generated token of a row, tokens/s (all rows), and the speedup in wall-clock time over
+``generate`` measured in the same run (median over ``--repeats`` timed runs after a warm-up).
+
+usage: python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 8] [--device cpu] [--heads DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def prompts(tokenizer, count: int, length: int) -> list[list[int]]:
+    shared = ROOT.parent / "shared" / "data" / "wikitext-2" / "test.txt"
+    if not shared.is_file():
+        shared = Path("/work/shared/data/wikitext-2/test.txt")
+    out = []
+    for line in shared.read_text().splitlines():
+        ids = tokenizer.encode(line.strip(), add_special_tokens=False)
+        if len(ids) >= length + 16:
+            out.append(ids[:length])
+        if len(out) == count:
+            break
+    return out
+
+
+def batches(rows: list[list[int]], size: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = []
+    for start in range(0, len(rows), size):
+        group = rows[start : start + size]
+        width = max(map(len, group))
+        ids = torch.tensor([[0] * (width - len(r)) + r for r in group], device=device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in group], device=device)
+        out.append((ids, mask))
+    return out
+
+
+def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tensor], int, int, float]:
+    """(outputs, serial calls, new tokens per row summed, median seconds of one pass)."""
+    calls = []
+    handle = model.base_model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        outputs = [model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
+                                  eos_token_id=None, pad_token_id=0, **kwargs) for ids, mask in inputs]  # warm-up
+        serial = len(calls)
+        seconds = []
+        for _ in range(repeats):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for ids, mask in inputs:
+                model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False, eos_token_id=None,
+                               pad_token_id=0, **kwargs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            seconds.append(time.perf_counter() - start)
+    finally:
+        handle.remove()
+    rows_tokens = sum((out.shape[1] - ids.shape[1]) * out.shape[0] for out, (ids, _) in zip(outputs, inputs))
+    return outputs, serial, rows_tokens, statistics.median(seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--p", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--heads", type=Path, help="DraftHeads folder to use instead of the shipped heads "
+                        "(e.g. from `draftlattice hf train-heads` on the converted model)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import draftlattice.hf as dlhf
+    from _hf_shipped_model import convert
+    from draftlattice import NgramLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    work = Path(tempfile.mkdtemp(prefix="hf_speed_"))
+    model_dir, heads_dir = convert(ROOT / "lm_models" / "default", work)
+    device = torch.device(args.device)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, args.dtype)).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    heads = dlhf.DraftHeads.from_pretrained(args.heads or heads_dir, model, strict_name=args.heads is None)
+    lm = NgramLM(ROOT / "lm_models" / "katz4.dlm")
+    rows = prompts(tokenizer, args.prompts, args.prompt_tokens)
+    draft = {"custom_generate": dlhf.generate, "draft_heads": heads}
+    methods = {
+        "generate": {},
+        "prompt-lookup": {"prompt_lookup_num_tokens": 10},
+        "heads": {**draft, "draft_k": 1, "draft_p": 1},
+        "lattice 1-best": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": 1, "draft_alpha": args.alpha},
+        f"lattice {args.p}-best tree": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": args.p,
+                                        "draft_alpha": args.alpha, "draft_verify": "tree"},
+    }
+    print(f"model: shipped WikiText-2 model as GPTNeoXForCausalLM ({sum(p.numel() for p in model.parameters()):,} "
+          f"parameters, {args.dtype}, {device}), heads h={heads.horizon}, LM katz4.dlm; {len(rows)} prompts of "
+          f"{args.prompt_tokens} tokens, {args.max_new_tokens} new tokens, k={args.k}, alpha={args.alpha}, "
+          f"torch threads {args.threads}")
+    with torch.inference_mode():
+        for size in args.batch:
+            inputs = batches(rows, size, device)
+            print(f"\nbatch {size}\n\n| method | serial calls / token | tokens/s | speedup vs generate() |\n|---|---|---|---|")
+            reference = None
+            for name, kwargs in methods.items():
+                if name == "prompt-lookup" and size > 1:
+                    print(f"| {name} | n/a (transformers: batch 1 only) | | |")
+                    continue
+                outputs, serial, tokens, seconds = run_method(model, kwargs, inputs, args.max_new_tokens, args.repeats)
+                if reference is None:
+                    reference = (outputs, seconds)
+                same = all(torch.equal(a, b) for a, b in zip(outputs, reference[0]))
+                per_token = (serial / len(inputs)) / (tokens / len(rows))  # per batch, per row's token
+                print(f"| {name} | {per_token:.3f} | {tokens / seconds:.1f} | {reference[1] / seconds:.2f}x"
+                      f"{'' if same else ' (OUTPUT DIFFERS)'} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

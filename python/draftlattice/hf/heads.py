@@ -1,0 +1,201 @@
+"""Draft heads for a transformers causal LM: heads 2..h of blockwise parallel decoding.
+
+Head ``j`` (``j = 2..h``) predicts token ``t + j`` from the base model's final (normalised)
+hidden state ``z`` at position ``t`` (``base_model(...).last_hidden_state``) through a residual
+feed-forward block and the model's own output projection::
+
+    logits_j = model.get_output_embeddings()(z + down(gelu(up(z))))
+
+``down`` starts at zero, so a fresh head reproduces the model's next-token distribution (as
+Medusa's heads do) and learns its offset in training.
+
+On-disk format (a folder, fixed: other tools read it):
+
+* ``config.json``: ``{"format": "draftlattice-draft-heads", "version": 1, "horizon": h,
+  "hidden_size": d, "head_hidden": d_ff, "vocab_size": V, "activation": "gelu",
+  "base_model_type": ..., "base_model_name": ... or null}``
+* ``model.safetensors``: ``heads.{i}.up.weight`` [d_ff, d], ``heads.{i}.up.bias`` [d_ff],
+  ``heads.{i}.down.weight`` [d, d_ff], ``heads.{i}.down.bias`` [d] for ``i = 0..h-2``
+  (``heads.{i}`` is head ``i + 2``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..model.heads import ResidualHead
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "draftlattice-draft-heads"
+VERSION = 1
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+def output_embeddings(model: nn.Module) -> nn.Module:
+    """The model's output projection (``lm_head``); ValueError if it has none."""
+    get = getattr(model, "get_output_embeddings", None)
+    head = get() if get is not None else None
+    if head is None:
+        raise ValueError(f"{type(model).__name__} has no output embeddings: pass a *ForCausalLM model")
+    return head
+
+
+def model_facts(model: nn.Module) -> dict[str, Any]:
+    """What a set of heads must match: hidden size, vocabulary, model type and name."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "hidden_size"):
+        raise ValueError(f"{type(model).__name__} is not a transformers model (no config.hidden_size)")
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(f"{type(model).__name__} is an encoder-decoder model; draft heads need a decoder-only causal LM")
+    return {
+        "hidden_size": int(config.hidden_size),
+        "vocab_size": int(output_embeddings(model).weight.shape[0]),
+        "base_model_type": getattr(config, "model_type", None),
+        "base_model_name": getattr(config, "name_or_path", None) or None,
+    }
+
+
+def _short_name(name: str | None) -> str | None:
+    # Folders move and hub ids gain a local prefix: names compare by their last path component.
+    return None if not name else Path(str(name).rstrip("/\\")).name
+
+
+class DraftHeads(nn.Module):
+    """Heads 2..h of a causal LM (``horizon = h``); see the module docstring.
+
+    Build with :meth:`for_model` or :meth:`from_pretrained`. ``heads(z)`` maps hidden states
+    ``z [..., d]`` to the heads' states ``[..., h-1, d]``; :meth:`logits` applies the model's
+    output projection.
+    """
+
+    def __init__(self, horizon: int, hidden_size: int, head_hidden: int, vocab_size: int,
+                 base_model_type: str | None = None, base_model_name: str | None = None) -> None:
+        super().__init__()
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
+            raise ValueError(f"horizon must be an int >= 2 (head 1 is the model itself), got {horizon!r}")
+        for name, value in (("hidden_size", hidden_size), ("head_hidden", head_hidden), ("vocab_size", vocab_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.horizon = horizon
+        self.hidden_size = hidden_size
+        self.head_hidden = head_hidden
+        self.vocab_size = vocab_size
+        self.base_model_type = base_model_type
+        self.base_model_name = base_model_name
+        self.heads = nn.ModuleList(ResidualHead(hidden_size, head_hidden) for _ in range(horizon - 1))
+
+    @classmethod
+    def for_model(cls, model: nn.Module, horizon: int = 4, head_hidden: int | None = None) -> DraftHeads:
+        """New heads 2..horizon for ``model``, on its device and dtype.
+
+        Every new head reproduces the model's next-token distribution (zero residual); train
+        them with :func:`draftlattice.hf.train_heads`. ``head_hidden`` defaults to the model's
+        hidden size.
+        """
+        facts = model_facts(model)
+        heads = cls(horizon, facts["hidden_size"], head_hidden or facts["hidden_size"], facts["vocab_size"],
+                    facts["base_model_type"], facts["base_model_name"])
+        param = next(output_embeddings(model).parameters())
+        return heads.to(device=param.device, dtype=param.dtype)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """States of heads 2..h, ``[..., h-1, d]`` from ``z [..., d]``."""
+        return torch.stack([head(z) for head in self.heads], dim=-2)
+
+    def logits(self, z: torch.Tensor, model: nn.Module) -> torch.Tensor:
+        """Logits of heads 2..h, ``[..., h-1, V]``, through ``model``'s output projection."""
+        return output_embeddings(model)(self(z))
+
+    def config_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "horizon": self.horizon,
+            "hidden_size": self.hidden_size,
+            "head_hidden": self.head_hidden,
+            "vocab_size": self.vocab_size,
+            "activation": "gelu",
+            "base_model_type": self.base_model_type,
+            "base_model_name": self.base_model_name,
+        }
+
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created)."""
+        from safetensors.torch import save_file
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        tensors = {name: t.detach().contiguous().cpu() for name, t in self.state_dict().items()}
+        save_file(tensors, str(out / WEIGHTS_NAME), metadata={"format": "pt"})
+        (out / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2) + "\n")
+        logger.info("saved %d draft heads to %s", self.horizon - 1, out)
+        return out
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike[str], model: nn.Module,
+                        strict_name: bool = True) -> DraftHeads:
+        """Load heads saved by :meth:`save_pretrained` for ``model`` (on its device and dtype).
+
+        The heads must fit the model: same hidden size, vocabulary size and model type, always
+        checked. With ``strict_name`` (default) the recorded base model name must also match
+        ``model.config.name_or_path`` when both are known (compared by their last path
+        component, so a moved folder or a hub id vs. its local copy still match); pass
+        ``strict_name=False`` to use heads trained on another checkpoint of the same shape
+        (e.g. a fine-tune). Raises ``ValueError`` naming every mismatch, ``FileNotFoundError``
+        for a missing file.
+        """
+        from safetensors.torch import load_file
+
+        folder = Path(directory)
+        config_path, weights_path = folder / CONFIG_NAME, folder / WEIGHTS_NAME
+        for path in (config_path, weights_path):
+            if not path.is_file():
+                raise FileNotFoundError(f"draft heads: {path} not found (expected a folder written by save_pretrained)")
+        try:
+            config = json.loads(config_path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_path}: not valid JSON ({error})") from None
+        if config.get("format") != FORMAT or config.get("version") != VERSION:
+            raise ValueError(f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
+                             f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION})")
+        if config.get("activation", "gelu") != "gelu":
+            raise ValueError(f"{config_path}: activation {config['activation']!r} is not supported (only gelu)")
+        facts = model_facts(model)
+        problems = [f"{key} {config.get(key)} != the model's {facts[key]}"
+                    for key in ("hidden_size", "vocab_size") if config.get(key) != facts[key]]
+        if config.get("base_model_type") and facts["base_model_type"] and config["base_model_type"] != facts["base_model_type"]:
+            problems.append(f"model type {config['base_model_type']!r} != the model's {facts['base_model_type']!r}")
+        saved_name, name = _short_name(config.get("base_model_name")), _short_name(facts["base_model_name"])
+        if strict_name and saved_name and name and saved_name != name:
+            problems.append(f"trained for model {config['base_model_name']!r}, not {facts['base_model_name']!r} "
+                            f"(pass strict_name=False if it is a checkpoint of the same model)")
+        if problems:
+            raise ValueError(f"draft heads in {folder} do not fit this model: " + "; ".join(problems))
+        heads = cls(int(config["horizon"]), int(config["hidden_size"]), int(config["head_hidden"]),
+                    int(config["vocab_size"]), config.get("base_model_type"), config.get("base_model_name"))
+        state = load_file(str(weights_path))
+        expected = heads.state_dict()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        if missing or unexpected:
+            raise ValueError(f"{weights_path}: tensors do not match config.json (missing {missing[:4]}, "
+                             f"unexpected {unexpected[:4]})")
+        for key, tensor in state.items():
+            if tuple(tensor.shape) != tuple(expected[key].shape):
+                raise ValueError(f"{weights_path}: {key} has shape {list(tensor.shape)}, expected "
+                                 f"{list(expected[key].shape)}")
+        heads.load_state_dict(state)
+        param = next(output_embeddings(model).parameters())
+        return heads.to(device=param.device, dtype=param.dtype)
+
+    def extra_repr(self) -> str:
+        return f"horizon={self.horizon}, hidden_size={self.hidden_size}, head_hidden={self.head_hidden}"

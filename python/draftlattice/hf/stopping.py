@@ -1,0 +1,72 @@
+"""Per-row stopping for block decoding: generate()'s criteria, token by token.
+
+A verification step commits several tokens per row; each one is checked as generate() would
+check it after producing that token, so a row stops exactly where generate() stops it (an EOS
+or the length limit inside a block drops the rest of the block).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class RowStopper:
+    """Commits tokens row by row and knows which rows are finished.
+
+    ``MaxLengthCriteria`` and ``EosTokenCriteria`` are evaluated natively; any other criterion
+    (stop strings, user criteria) is called per committed token on that row's sequence
+    ``[1, prompt + new]``, with the scores that chose the token.
+    """
+
+    def __init__(self, criteria, config, input_ids: Tensor) -> None:
+        from transformers.generation.stopping_criteria import (
+            EosTokenCriteria,
+            MaxLengthCriteria,
+        )
+
+        B, P = input_ids.shape
+        self.prompt = input_ids
+        self.max_new = float("inf")
+        self.eos: set[int] = set()
+        self.others = []
+        for criterion in criteria or []:
+            if isinstance(criterion, MaxLengthCriteria):
+                self.max_new = min(self.max_new, criterion.max_length - P)
+            elif isinstance(criterion, EosTokenCriteria):
+                self.eos |= set(torch.as_tensor(criterion.eos_token_id).reshape(-1).tolist())
+            else:
+                self.others.append(criterion)
+        if self.max_new == float("inf") and not self.others:
+            raise ValueError("no stopping criterion: set max_new_tokens or max_length")
+        self.done = [False] * B
+        pad = getattr(config, "_pad_token_tensor", None)
+        if pad is None:
+            pad = getattr(config, "pad_token_id", None)
+        if pad is None and self.eos:
+            pad = min(self.eos)
+        self.pad = int(torch.as_tensor(pad).reshape(-1)[0]) if pad is not None else 0
+
+    @property
+    def all_done(self) -> bool:
+        return all(self.done)
+
+    def commit(self, b: int, tokens: list[int], new_tokens: list[list[int]], scores: Tensor) -> None:
+        """Append ``tokens`` to row ``b`` until one of them stops it (``scores[j]`` chose token j)."""
+        for j, token in enumerate(tokens):
+            new_tokens[b].append(token)
+            if token in self.eos or len(new_tokens[b]) >= self.max_new or self._others_stop(b, new_tokens[b], scores[j]):
+                self.done[b] = True
+                return
+
+    def _others_stop(self, b: int, new: list[int], scores: Tensor) -> bool:
+        if not self.others:
+            return False
+        ids = torch.cat([self.prompt[b], self.prompt.new_tensor(new)]).unsqueeze(0)
+        return any(bool(criterion(ids, scores.unsqueeze(0)).reshape(-1)[0]) for criterion in self.others)
+
+    def output(self, input_ids: Tensor, new_tokens: list[list[int]]) -> Tensor:
+        """``[B, prompt + longest]``: each row's new tokens, padded with the pad token."""
+        width = max(len(t) for t in new_tokens)
+        rows = [t + [self.pad] * (width - len(t)) for t in new_tokens]
+        return torch.cat([input_ids, input_ids.new_tensor(rows).view(len(rows), width)], dim=1)

@@ -1,0 +1,219 @@
+"""Training draft heads on a frozen transformers causal LM.
+
+Head ``j`` (2..h) at position ``t`` learns token ``t + j`` by cross-entropy through the model's
+own (frozen) output projection, from the base model's final hidden state (computed without
+gradients: one frozen forward per batch, all heads trained together). Targets:
+
+* ``"data"``: the corpus' own next-j tokens.
+* ``"greedy"`` (self-distillation): the base model's greedy continuation of each chunk's first
+  ``prompt_len`` tokens; the heads then learn what greedy decoding will verify, which is what
+  acceptance depends on. ``"sampled"``: its sampled continuation (the model's own
+  generation config: temperature, top-k ...), for heads used with ``do_sample=True``.
+
+Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format plus
+``trainer_state.pt`` (step, optimizer, RNG); a later call with ``resume=True`` continues there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .heads import DraftHeads, output_embeddings
+
+logger = logging.getLogger(__name__)
+
+STATE_NAME = "trainer_state.pt"
+TARGETS = ("data", "greedy", "sampled")
+
+
+@dataclass
+class TrainResult:
+    """Trained heads and their training curve (one entry per logged step)."""
+
+    heads: DraftHeads
+    steps: int
+    losses: list[float] = field(default_factory=list)  #: mean cross-entropy over heads
+    accuracies: list[list[float]] = field(default_factory=list)  #: per-head top-1 accuracy
+
+
+def corpus_ids(data, model, tokenizer=None) -> Tensor:
+    """1-D int64 token ids of ``data``: token ids as given, or text files (one document per
+    line, the model's EOS between lines) encoded with ``tokenizer`` (a folder, a tokenizer.json
+    or a ``tokenizers.Tokenizer``; default: the model's folder)."""
+    if isinstance(data, Tensor):
+        return data.reshape(-1).to(torch.int64).cpu()
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], int):
+        return torch.tensor(data, dtype=torch.int64)
+    from ..tokenizer import corpus_lines, load_tokenizer
+    from .tokenizer import folder_tokenizer
+
+    files = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    source = tokenizer if tokenizer is not None else getattr(model.config, "name_or_path", None)
+    if source is None or source == "":
+        raise ValueError("text data needs a tokenizer (the model has no folder): pass tokenizer=")
+    if isinstance(source, (str, os.PathLike)):
+        tok = folder_tokenizer(source)[0] if Path(source).is_dir() else load_tokenizer(source)
+    else:
+        tok = source
+    eos = getattr(model.config, "eos_token_id", None)
+    eos = eos[0] if isinstance(eos, (list, tuple)) else eos
+    ids: list[int] = []
+    lines = list(corpus_lines(files))
+    for start in range(0, len(lines), 4096):
+        for encoding in tok.encode_batch(lines[start : start + 4096], add_special_tokens=False):
+            ids.extend(encoding.ids)
+            if eos is not None:
+                ids.append(int(eos))
+    if not ids:
+        raise ValueError(f"no tokens in {[str(f) for f in files]}")
+    return torch.tensor(ids, dtype=torch.int64)
+
+
+def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor) -> tuple[Tensor, list[float]]:
+    """Mean cross-entropy of heads 2..h and their top-1 accuracies.
+
+    ``z [B, T, d]`` hidden states of ``targets [B, T]``; head j at position t predicts
+    ``targets[:, t + j]``.
+    """
+    lm_head = output_embeddings(model)
+    losses, accuracies = [], []
+    T = targets.shape[1]
+    for i, head in enumerate(heads.heads):
+        j = i + 2
+        if T <= j:
+            break
+        logits = lm_head(head(z[:, : T - j])).float()
+        gold = targets[:, j:]
+        losses.append(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1)))
+        accuracies.append(float((logits.detach().argmax(-1) == gold).float().mean()))
+    if not losses:
+        raise ValueError(f"sequences of {T} tokens are too short for heads up to {heads.horizon}")
+    return torch.stack(losses).mean(), accuracies
+
+
+def _own_continuations(model, chunks: Tensor, prompt_len: int, sample: bool = False) -> Tensor:
+    prompt = chunks[:, :prompt_len]
+    new = chunks.shape[1] - prompt_len
+    # No EOS: the continuation runs to full length, an EOS being just another token.
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=sample,
+                         eos_token_id=None, pad_token_id=0)
+    return out[:, : chunks.shape[1]]
+
+
+def train_heads(
+    model,
+    data,
+    *,
+    heads: DraftHeads | None = None,
+    horizon: int = 4,
+    head_hidden: int | None = None,
+    tokenizer=None,
+    steps: int = 1000,
+    batch_size: int = 8,
+    seq_len: int = 256,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    targets: str = "data",
+    prompt_len: int = 32,
+    output_dir: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 200,
+    resume: bool = True,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> TrainResult:
+    """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
+
+    Args:
+        model: a transformers causal LM (its device is used; bf16 autocast on CUDA).
+        data: text file(s) (with ``tokenizer``, default the model's folder) or token ids.
+        heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon)``,
+            or the checkpoint in ``output_dir`` when ``resume``).
+        targets: ``"data"`` (next-j corpus tokens), ``"greedy"`` or ``"sampled"`` (self-distillation).
+        output_dir: where checkpoints and the final heads go (None: nothing written).
+        progress: tqdm bar with loss and per-head accuracy (default: on a terminal).
+
+    Returns:
+        :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
+    """
+    if targets not in TARGETS:
+        raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
+    for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if targets != "data" and not 0 < prompt_len < seq_len:
+        raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
+    lm_head = output_embeddings(model)
+    device = lm_head.weight.device
+    ids = corpus_ids(data, model, tokenizer)
+    if ids.numel() <= seq_len:
+        raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+    out = Path(output_dir) if output_dir is not None else None
+    state_path = out / STATE_NAME if out is not None else None
+    start_step = 0
+    state = None
+    if resume and state_path is not None and state_path.is_file():
+        heads = DraftHeads.from_pretrained(out, model, strict_name=False)
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        start_step = int(state["step"])
+        logger.info("resuming from %s at step %d", out, start_step)
+    elif heads is None:
+        heads = DraftHeads.for_model(model, horizon=horizon, head_hidden=head_hidden)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.eval()
+    heads.train()
+    optimizer = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=weight_decay)
+    generator = torch.Generator().manual_seed(seed)
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+    result = TrainResult(heads, start_step)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    from tqdm.auto import tqdm
+
+    bar = tqdm(range(start_step, steps), initial=start_step, total=steps, desc="train-heads",
+               disable=not (progress if progress is not None else sys.stderr.isatty()))
+    for step in bar:
+        starts = torch.randint(0, ids.numel() - seq_len, (batch_size,), generator=generator)
+        chunks = torch.stack([ids[s : s + seq_len] for s in starts.tolist()]).to(device)
+        with torch.no_grad(), autocast:
+            if targets != "data":
+                chunks = _own_continuations(model, chunks, prompt_len, sample=targets == "sampled")
+            z = model.base_model(input_ids=chunks).last_hidden_state
+        with autocast:
+            loss, accuracies = head_losses(heads, model, z.detach(), chunks)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_value = float(loss.detach())
+        result.losses.append(loss_value)
+        result.accuracies.append(accuracies)
+        result.steps = step + 1
+        bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
+        if (step + 1) % 50 == 0:  # for logs, where the bar is off
+            logger.info("step %d/%d loss %.4f top-1 accuracy per head %s", step + 1, steps, loss_value,
+                        " ".join(f"{a:.3f}" for a in accuracies))
+        if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            _checkpoint(heads, optimizer, generator, step + 1, out)
+    heads.eval()
+    if out is not None:
+        _checkpoint(heads, optimizer, generator, result.steps, out)
+    return result
+
+
+def _checkpoint(heads: DraftHeads, optimizer, generator, step: int, out: Path) -> None:
+    heads.save_pretrained(out)
+    state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state()}
+    tmp = out / (STATE_NAME + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, out / STATE_NAME)
+    logger.info("checkpoint at step %d in %s", step, out)
+

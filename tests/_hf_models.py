@@ -1,0 +1,69 @@
+"""Tiny randomly initialised transformers models (no download) and helpers for the hf tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+V = 48
+
+
+def llama(vocab: int = V, seed: int = 0):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def gpt2(vocab: int = V, seed: int = 1):
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=256, bos_token_id=vocab - 1,
+                     eos_token_id=vocab - 1)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def qwen2(vocab: int = V, seed: int = 2):
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      use_sliding_window=False, bos_token_id=None, eos_token_id=None)
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}
+
+
+def greedy(model, ids, mask=None, **kwargs):
+    """model.generate(do_sample=False) with an explicit pad token and no EOS unless given."""
+    kwargs.setdefault("pad_token_id", 0)
+    kwargs.setdefault("eos_token_id", None)
+    with torch.inference_mode():
+        return model.generate(ids, attention_mask=mask, do_sample=False, **kwargs)
+
+
+def left_padded(prompts: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    return ids, mask
+
+
+def ngram_over(path: Path, sequences: list[list[int]], order: int = 3):
+    """An n-gram LM (built by draftlattice.lmbuild) over token-id sequences written as words."""
+    from draftlattice import NgramLM
+    from draftlattice.lmbuild import build_lm
+
+    corpus = path / "ids.txt"
+    corpus.write_text("".join(" ".join(map(str, s)) + "\n" for s in sequences))
+    build_lm(corpus, order, out_path=path / "lm.arpa", overwrite=True)
+    return NgramLM(path / "lm.arpa")

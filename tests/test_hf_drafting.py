@@ -1,0 +1,47 @@
+"""Drafts from head logits: exact p-best paths without an LM, C++ rescoring with one."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+from _hf_models import ngram_over
+from draftlattice import Lattice, rescore
+from draftlattice.hf.drafting import (
+    DraftOptions,
+    greedy_drafts,
+    pbest_paths,
+    topk_lattice,
+)
+
+
+def brute_force_pbest(ids, logprobs, p):
+    g, k = ids.shape
+    paths = sorted(itertools.product(range(k), repeat=g), key=lambda r: -sum(float(logprobs[t, r[t]]) for t in range(g)))
+    return [[int(ids[t, r[t]]) for t in range(g)] for r in paths[:p]]
+
+
+def test_pbest_paths_equal_enumeration():
+    gen = torch.Generator().manual_seed(0)
+    for g, k, p in [(1, 4, 3), (3, 3, 5), (4, 2, 16), (3, 4, 1), (2, 2, 7)]:
+        logits = torch.randn(2, g, 30, generator=gen) * 3
+        ids, logprobs = topk_lattice(logits, k)
+        got = pbest_paths(ids, logprobs, p)
+        assert got.shape == (2, p, g)
+        for b in range(2):
+            expected = brute_force_pbest(ids[b], logprobs[b], p)
+            n = len(expected)
+            assert got[b, :n].tolist() == expected
+            assert all(row == expected[0] for row in got[b, n:].tolist())  # padding repeats the best
+
+
+def test_lm_drafts_are_the_rescored_lattice_drafts(tmp_path):
+    lm = ngram_over(tmp_path, [[(2 * i + j) % 30 for j in range(10)] for i in range(30)])
+    logits = torch.randn(3, 3, 30, generator=torch.Generator().manual_seed(1))
+    contexts = [[1, 3], [5], []]
+    drafts = greedy_drafts(logits, DraftOptions(lm, k=4, p=3, alpha=0.7), contexts)
+    ids, logprobs = topk_lattice(logits, 4)
+    for b in range(3):
+        lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
+        assert np.array_equal(drafts[b], rescore(lattice, lm, p=3, alpha=0.7, context=contexts[b]).tokens)

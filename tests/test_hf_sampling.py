@@ -1,0 +1,122 @@
+"""generate(do_sample=True, custom_generate=dlhf.generate) samples the target's own law.
+
+Monte-Carlo law test on a tiny vocabulary: many rows of one prompt in one batched call, the
+empirical law of the 3 new tokens against the exact law enumerated from the model with
+generate()'s warpers (temperature, top-k), by a chi-square test.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import draftlattice.hf as dlhf
+import numpy as np
+import pytest
+import torch
+from _hf_models import llama, ngram_over
+from draftlattice.verify import sampling_distribution
+from scipy.stats import chisquare
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+V, NEW, T, TOP_K = 6, 3, 0.8, 5
+PROMPT = [1, 2, 3]
+
+
+def peaked_model():
+    """The tiny Llama with its output layer scaled up: a far-from-uniform law (test power)."""
+    model = llama(vocab=V, seed=3)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    return model
+
+
+def exact_law(model) -> dict[tuple[int, ...], float]:
+    """P(x1 x2 x3 | prompt) under temperature T and top-k, by enumeration."""
+    law = {}
+    with torch.inference_mode():
+        for seq in itertools.product(range(V), repeat=NEW):
+            ids = torch.tensor([PROMPT + list(seq)])
+            logits = model(ids).logits[0, len(PROMPT) - 1 : len(PROMPT) - 1 + NEW].float()
+            p = sampling_distribution(logits, T, TOP_K)
+            law[seq] = float(torch.prod(p[torch.arange(NEW), torch.tensor(seq)]))
+    return law
+
+
+def sampled_counts(model, heads, n, **kwargs) -> tuple[dict[tuple[int, ...], int], object]:
+    ids = torch.tensor([PROMPT] * n)
+    with torch.inference_mode():
+        out = model.generate(ids, do_sample=True, temperature=T, top_k=TOP_K, max_new_tokens=NEW, pad_token_id=0,
+                             eos_token_id=None, custom_generate=dlhf.generate, draft_heads=heads,
+                             return_dict_in_generate=True, **kwargs)
+    counts: dict[tuple[int, ...], int] = {}
+    for row in out.sequences[:, len(PROMPT):].tolist():
+        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    return counts, out.draft_stats
+
+
+def law_p_value(law, counts, n) -> float:
+    keys = sorted(law, key=law.get, reverse=True)
+    expected = np.array([law[k] * n for k in keys])
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    impossible = expected == 0  # cut by top-k: must never be sampled
+    assert observed[impossible].sum() == 0, "sampled a sequence of probability 0"
+    big = expected >= 5  # lump the rare outcomes into one cell
+    rare = ~big & ~impossible
+    exp, obs = expected[big], observed[big]
+    if rare.any():
+        exp, obs = np.append(exp, expected[rare].sum()), np.append(obs, observed[rare].sum())
+    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_sampling_preserves_the_target_law(tmp_path, use_lm):
+    model = peaked_model()
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with torch.no_grad():  # heads that disagree with the target: drafts are accepted and rejected
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
+    lm = ngram_over(tmp_path, [[(3 * i + j) % V for j in range(12)] for i in range(V)], order=2) if use_lm else None
+    torch.manual_seed(11)
+    n = 6000
+    counts, stats = sampled_counts(model, heads, n, draft_lm=lm, draft_alpha=1.0, draft_k=4)
+    assert sum(counts.values()) == n
+    assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
+    assert law_p_value(exact_law(model), counts, n) > 1e-3
+
+
+def test_law_test_detects_a_wrong_law():
+    """The same test rejects samples of another temperature (so it can fail)."""
+    model = peaked_model()
+    law = exact_law(model)
+    torch.manual_seed(12)
+    ids = torch.tensor([PROMPT] * 6000)
+    with torch.inference_mode():
+        out = model.generate(ids, do_sample=True, temperature=1.3, top_k=TOP_K, max_new_tokens=NEW, pad_token_id=0,
+                             eos_token_id=None)
+    counts: dict[tuple[int, ...], int] = {}
+    for row in out[:, len(PROMPT):].tolist():
+        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    assert law_p_value(law, counts, 6000) < 1e-3
+
+
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm):
+    """top_k=1 makes the target law a point mass: the sampling path (proposal, block
+    verification, padded rows, EOS, repetition penalty) must then give greedy generate()'s output."""
+    from _hf_models import greedy, left_padded, qwen2
+
+    model = qwen2()
+    heads = dlhf.DraftHeads.for_model(model, horizon=4)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(6))
+    lm = ngram_over(tmp_path, [[(5 * i + j) % 48 for j in range(12)] for i in range(48)]) if use_lm else None
+    ids, mask = left_padded([[3, 4, 5], [7, 7, 7, 7, 9], [1]])
+    for extra in ({}, {"repetition_penalty": 1.3}, {"eos_token_id": [5, 9]}):
+        expected = greedy(model, ids, mask, max_new_tokens=12, **extra)
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, do_sample=True, top_k=1, max_new_tokens=12,
+                                 pad_token_id=0, custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm,
+                                 **{"eos_token_id": None, **extra})
+        assert out.tolist() == expected.tolist(), extra

@@ -1,0 +1,106 @@
+"""train_heads / `draftlattice hf train-heads`, and LMs built over a model folder's tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import draftlattice.hf as dlhf
+import pytest
+import torch
+from draftlattice import NgramLM
+from draftlattice.cli.main import main
+from draftlattice.hf.train import _own_continuations
+from draftlattice.ngram.build import TokenizerMismatchError, build_lm
+from draftlattice.tokenizer import train_tokenizer
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerFast,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def model_dir(shared_data, tmp_path_factory):
+    """A tiny GPT-2 folder with its own byte-level BPE tokenizer, and a small corpus."""
+    root = tmp_path_factory.mktemp("hfmodel")
+    lines = (shared_data / "wikitext-2" / "train.txt").read_text().splitlines()
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(line for line in lines[:600] if line.strip()) + "\n")
+    folder = root / "model"
+    train_tokenizer([corpus], 320, root / "tokenizer.json")
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "tokenizer.json"), eos_token="<|endoftext|>")
+    tok.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=128,
+                        bos_token_id=0, eos_token_id=0)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder, corpus
+
+
+def load(folder):
+    return AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True).eval()
+
+
+def test_training_lowers_the_loss_and_resumes(model_dir, tmp_path):
+    folder, corpus = model_dir
+    model = load(folder)
+    out = tmp_path / "heads"
+    first = dlhf.train_heads(model, corpus, horizon=3, steps=40, batch_size=4, seq_len=32, lr=3e-2,
+                             output_dir=out, checkpoint_every=20, progress=False)
+    assert first.steps == 40 and len(first.accuracies[0]) == 2
+    assert sum(first.losses[-8:]) / 8 < sum(first.losses[:8]) / 8 - 0.1
+    assert json.loads((out / "config.json").read_text())["horizon"] == 3
+    assert all(not p.requires_grad for p in model.parameters())
+    more = dlhf.train_heads(model, corpus, steps=44, batch_size=4, seq_len=32, output_dir=out, progress=False)
+    assert more.steps == 44 and len(more.losses) == 4  # resumed at step 40
+    loaded = dlhf.DraftHeads.from_pretrained(out, model)
+    for a, b in zip(loaded.parameters(), more.heads.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_self_distillation_targets_are_own_continuations(model_dir):
+    folder, corpus = model_dir
+    model = load(folder)
+    chunks = torch.randint(0, model.config.vocab_size, (3, 20), generator=torch.Generator().manual_seed(1))
+    got = _own_continuations(model, chunks, 8)
+    expected = model.generate(chunks[:, :8], max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
+    assert expected.shape == (3, 20)
+    assert torch.equal(got, expected)
+    result = dlhf.train_heads(model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy",
+                              prompt_len=8, progress=False)
+    assert result.steps == 3
+    result = dlhf.train_heads(model, corpus, horizon=3, steps=2, batch_size=2, seq_len=24, targets="sampled",
+                              prompt_len=8, progress=False)
+    assert result.steps == 2
+    with pytest.raises(ValueError, match="targets"):
+        dlhf.train_heads(model, corpus, targets="teacher", progress=False)
+
+
+def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_path, capsys):
+    folder, corpus = model_dir
+    out = tmp_path / "cli-heads"
+    assert main(["hf", "train-heads", str(folder), "--data", str(corpus), "--horizon", "3", "-o", str(out),
+                 "--steps", "5", "--batch-size", "2", "--seq-len", "16"]) == 0
+    assert "top-1 accuracy head2=" in capsys.readouterr().out
+    model = load(folder)
+    heads = dlhf.DraftHeads.from_pretrained(out, model)
+
+    lm_path = tmp_path / "lm.arpa"
+    assert main(["lm", "build", str(corpus), "--tokenizer", str(folder), "--order", "3", "-o", str(lm_path)]) == 0
+    lm = NgramLM(lm_path)
+    assert dict(lm.metadata)["draftlattice-tokenizer-sha256"] == dlhf.model_tokenizer_sha256(model)
+    ids = torch.tensor([[5, 60, 70, 80]])
+    expected = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0, eos_token_id=None)
+    got = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0, eos_token_id=None,
+                         custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm)
+    assert got.tolist() == expected.tolist()
+
+    # An LM over another tokenizer is refused.
+    train_tokenizer([corpus], 300, tmp_path / "other.json")
+    build_lm(corpus, 2, out_path=tmp_path / "other.arpa", tokenizer=tmp_path / "other.json")
+    with pytest.raises(TokenizerMismatchError, match="sha256"):
+        model.generate(ids, max_new_tokens=4, custom_generate=dlhf.generate, draft_heads=heads,
+                       draft_lm=NgramLM(tmp_path / "other.arpa"), pad_token_id=0)
