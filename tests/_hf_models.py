@@ -59,9 +59,9 @@ def left_padded(prompts: list[list[int]], pad: int = 0) -> tuple[torch.Tensor, t
 
 
 def ngram_over(path: Path, sequences: list[list[int]], order: int = 3):
-    """An n-gram LM (built by draftlattice.lmbuild) over token-id sequences written as words."""
+    """An n-gram LM (built by draftlattice.ngram.build) over token-id sequences written as words."""
     from draftlattice import NgramLM
-    from draftlattice.lmbuild import build_lm
+    from draftlattice.ngram.build import build_lm
 
     corpus = path / "ids.txt"
     corpus.write_text("".join(" ".join(map(str, s)) + "\n" for s in sequences))

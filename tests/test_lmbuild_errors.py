@@ -114,7 +114,7 @@ def test_tokenizer_mode_records_hash_and_detects_mismatch(tmp_path):
     shutil.copy(TOKENIZER, other)
     with open(other, "a") as f:
         f.write("\n")
-    with pytest.raises(TokenizerMismatchError, match="built for tokenizer sha256"):
+    with pytest.raises(TokenizerMismatchError, match="built over tokenizer sha256"):
         check_lm_tokenizer(out, other)
     words_lm = tmp_path / "words.arpa"
     build_lm(KATZ_REF / "corpus.txt", 2, out_path=words_lm)

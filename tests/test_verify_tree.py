@@ -142,7 +142,10 @@ def test_tree_decoding_with_kv_cache_equals_greedy(seed):
     plain greedy decoding; logits from the gathered cache equal a fresh forward."""
     from transformers import DynamicCache
 
+    from draftlattice.hf.verification import cache_keyword
+
     model = tiny_llama(seed)
+    kw = cache_keyword(model)  # transformers 5.24 deprecates past_key_values
     V = model.config.vocab_size
     rng = random.Random(100 + seed)
     prompt = [rng.randrange(V) for _ in range(6)]
@@ -150,7 +153,7 @@ def test_tree_decoding_with_kv_cache_equals_greedy(seed):
     ref = greedy_reference(model, prompt, N + H)
     ids = list(prompt)
     cache = DynamicCache(config=model.config)
-    model(input_ids=torch.tensor([ids[:-1]]), past_key_values=cache, use_cache=True)
+    model(input_ids=torch.tensor([ids[:-1]]), **{kw: cache}, use_cache=True)
     saved = 0
     while len(ids) < len(prompt) + N:
         n = len(ids)
@@ -162,7 +165,7 @@ def test_tree_decoding_with_kv_cache_equals_greedy(seed):
             input_ids=tree.tokens[None],
             attention_mask=tree.attention_mask_4d(past),
             position_ids=tree.position_ids[None],
-            past_key_values=cache,
+            **{kw: cache},
             use_cache=True,
         )
         node_logits = out.logits[0]  # [T, V]
@@ -184,5 +187,5 @@ def test_tree_decoding_with_kv_cache_equals_greedy(seed):
         saved += tree.size < 1 + P * H
     assert saved > 0  # shared prefixes made trees smaller than p*h
     # continuing from the gathered cache: logits of the last token equal a fresh forward
-    step = model(input_ids=torch.tensor([[ids[-1]]]), past_key_values=cache, use_cache=True).logits[0, -1]
+    step = model(input_ids=torch.tensor([[ids[-1]]]), **{kw: cache}, use_cache=True).logits[0, -1]
     torch.testing.assert_close(step, model(input_ids=torch.tensor([ids])).logits[0, -1], atol=TOL, rtol=TOL)
