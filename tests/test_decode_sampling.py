@@ -16,6 +16,7 @@ import torch
 
 from _decode_models import markov_ngram, ngram_dir, trained_model  # noqa: F401 (fixtures)
 from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
+from draftlattice.decode.sampling import seen_tokens
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,7 +31,8 @@ def target_law(model, sampling: SamplingConfig) -> dict[tuple[int, ...], float]:
     batch = torch.tensor([PROMPT + list(c) for c in continuations])
     with torch.inference_mode():
         logits = model(batch).logits[:, len(PROMPT) - 1 : -1, 0]  # [81, NEW, V]
-    probs = sampling.distribution(logits.double())
+    seen = torch.stack([seen_tokens(PROMPT, VOCAB, torch.tensor([c]))[0, :NEW] for c in continuations])
+    probs = sampling.distribution(logits.double(), seen)
     steps = probs.gather(-1, batch[:, len(PROMPT) :, None]).squeeze(-1)  # [81, NEW]
     return {c: float(p) for c, p in zip(continuations, steps.prod(-1))}
 
@@ -74,18 +76,27 @@ CASES = [
     ("block", "vanilla", SamplingConfig(temperature=1.5, top_k=2)),
     ("block", "ngram", SamplingConfig(temperature=0.9)),
     ("token", "ngram", SamplingConfig(top_k=2)),
+    ("block", "vanilla", SamplingConfig(repetition_penalty=1.6)),
+    ("block", "ngram-top-k-only", SamplingConfig(temperature=0.9)),
+    ("multi", "vanilla-3", SamplingConfig(temperature=0.8)),
+    ("multi", "ngram-3", SamplingConfig(top_p=0.9, repetition_penalty=1.3)),
+    ("tree-sample", "ngram-3", SamplingConfig(temperature=1.2)),
+    ("tree-sample", "vanilla", SamplingConfig(top_k=2, repetition_penalty=0.7)),
 ]
 
 
 @pytest.mark.parametrize(("verifier", "drafter_name", "sampling"), CASES)
 def test_sampling_preserves_the_target_distribution(verifier, drafter_name, sampling, ngram_dir):
     model = tiny_model()
-    if drafter_name == "vanilla":
+    if drafter_name.startswith("vanilla"):
         drafter = VanillaDrafter()
     elif drafter_name == "neural":
         drafter = NeuralDrafter(trained_model(2, seed=4, vocab=VOCAB), k=2, alpha=1.0)
     else:  # exact samples from the lattice rescored by a trigram LM, k = 2 of 3 tokens
-        drafter = LatticeDrafter(markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB), k=2, alpha=1.0)
+        lm = markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB)
+        drafter = LatticeDrafter(lm, k=2, alpha=1.0, sample_alpha=1.0, full_support=drafter_name != "ngram-top-k-only")
+    if drafter_name.endswith("-3"):
+        drafter.num_drafts = 3
     decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
     counts = decoder_counts(decoder, seed=11)
     assert chi_square_pvalue(target_law(model, sampling), counts) > 1e-3
@@ -94,14 +105,17 @@ def test_sampling_preserves_the_target_distribution(verifier, drafter_name, samp
 class LyingDrafter(VanillaDrafter):
     """Samples from the head but tells the verifier q is uniform: no longer lossless."""
 
-    def sample(self, head_logits, context, sampling, generator):
-        drafts = super().sample(head_logits, context, sampling, generator)
+    def sample(self, head_logits, context, sampling, generator, n=1):
+        drafts = super().sample(head_logits, context, sampling, generator, n)
         return Drafts(drafts.tokens, torch.full_like(drafts.q, 1.0 / VOCAB))
 
 
-def test_the_check_detects_a_drafter_that_misreports_q():
+@pytest.mark.parametrize("verifier", ["block", "multi"])
+def test_the_check_detects_a_drafter_that_misreports_q(verifier):
     model = tiny_model()
-    decoder = BlockwiseDecoder(model, LyingDrafter(), "block", SamplingConfig())
+    drafter = LyingDrafter()
+    drafter.num_drafts = 2
+    decoder = BlockwiseDecoder(model, drafter, verifier, SamplingConfig())
     counts = decoder_counts(decoder, seed=11)
     assert chi_square_pvalue(target_law(model, SamplingConfig()), counts) < 1e-6
 
@@ -116,8 +130,8 @@ def test_drafts_are_accepted_in_sampling_mode():
 
 def test_sampling_mode_rejects_several_drafts():
     class Two(VanillaDrafter):
-        def sample(self, head_logits, context, sampling, generator):
-            d = super().sample(head_logits, context, sampling, generator)
+        def sample(self, head_logits, context, sampling, generator, n=1):
+            d = super().sample(head_logits, context, sampling, generator, n)
             return Drafts(d.tokens.repeat(2, 1), d.q.repeat(2, 1, 1))
 
     with pytest.raises(ValueError, match="one draft"):

@@ -14,7 +14,7 @@ from arpa_writer import random_arpa
 from ngram_reference import BruteForceLM
 
 import draftlattice as dl
-from draftlattice.sample import sample_full_support
+from draftlattice.sample import sample_from_heads
 
 V = 7  # the LM knows tokens 0..5; token 6 is out of its vocabulary
 
@@ -81,7 +81,7 @@ def test_q_is_the_exact_law_of_the_concrete_drafts(models):
         alpha, bos = rng.choice([0.0, 0.5, 1.0]), rng.random() < 0.5
         law = reference_law(logp, k, reference, context, alpha, bos)
         n = 60
-        s = sample_full_support(logp, k, lm, n=n, alpha=alpha, context=context, bos=bos, generator=rng.randrange(2**63))
+        s = sample_from_heads(logp, k, lm, n=n, alpha=alpha, context=context, bos=bos, generator=rng.randrange(2**63))
         assert s.tokens.shape == (n, h) and s.q.shape == (n, h, V)
         np.testing.assert_allclose(s.q.sum(-1), 1.0, atol=1e-12)
         np.testing.assert_array_equal(s.q > 0, np.broadcast_to(np.isfinite(logp), (n, h, V)))  # head's support
@@ -105,7 +105,7 @@ def test_chi_square_over_concrete_drafts(models):
     logp = random_heads(rng, 2, zeros=True)
     law = reference_law(logp, 2, reference, [1, 4], 0.7, False)
     n = 20000
-    s = sample_full_support(logp, 2, lm, n=n, alpha=0.7, context=[1, 4], generator=np.random.default_rng(5))
+    s = sample_from_heads(logp, 2, lm, n=n, alpha=0.7, context=[1, 4], generator=np.random.default_rng(5))
     keys = sorted(law)
     index = {d: j for j, d in enumerate(keys)}
     counts = np.bincount([index[tuple(d)] for d in s.tokens.tolist()], minlength=len(keys))
@@ -116,7 +116,7 @@ def test_chi_square_over_concrete_drafts(models):
 def test_full_support_equals_plain_sampling_when_k_is_the_vocabulary(models):
     lm, _ = models[0]
     logp = random_heads(random.Random(1), 2, zeros=False)
-    s = sample_full_support(logp, V, lm, n=5, alpha=0.5, context=[2], generator=7)
+    s = sample_from_heads(logp, V, lm, n=5, alpha=0.5, context=[2], generator=7)
     assert s.lattice.k == V and float(s.arc_q[..., -1].max()) == 0.0
     plain = dl.sample_drafts(s.lattice, lm, n=5, alpha=0.5, context=[2], generator=7)
     np.testing.assert_allclose(s.arc_q[..., :V], plain.q, atol=1e-12)
@@ -131,6 +131,6 @@ def test_bad_inputs_raise(models):
     with pytest.raises(ValueError, match="other"):
         dl.sample_drafts(lattice, lm, other_logprobs=[0.5, -1.0])
     with pytest.raises(ValueError, match="head_logprobs"):
-        sample_full_support(np.zeros(V), 2, lm)
+        sample_from_heads(np.zeros(V), 2, lm)
     with pytest.raises(ValueError, match="log-probabilities"):
-        sample_full_support(np.full((2, V), 0.5), 2, lm)
+        sample_from_heads(np.full((2, V), 0.5), 2, lm)

@@ -7,7 +7,7 @@ every position the exact conditional distribution ``q`` over that head's k candi
 sampled prefix (columns aligned with :attr:`Lattice.tokens`), so a verifier can scatter it over
 the vocabulary: ``prod_t q[t, rank_t] = P(d)``.
 
-Full support (:func:`sample_full_support`): the lattice also carries, at every position, one
+Full support (:func:`sample_from_heads`): the lattice also carries, at every position, one
 "other" arc for the head's probability mass outside its top-k, so the proposal never has less
 support than the head. The arc's LM score is the LM's probability of "a token outside the
 candidates" and the LM restarts from an empty context after it (see csrc/sample.h); the concrete
@@ -89,7 +89,7 @@ def sample_drafts(lattice: Lattice, lm: Any, n: int = 1, alpha: float = 1.0,
 
     ``other_logprobs`` [h] (natural log, ``-inf`` allowed) adds the "other" arc of each position
     (module docstring): ``q`` then has ``k + 1`` columns, the last one the other arc, and a
-    drawn other arc shows as token ``-1``. :func:`sample_full_support` builds on it."""
+    drawn other arc shows as token ``-1``. :func:`sample_from_heads` builds on it."""
     other = None if other_logprobs is None else _other_array(other_logprobs)
     raw = _core.sample_drafts(core_lattice(lattice), check_lm(lm), _count(n), check_alpha(alpha),
                               context_array(context), bool(bos), draw_seed(generator), other)
@@ -104,8 +104,8 @@ def _other_array(values: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FullSupportSamples:
-    """n drafts from a full-support rescored lattice (:func:`sample_full_support`).
+class HeadDraftSamples:
+    """n drafts from the rescored lattice of the heads' distributions (:func:`sample_from_heads`).
 
     Attributes:
         tokens: [n, h] int64 concrete draft tokens.
@@ -113,7 +113,8 @@ class FullSupportSamples:
             its earlier tokens (zero exactly where the head is zero).
         lattice: the top-k lattice the LM rescored (``lattice.k`` may be below the requested k
             when a head has fewer non-zero tokens).
-        arc_q: [n, h, k+1] the lattice-level conditionals (last column: the other arc).
+        arc_q: [n, h, k+1] the lattice-level conditionals (last column: the other arc; 0 when
+            ``full_support`` is off).
     """
 
     tokens: np.ndarray
@@ -122,10 +123,11 @@ class FullSupportSamples:
     arc_q: np.ndarray
 
 
-def sample_full_support(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: float = 1.0,
-                        context: Sequence[int] | np.ndarray = (), bos: bool = False,
-                        generator: Any = None) -> FullSupportSamples:
-    """n drafts from the rescored lattice of ``head_logprobs`` with an "other" arc per position.
+def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: float = 1.0,
+                      context: Sequence[int] | np.ndarray = (), bos: bool = False,
+                      generator: Any = None, full_support: bool = True) -> HeadDraftSamples:
+    """n drafts from the rescored top-k lattice of ``head_logprobs``, with an "other" arc per
+    position when ``full_support`` (the default; off: the proposal only has the top-k tokens).
 
     Args:
         head_logprobs: [h, V] natural-log head distributions (rows sum to 1 in probability;
@@ -133,8 +135,9 @@ def sample_full_support(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: 
         k: top-k candidates per head (capped at the smallest number of non-zero tokens of a head).
         lm, alpha, context, bos: as :func:`sample_drafts`.
         generator: source of two seeds (the lattice walk, then the concrete "other" tokens).
+        full_support: add the "other" arcs.
     Returns:
-        FullSupportSamples; the law of a draft is ``prod_t q[i, t, tokens[i, t]]``.
+        HeadDraftSamples; the law of a draft is ``prod_t q[i, t, tokens[i, t]]``.
     """
     logp = np.asarray(to_numpy(head_logprobs, "head_logprobs"), dtype=np.float64)
     if logp.ndim != 2 or logp.shape[0] < 1 or logp.shape[1] < 1:
@@ -155,19 +158,23 @@ def sample_full_support(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: 
     with np.errstate(divide="ignore"):
         other = np.logaddexp.reduce(outside, axis=1)  # ln(mass outside the top-k), -inf if none
     lattice = Lattice.from_topk(order.astype(np.int32), top.astype(np.float32))
+    if not full_support:
+        other = np.full(h, -np.inf)  # an "other" arc of probability 0 changes nothing else
     drawn = sample_drafts(lattice, lm, n, alpha, context, bos, generator, other)
     rng = np.random.default_rng(draw_seed(generator))
     arc_q = drawn.q  # [n, h, k+1]
     with np.errstate(divide="ignore", invalid="ignore"):
         rest = np.exp(outside - other[:, None])  # head restricted outside the top-k, [h, V]
     rest[~np.isfinite(other)] = 0.0
+    if not full_support:
+        rest[:] = 0.0
     q = arc_q[:, :, k : k + 1] * rest[None]  # [n, h, V]
     for t in range(h):
         q[:, t, lattice.tokens[t]] = arc_q[:, t, :k]
     tokens = drawn.tokens.astype(np.int64)
     for i, t in zip(*np.nonzero(tokens < 0)):
         tokens[i, t] = rng.choice(vocab, p=rest[t] / rest[t].sum())
-    return FullSupportSamples(tokens=tokens, q=q, lattice=lattice, arc_q=arc_q)
+    return HeadDraftSamples(tokens=tokens, q=q, lattice=lattice, arc_q=arc_q)
 
 
 def sample_drafts_batch(lattices: Any, lm: Any, contexts: Any = None, n: int = 1,

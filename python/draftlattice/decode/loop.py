@@ -29,12 +29,13 @@ import torch
 from .. import verify
 from .drafters.base import Drafter, Drafts, empty_drafts
 from .model_api import Target, check_positions, keep_tree_path, new_cache, num_heads, vocab_size
-from .sampling import SamplingConfig, sample_categorical
+from .sampling import SamplingConfig, sample_categorical, seen_tokens
+from .sampling_step import SAMPLING_VERIFIERS, draft_for_sampling, sampling_step
 from .stats import DecodeStats
 
 logger = logging.getLogger(__name__)
 
-VERIFIERS = ("greedy", "tree", "token", "block")
+VERIFIERS = ("greedy", "tree", *SAMPLING_VERIFIERS)
 
 
 @dataclass
@@ -55,8 +56,10 @@ class BlockwiseDecoder:
         verifier: "greedy" (drafts verified as p batched rows), "tree" (the drafts' prefix tree in
             one row with a tree attention mask) -- both greedy decoding; "block" (block
             verification, Sun et al. 2024) or "token" (token-by-token speculative sampling) --
-            lossless sampling, one draft per step.
-        sampling: the target's sampling settings for "block"/"token" (default: temperature 1).
+            lossless sampling, one draft per step; "multi" (p sampled drafts, recursive rejection
+            sampling) or "tree-sample" (the p greedy drafts, tree rule) -- lossless sampling with
+            several drafts (see ``sampling_step``).
+        sampling: the target's sampling settings for the sampling verifiers (default: temperature 1).
     """
 
     def __init__(
@@ -69,11 +72,11 @@ class BlockwiseDecoder:
         if verifier not in VERIFIERS:
             raise ValueError(f"verifier must be one of {VERIFIERS}, got {verifier!r}")
         if verifier in ("greedy", "tree") and sampling is not None:
-            raise ValueError(f"verifier {verifier!r} decodes greedily; use 'block' or 'token' to sample")
+            raise ValueError(f"verifier {verifier!r} decodes greedily; use one of {SAMPLING_VERIFIERS} to sample")
         self.model = model
         self.drafter = drafter
         self.verifier = verifier
-        self.sampling = (sampling or SamplingConfig()) if verifier in ("token", "block") else None
+        self.sampling = (sampling or SamplingConfig()) if verifier in SAMPLING_VERIFIERS else None
         self.h = num_heads(model)
         self.vocab_size = vocab_size(model)
         self.target = Target(model)
@@ -107,7 +110,7 @@ class BlockwiseDecoder:
         start = time.perf_counter()
         cache = new_cache(self.model)
         heads = self.target.forward(torch.tensor([prompt]), cache).heads(0, len(prompt) - 1)  # [h, V]
-        pending = self._first_token(heads[0], generator)
+        pending = self._first_token(heads[0], prompt, generator)
         stats.serial_calls += 1
         stats.prefill_calls += 1
         stats.prefill_seconds += time.perf_counter() - start
@@ -122,7 +125,7 @@ class BlockwiseDecoder:
             stats.drafting_seconds += time.perf_counter() - start
 
             start = time.perf_counter()
-            accepted, pending, heads = self._verify_step(cache, context[-1], drafts, generator)
+            accepted, pending, heads = self._verify_step(cache, context, drafts, generator)
             stats.verification_seconds += time.perf_counter() - start
             stats.serial_calls += 1
             stats.record_step(1 + len(accepted))
@@ -144,28 +147,28 @@ class BlockwiseDecoder:
 
     # -- one step ------------------------------------------------------------------------------
 
-    def _first_token(self, head1_logits: torch.Tensor, generator: torch.Generator | None) -> int:
+    def _first_token(self, head1_logits: torch.Tensor, prompt: list[int], generator: torch.Generator | None) -> int:
         if self.sampling is None:
             return int(head1_logits.argmax())
-        return int(sample_categorical(self.sampling.distribution(head1_logits.float()), generator))
+        seen = seen_tokens(prompt, self.vocab_size).to(head1_logits.device)
+        return int(sample_categorical(self.sampling.distribution(head1_logits.float(), seen), generator))
 
     def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:
         if head_logits.shape[0] == 0:
             return empty_drafts(self.vocab_size, self.sampling is not None)
-        if self.sampling is None:
-            drafts = self.drafter.propose(head_logits, context)
-        else:
-            drafts = self.drafter.sample(head_logits, context, self.sampling, generator)
-        _check_drafts(drafts, head_logits.shape[0], self.vocab_size, self.sampling is not None)
+        if self.sampling is not None:
+            return draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
+        drafts = self.drafter.propose(head_logits, context)
+        _check_drafts(drafts, head_logits.shape[0])
         return drafts
 
-    def _verify_step(self, cache, pending: int, drafts: Drafts, generator):
+    def _verify_step(self, cache, context: list[int], drafts: Drafts, generator):
         """Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
         if self.verifier == "tree":
-            return _tree_step(self.target, cache, pending, drafts.tokens)
+            return _tree_step(self.target, cache, context[-1], drafts.tokens)
         if self.verifier == "greedy":
-            return _batched_greedy_step(self.target, cache, pending, drafts.tokens)
-        return _sampling_step(self.target, cache, pending, drafts, self.sampling, self.verifier, generator)
+            return _batched_greedy_step(self.target, cache, context[-1], drafts.tokens)
+        return sampling_step(self.target, cache, context, drafts, self.sampling, self.verifier, generator)
 
 
 def _batched_greedy_step(target: Target, cache, pending: int, drafts: torch.Tensor):
@@ -199,23 +202,6 @@ def _tree_step(target: Target, cache, pending: int, drafts: torch.Tensor):
     return tree.tokens[path[1:]].tolist(), int(result.next_token), out.heads(0, int(result.last_node))
 
 
-def _sampling_step(target: Target, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
-    """Verifies one sampled draft [1, g] with block or token verification (lossless)."""
-    prefix = cache.length
-    tokens = drafts.tokens
-    rows = torch.cat([torch.tensor([[pending]]), tokens], dim=1)  # [1, g+1]
-    out = target.forward(rows, cache)
-    p = sampling.distribution(out.head1().float())  # [1, g+1, V]
-    if tokens.shape[1] == 0:  # nothing drafted: the next token comes straight from the target
-        a, next_token = 0, sample_categorical(p[:, 0], generator)
-    else:
-        verify_fn = verify.block_verify if verifier == "block" else verify.token_verify
-        num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
-        a = int(num_accepted[0])
-    cache.crop(prefix + 1 + a)
-    return tokens[0, :a].tolist(), int(next_token.reshape(-1)[0]), out.heads(0, a)
-
-
 def _as_prompt(prompt_ids, vocab: int) -> list[int]:
     ids = prompt_ids.tolist() if isinstance(prompt_ids, torch.Tensor) else list(prompt_ids)
     if not ids or any(not isinstance(t, int) for t in ids):
@@ -226,11 +212,7 @@ def _as_prompt(prompt_ids, vocab: int) -> list[int]:
     return ids
 
 
-def _check_drafts(drafts: Drafts, g: int, vocab: int, sampling: bool) -> None:
+def _check_drafts(drafts: Drafts, g: int) -> None:
     tokens = drafts.tokens
     if tokens.dim() != 2 or tokens.shape[1] != g or tokens.shape[0] < 1:
         raise ValueError(f"drafter returned tokens of shape {tuple(tokens.shape)}, expected [p, {g}]")
-    if sampling:
-        if tokens.shape[0] != 1 or drafts.q is None or drafts.q.shape != (1, g, vocab):
-            shape = None if drafts.q is None else tuple(drafts.q.shape)
-            raise ValueError(f"sampling mode needs one draft with q [1, {g}, {vocab}], got q {shape}")

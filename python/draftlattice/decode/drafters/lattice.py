@@ -3,9 +3,12 @@
 The heads' top-k candidates form a sausage lattice of k**g drafts; each draft d is scored
     total(d) = sum_i log p_head(d_i) + alpha * ln p_LM(d | committed text)
 by a backoff n-gram LM over the model's tokenizer (C++ core, ``draftlattice.rescore``). Greedy
-mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws one
-draft from P(d) proportional to exp(total(d)) and hands the verifier the exact conditional
-distribution of every drawn token (``draftlattice.sample_drafts``, forward-backward).
+mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws drafts
+from P(d) proportional to exp(total(d)) with its own LM weight ``sample_alpha``, over the heads'
+distributions processed like the target's (``SamplingConfig.distribution``), by default with
+full support (an "other" arc per position for the head's mass outside the top-k), and hands the
+verifier the exact conditional distribution of every drawn token over the whole vocabulary
+(``draftlattice.sample.sample_from_heads``, forward-backward).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import torch
 
 from ...lattice import Lattice
 from ...rescore import rescore
-from ...sample import sample_drafts
-from ..sampling import SamplingConfig, scatter_candidates
+from ...sample import sample_from_heads
+from ..sampling import SamplingConfig, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -29,20 +32,27 @@ class LatticeDrafter:
         lm: ``draftlattice.NgramLM`` whose token ids are the model's (same tokenizer).
         k: candidates per head (>= 1; capped at the vocabulary size).
         p: drafts per step in greedy mode (verified together as rows or as a tree).
-        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only).
+        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only) in greedy mode.
         bos: the committed text starts a sentence/line (``<s>`` before the context).
+        sample_alpha: the LM weight in sampling mode (>= 0; 0 = the heads' own law).
+        full_support: sampled drafts can take any token the head allows (an "other" arc per
+            position); off, only the heads' top-k.
     """
 
     name = "ngram"
 
-    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True) -> None:
+    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True,
+                 sample_alpha: float = 0.5, full_support: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if p < 1:
             raise ValueError(f"p must be >= 1, got {p}")
         if not alpha >= 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if not sample_alpha >= 0:
+            raise ValueError(f"sample_alpha must be >= 0, got {sample_alpha}")
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
+        self.sample_alpha, self.full_support = float(sample_alpha), bool(full_support)
 
     def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
         """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
@@ -61,10 +71,12 @@ class LatticeDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
     ) -> Drafts:
-        lattice = self.lattice(head_logits, sampling.temperature)
-        drawn = sample_drafts(lattice, self.lm, 1, self.alpha, np.asarray(context, dtype=np.int32),
-                              self.bos, generator)
-        candidates = torch.from_numpy(lattice.tokens.astype(np.int64))  # [g, k]
-        q = scatter_candidates(candidates, torch.from_numpy(drawn.q[0]), head_logits.shape[1])
-        return Drafts(torch.from_numpy(drawn.tokens.astype(np.int64)), q[None])
+        """n i.i.d. drafts [n, g] with their exact conditionals q [n, g, V] (float32)."""
+        check_head_logits(head_logits)
+        vocab = head_logits.shape[1]
+        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab).to(head_logits.device))
+        drawn = sample_from_heads(probs.log().cpu().numpy(), self.k, self.lm, n, self.sample_alpha,
+                                  np.asarray(context, dtype=np.int32), self.bos, generator, self.full_support)
+        return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from ..model_api import new_cache, target_forward, vocab_size
-from ..sampling import SamplingConfig, sample_categorical, scatter_candidates
+from ..sampling import SamplingConfig, sample_categorical, scatter_candidates, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -55,8 +55,14 @@ class NeuralDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
     ) -> Drafts:
-        tokens, q = self._run(head_logits / sampling.temperature, context, sampling, generator)
+        if n != 1:
+            raise ValueError(f"the neural drafter samples one draft per step, got n={n}")
+        check_head_logits(head_logits)
+        seen = seen_tokens(context, head_logits.shape[1]).to(head_logits.device)
+        head_logprobs = sampling.distribution(head_logits.float(), seen).log()  # processed like the target
+        tokens, q = self._run(head_logprobs, context, sampling, generator)
         return Drafts(tokens[None], q[None])
 
     @torch.inference_mode()

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 
 import torch
 
-from ..sampling import SamplingConfig, sample_categorical
+from ..sampling import SamplingConfig, sample_categorical, seen_tokens
 from .base import Drafts, check_head_logits
 
 
 class VanillaDrafter:
     """Greedy: the argmax of each head (one draft). Sampling: each head's token drawn independently
-    from the head's distribution under the target's sampling settings, q = that distribution."""
+    from the head's distribution under the target's sampling settings (repetition penalty over
+    the committed context), q = that distribution; n drafts are n independent draws."""
 
     name = "vanilla"
     num_drafts = 1
@@ -27,7 +28,9 @@ class VanillaDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
     ) -> Drafts:
         check_head_logits(head_logits)
-        q = sampling.distribution(head_logits.float())  # [g, V]
-        return Drafts(sample_categorical(q, generator)[None], q[None])
+        seen = seen_tokens(context, head_logits.shape[1]).to(head_logits.device)
+        q = sampling.distribution(head_logits.float(), seen).expand(n, *head_logits.shape)  # [n, g, V]
+        return Drafts(sample_categorical(q, generator), q)
