@@ -134,3 +134,16 @@ def test_bad_inputs_raise(models):
         sample_from_heads(np.zeros(V), 2, lm)
     with pytest.raises(ValueError, match="log-probabilities"):
         sample_from_heads(np.full((2, V), 0.5), 2, lm)
+
+
+def test_top_k_only_proposals_keep_the_lattice_support(models):
+    lm, _ = models[1]
+    logp = random_heads(random.Random(6), 3, zeros=False)
+    s = sample_from_heads(logp, 2, lm, n=20, alpha=0.5, context=[3], generator=11, full_support=False)
+    np.testing.assert_allclose(s.q.sum(-1), 1.0, atol=1e-12)
+    for t in range(3):
+        support = set(np.flatnonzero(s.q[0, t] > 0).tolist())
+        assert support <= set(s.lattice.tokens[t].tolist())
+        assert set(s.tokens[:, t].tolist()) <= set(s.lattice.tokens[t].tolist())
+    full = sample_from_heads(logp, 2, lm, n=20, alpha=0.5, context=[3], generator=11)
+    assert (full.q > 0).all()  # the head has no zero: full support is the whole vocabulary
