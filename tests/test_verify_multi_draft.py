@@ -56,6 +56,46 @@ def iid_drafts(model: ContextModel, s: tuple, p: int, g: int):
         yield [X for X, _ in combo], pr
 
 
+class PositiveQ(ContextModel):
+    """ContextModel whose drafter gives every token some probability (branches always possible)."""
+
+    def q(self, s: tuple) -> list[float]:
+        return [0.8 * x + 0.2 / self.V for x in super().q(s)]
+
+
+def schedule(p: int, g: int) -> list[tuple[int, int]]:
+    """Fixed branching schedule of rows 1..p-1: (row to copy the prefix of, branching depth)."""
+    return [(0 if i % 2 else i - 1, min(i // 2, g - 1)) for i in range(1, p)]
+
+
+def wor_drafts(model: ContextModel, s: tuple, p: int, g: int):
+    """Every tree of p rows the without-replacement drafter can build, with its probability: row i
+    copies its parent's prefix, draws the branching token from q without its siblings, then
+    continues from q."""
+    V, plan = model.V, schedule(p, g)
+
+    def extend(rows, prob, i):
+        if i == p:
+            yield rows, prob
+            return
+        parent, depth = (0, 0) if i == 0 else plan[i - 1]
+        prefix = [] if i == 0 else rows[parent][:depth]
+        siblings = {r[depth] for r in rows if r[:depth] == prefix}
+        qd = model.q(s + tuple(prefix))
+        left = 1 - sum(qd[x] for x in siblings)
+        for x in range(V):
+            if x in siblings or qd[x] == 0:
+                continue
+            for tail in itertools.product(range(V), repeat=g - depth - 1):
+                row, pr = prefix + [x] + list(tail), prob * qd[x] / left
+                for t in range(depth + 1, g):
+                    pr *= model.q(s + tuple(row[:t]))[row[t]]
+                if pr > 0:
+                    yield from extend(rows + [row], pr, i + 1)
+
+    yield from extend([], 1.0, 0)
+
+
 def tensors(model: ContextModel, s: tuple, drafts: list[list[int]]):
     g = len(drafts[0])
     tp = [[model.p(s + tuple(X[:j])) for j in range(g + 1)] for X in drafts]
@@ -67,15 +107,21 @@ def step_cases(model, s, rule, p, g, seed):
     """(drafts [p, g], probability) of every draft set the drafter can propose after s."""
     if rule == "tree":
         return [(deterministic_tree(s, model.V, p, g, seed), 1.0)]
+    if rule == "wor":
+        return list(wor_drafts(model, s, p, g))
     return list(iid_drafts(model, s, p, g))
 
 
-@pytest.mark.parametrize("rule", ["tree", "rrs"])
+def law_of(rule, X, tp, q):
+    return multi_draft_verify_distribution(X, tp, None if rule == "tree" else q, without_replacement=rule == "wor")
+
+
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
 @pytest.mark.parametrize("V,p,g,N,seed", [(3, 2, 2, 4, 0), (3, 3, 2, 3, 1), (4, 2, 1, 3, 2), (2, 3, 3, 4, 3)])
 def test_speculative_loop_is_exact(rule, V, p, g, N, seed):
     """Draft p rows, verify, append, repeat until N tokens: the law of the first N tokens is the
     target's, by exact enumeration of drafts and verifier outcomes in float64."""
-    model = ContextModel(V, seed)
+    model = (PositiveQ if rule == "wor" else ContextModel)(V, seed)
     mass: dict[tuple, float] = {(): 1.0}
     final: dict[tuple, float] = {}
     while mass:
@@ -84,7 +130,7 @@ def test_speculative_loop_is_exact(rule, V, p, g, N, seed):
         cases = step_cases(model, s, rule, p, g, seed)
         X, tp, q = zip(*(tensors(model, s, d) for d, _ in cases))
         X, tp, q = torch.stack(X), torch.stack(tp), torch.stack(q)
-        law = multi_draft_verify_distribution(X, tp, None if rule == "tree" else q)
+        law = law_of(rule, X, tp, q)
         assert law.shape == (len(cases), p, g + 1, V)
         for c, (_, prob) in enumerate(cases):
             assert abs(float(law[c].sum()) - 1) < 1e-12
@@ -153,16 +199,19 @@ def _chi2_pvalue(counts: torch.Tensor, expected_prob: torch.Tensor, n: int) -> f
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("rule", ["tree", "rrs"])
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_monte_carlo_matches_exact_law(device, rule, dtype):
     V, p, g, n = 3, 3, 2, 20000
     cases = []
     for c in range(5):
-        model = ContextModel(V, 30 + c, same_prob=0.1)
+        model = PositiveQ(V, 30 + c, same_prob=0.1)
         rng = random.Random(c)
         if rule == "tree":
             drafts = deterministic_tree((), V, p, g, c)
+        elif rule == "wor":
+            trees = list(wor_drafts(model, (), p, g))
+            drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
         else:  # one i.i.d. draw of the p rows
             drafts = []
             for _ in range(p):
@@ -173,10 +222,11 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
         cases.append(tensors(model, (), drafts))
     X, tp, q = (torch.stack(t) for t in zip(*cases))
     q = None if rule == "tree" else q
-    law = multi_draft_verify_distribution(X, tp, q)
+    wor = rule == "wor"
+    law = multi_draft_verify_distribution(X, tp, q, wor)
     rep = lambda t: t.repeat_interleave(n, dim=0).to(device)  # noqa: E731
     gen = torch.Generator(device=device).manual_seed(99)
-    res = multi_draft_verify(rep(X), rep(tp).to(dtype), gen, None if q is None else rep(q).to(dtype))
+    res = multi_draft_verify(rep(X), rep(tp).to(dtype), gen, None if q is None else rep(q).to(dtype), wor)
     assert all(t.device.type == torch.device(device).type and t.dtype == torch.int64 for t in res)
     best, num, nxt = (t.cpu().view(len(cases), n) for t in res)
     for c in range(len(cases)):
@@ -184,7 +234,7 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
         counts.index_put_((best[c], num[c], nxt[c]), torch.ones(n, dtype=F64), accumulate=True)
         assert _chi2_pvalue(counts.flatten(), law[c].flatten(), n) > 1e-4, c
     gen2 = torch.Generator(device=device).manual_seed(99)
-    again = multi_draft_verify(rep(X), rep(tp).to(dtype), gen2, None if q is None else rep(q).to(dtype))
+    again = multi_draft_verify(rep(X), rep(tp).to(dtype), gen2, None if q is None else rep(q).to(dtype), wor)
     assert torch.equal(again.num_accepted.cpu().view(len(cases), n), num)
 
 
@@ -205,3 +255,20 @@ def test_bad_inputs_raise():
         multi_draft_verify(X + 4, tp)
     with pytest.raises(ValueError, match="integer"):
         multi_draft_verify(X.float(), tp)
+    with pytest.raises(ValueError, match="without_replacement"):
+        multi_draft_verify(X, tp, without_replacement=True)
+
+
+def test_without_replacement_accepts_more_than_with():
+    """Same number of distinct first tokens (a root with 2 children): removing the rejected child
+    from q can only help (exact expected accepted length, drafts drawn by each drafter)."""
+    model = PositiveQ(3, 5, same_prob=0.0)
+    wor_trees = [(d, w) for d, w in wor_drafts(model, (), 2, 1)]
+    iid_trees = list(iid_drafts(model, (), 2, 1))
+    means = []
+    for rule, cases in (("rrs", iid_trees), ("wor", wor_trees)):
+        X, tp, q = (torch.stack(t) for t in zip(*(tensors(model, (), d) for d, _ in cases)))
+        law = law_of(rule, X, tp, q)
+        prob = torch.tensor([w for _, w in cases], dtype=F64)
+        means.append(float((prob[:, None] * law.sum((1, 3)) * torch.arange(2, dtype=F64)).sum()))
+    assert means[1] > means[0], means
