@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--top-p", type=float, default=0.9, help="one more setting at T=1 with this top-p (1 = none)")
     parser.add_argument("--models", type=Path)
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # 2 threads slow down 10-30x when other jobs share the 2 cores
     model_dir = model_asset("default", args.models)
     model = BlockwiseLM.from_pretrained(model_dir)
     tokenizer_path = model_asset("tokenizer.json", args.models)
