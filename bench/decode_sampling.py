@@ -57,7 +57,7 @@ def rows(lm, k: int, p: int, alphas: list[float], top_p: bool):
     out = [("vanilla", "block", VanillaDrafter())]
     if top_p:
         out.append(("vanilla, heads: temperature only", "block", TemperatureOnly(VanillaDrafter())))
-    out.append((f"ngram top-k only, sample_alpha=0.5", "block",
+    out.append(("ngram top-k only, sample_alpha=0.5", "block",
                 LatticeDrafter(lm, k=k, sample_alpha=0.5, full_support=False)))
     for a in alphas:
         out.append((f"ngram full support, sample_alpha={a}", "block", LatticeDrafter(lm, k=k, sample_alpha=a)))

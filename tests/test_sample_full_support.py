@@ -8,13 +8,12 @@ import itertools
 import math
 import random
 
+import draftlattice as dl
 import numpy as np
 import pytest
 from arpa_writer import random_arpa
-from ngram_reference import BruteForceLM
-
-import draftlattice as dl
 from draftlattice.sample import sample_from_heads
+from ngram_reference import BruteForceLM
 
 V = 7  # the LM knows tokens 0..5; token 6 is out of its vocabulary
 

@@ -66,13 +66,13 @@ class SamplingReport:
     def render(self) -> str:
         st, sp = self.settings, self.sampling
         return "\n".join([
-            f"draftlattice demo (sampling: temperature {sp.temperature}, top-k {sp.top_k}, top-p {sp.top_p}): "
-            f"{st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, {st.max_new_tokens} new tokens each",
+            (f"draftlattice demo (sampling: temperature {sp.temperature}, top-k {sp.top_k}, top-p {sp.top_p}): "
+             f"{st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, {st.max_new_tokens} new tokens each"),
             "",
             self.table(),
             "",
-            "Every row samples exactly from the target's law (lossless verification); block efficiency = "
-            "generated tokens / serial target calls (prefill included).",
+            ("Every row samples exactly from the target's law (lossless verification); block efficiency = "
+             "generated tokens / serial target calls (prefill included)."),
         ])
 
 

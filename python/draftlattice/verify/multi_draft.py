@@ -118,7 +118,7 @@ def multi_draft_verify(
     Returns:
         MultiDraftResult (best_draft [B], num_accepted [B], next_token [B]), int64.
     """
-    B, p, g, V = _check(drafts, target_probs, q, without_replacement)
+    B, p, g, _ = _check(drafts, target_probs, q, without_replacement)
     device = target_probs.device
     drafts = drafts.to(torch.int64)
     live = torch.ones(B, p, dtype=torch.bool, device=device)  # rows through the current node
