@@ -81,6 +81,8 @@ CASES = [
     ("multi", "vanilla-3", SamplingConfig(temperature=0.8)),
     ("multi", "ngram-3", SamplingConfig(top_p=0.9, repetition_penalty=1.3)),
     ("tree-sample", "ngram-3", SamplingConfig(temperature=1.2)),
+    ("multi-wor", "vanilla-3", SamplingConfig(top_k=2)),
+    ("multi-wor", "ngram-3", SamplingConfig(temperature=0.9, top_p=0.95)),
     ("tree-sample", "vanilla", SamplingConfig(top_k=2, repetition_penalty=0.7)),
 ]
 

@@ -57,8 +57,9 @@ class BlockwiseDecoder:
             one row with a tree attention mask) -- both greedy decoding; "block" (block
             verification, Sun et al. 2024) or "token" (token-by-token speculative sampling) --
             lossless sampling, one draft per step; "multi" (p sampled drafts, recursive rejection
-            sampling) or "tree-sample" (the p greedy drafts, tree rule) -- lossless sampling with
-            several drafts (see ``sampling_step``).
+            sampling), "multi-wor" (p drafts with distinct first tokens, without replacement) or
+            "tree-sample" (the p greedy drafts, tree rule) -- lossless sampling with several
+            drafts (see ``sampling_step``).
         sampling: the target's sampling settings for the sampling verifiers (default: temperature 1).
     """
 

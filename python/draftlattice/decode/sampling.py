@@ -105,3 +105,10 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -
     """One draw per row of probs [..., n] (int64 [...])."""
     flat = probs.reshape(-1, probs.shape[-1])
     return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+
+
+def draw_distinct(probs: torch.Tensor, n: int, generator: torch.Generator | None) -> torch.Tensor:
+    """min(n, support) distinct draws from probs [V], without replacement: each from probs with
+    the earlier draws removed and the rest renormalised (int64 [m], in draw order)."""
+    m = min(n, int((probs > 0).sum()))
+    return torch.multinomial(probs.double(), m, replacement=False, generator=generator)

@@ -6,6 +6,9 @@ Verifiers (``BlockwiseDecoder(verifier=...)``), all exact for the target's sampl
   verification (Sun et al. 2024) or token verification (Leviathan et al. 2023).
 * ``"multi"``: ``p = drafter.num_drafts`` drafts sampled independently (``drafter.sample(n=p)``),
   recursive rejection sampling over their prefix tree (``verify.multi_draft_verify`` with q).
+* ``"multi-wor"``: up to p drafts whose first tokens are drawn without replacement
+  (``drafter.sample(n=p, distinct_first=True)``; the rest of each draft follows the drafter
+  given its first token), recursive rejection sampling without replacement.
 * ``"tree-sample"``: the drafter's ``p`` deterministic drafts (``drafter.propose``, e.g. the p
   best paths of the rescored lattice), the tree rule (``verify.multi_draft_verify`` without q).
 
@@ -23,7 +26,7 @@ from .drafters.base import Drafter, Drafts
 from .model_api import Target
 from .sampling import SamplingConfig, sample_categorical, seen_tokens
 
-SAMPLING_VERIFIERS = ("token", "block", "multi", "tree-sample")
+SAMPLING_VERIFIERS = ("token", "block", "multi", "multi-wor", "tree-sample")
 
 
 def draft_for_sampling(
@@ -36,6 +39,8 @@ def draft_for_sampling(
         drafts = Drafts(drafts.tokens)  # deterministic drafts: the tree rule needs no q
     elif verifier == "multi":
         drafts = drafter.sample(head_logits, context, sampling, generator, n=drafter.num_drafts)
+    elif verifier == "multi-wor":
+        drafts = drafter.sample(head_logits, context, sampling, generator, n=drafter.num_drafts, distinct_first=True)
     else:
         drafts = drafter.sample(head_logits, context, sampling, generator)
     tokens = drafts.tokens
@@ -75,7 +80,7 @@ def sampling_step(
         best, a, next_token = 0, int(num_accepted[0]), int(nxt[0])
     else:
         q = None if verifier == "tree-sample" else drafts.q[None]
-        result = verify.multi_draft_verify(tokens[None], probs[None], generator, q)
+        result = verify.multi_draft_verify(tokens[None], probs[None], generator, q, verifier == "multi-wor")
         best, a, next_token = int(result.best_draft[0]), int(result.num_accepted[0]), int(result.next_token[0])
     if p > 1:
         cache.batch_select([best])

@@ -21,7 +21,7 @@ import torch
 from ...lattice import Lattice
 from ...rescore import rescore
 from ...sample import sample_from_heads
-from ..sampling import SamplingConfig, seen_tokens
+from ..sampling import SamplingConfig, draw_distinct, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -72,11 +72,33 @@ class LatticeDrafter:
         sampling: SamplingConfig,
         generator: torch.Generator | None,
         n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
-        """n i.i.d. drafts [n, g] with their exact conditionals q [n, g, V] (float32)."""
+        """n drafts [n, g] with their exact conditionals q [n, g, V] (float32): i.i.d. samples, or
+        with ``distinct_first`` min(n, support) drafts whose first tokens are drawn without
+        replacement from the first position's law and whose rest follows the lattice given that
+        first token (q[:, 0] is then that law itself, before any removal)."""
         check_head_logits(head_logits)
         vocab = head_logits.shape[1]
         probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab).to(head_logits.device))
-        drawn = sample_from_heads(probs.log().cpu().numpy(), self.k, self.lm, n, self.sample_alpha,
-                                  np.asarray(context, dtype=np.int32), self.bos, generator, self.full_support)
-        return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
+        logp = probs.log().cpu().numpy()
+        ctx = np.asarray(context, dtype=np.int32)
+        drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, ctx,
+                                  self.bos, generator, self.full_support)
+        if not distinct_first:
+            return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
+        q0 = torch.from_numpy(drawn.q[0, 0])
+        firsts = draw_distinct(q0, n, generator).tolist()
+        tokens, q = [], []
+        for c in firsts:
+            row, law = [c], [drawn.q[0, 0]]
+            if logp.shape[0] > 1:  # the rest given c: the lattice of heads 2.. after c's LM state
+                known = c in drawn.lattice.tokens[0]  # else an "other" token: the LM restarts
+                rest = sample_from_heads(logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha,
+                                         np.append(ctx, np.int32(c)) if known else ctx[:0], self.bos and known,
+                                         generator, self.full_support)
+                row += rest.tokens[0].tolist()
+                law += list(rest.q[0])
+            tokens.append(row)
+            q.append(np.stack(law))
+        return Drafts(torch.tensor(tokens, dtype=torch.int64), torch.from_numpy(np.stack(q)).float())

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..sampling import SamplingConfig, sample_categorical, seen_tokens
+from ..sampling import SamplingConfig, draw_distinct, sample_categorical, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -29,8 +29,16 @@ class VanillaDrafter:
         sampling: SamplingConfig,
         generator: torch.Generator | None,
         n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
+        """n drafts; with ``distinct_first``, min(n, support) drafts whose first tokens are drawn
+        without replacement from head 2's law (q[:, 0] is that law, before any removal)."""
         check_head_logits(head_logits)
         seen = seen_tokens(context, head_logits.shape[1]).to(head_logits.device)
-        q = sampling.distribution(head_logits.float(), seen).expand(n, *head_logits.shape)  # [n, g, V]
-        return Drafts(sample_categorical(q, generator), q)
+        law = sampling.distribution(head_logits.float(), seen)  # [g, V]
+        firsts = draw_distinct(law[0], n, generator) if distinct_first else None
+        q = law.expand(n if firsts is None else len(firsts), *law.shape)  # [n, g, V]
+        tokens = sample_categorical(q, generator)
+        if firsts is not None:
+            tokens[:, 0] = firsts
+        return Drafts(tokens, q)
