@@ -9,8 +9,9 @@ i is decoded with seed i by every row). Rows, per sampling setting:
 * n-gram lattice drafts, one draft, block verification, varying one factor at a time: support
   (top-k only vs full support), the sampling LM weight ``sample_alpha``, and (with top-p) whether
   the heads get the target's processing or only its temperature;
-* several drafts: p sampled drafts (verifier "multi", recursive rejection) and the p best
-  lattice drafts (verifier "tree-sample", the tree rule).
+* several drafts: p sampled drafts (verifier "multi", recursive rejection; "multi-wor", distinct
+  first tokens drawn without replacement) and the p best lattice drafts (verifier
+  "tree-sample", the tree rule).
 
 Block efficiency (tokens per serial call, prefill included) is printed beside vanilla's from the
 same run, as a ratio, and tokens/s of the whole decode (drafting + verification) likewise.
@@ -53,24 +54,28 @@ class TemperatureOnly:
 
 
 def rows(lm, k: int, p: int, alphas: list[float], top_p: bool):
-    """(label, verifier, drafter) of one sampling setting."""
+    """(label, verifier, drafter) of one sampling setting; with top-p only the processing ablation."""
     out = [("vanilla", "block", VanillaDrafter())]
+    a = alphas[len(alphas) // 2]
     if top_p:
-        out.append(("vanilla, heads: temperature only", "block", TemperatureOnly(VanillaDrafter())))
-    out.append(("ngram top-k only, sample_alpha=0.5", "block",
-                LatticeDrafter(lm, k=k, sample_alpha=0.5, full_support=False)))
+        return out + [
+            ("vanilla, heads: temperature only", "block", TemperatureOnly(VanillaDrafter())),
+            (f"ngram full support, sample_alpha={a}", "block", LatticeDrafter(lm, k=k, sample_alpha=a)),
+            (f"ngram full support, sample_alpha={a}, heads: temperature only", "block",
+             TemperatureOnly(LatticeDrafter(lm, k=k, sample_alpha=a))),
+        ]
+    out.append(("ngram top-k only, sample_alpha=0.5", "block", LatticeDrafter(lm, k=k, sample_alpha=0.5, full_support=False)))
     for a in alphas:
         out.append((f"ngram full support, sample_alpha={a}", "block", LatticeDrafter(lm, k=k, sample_alpha=a)))
-    if top_p:
-        out.append((f"ngram full support, sample_alpha={alphas[-1]}, heads: temperature only", "block",
-                    TemperatureOnly(LatticeDrafter(lm, k=k, sample_alpha=alphas[-1]))))
-    vanilla_p = VanillaDrafter()
-    vanilla_p.num_drafts = p
-    out.append((f"vanilla, {p} sampled drafts", "multi", vanilla_p))
+    for verifier in ("multi", "multi-wor"):
+        vanilla_p = VanillaDrafter()
+        vanilla_p.num_drafts = p
+        out.append((f"vanilla, {p} sampled drafts", verifier, vanilla_p))
     for a in alphas:
         out.append((f"ngram {p} sampled drafts, sample_alpha={a}", "multi", LatticeDrafter(lm, k=k, p=p, sample_alpha=a)))
+    for a in alphas[1:]:
+        out.append((f"ngram {p} sampled drafts, sample_alpha={a}", "multi-wor", LatticeDrafter(lm, k=k, p=p, sample_alpha=a)))
     out.append((f"ngram {p}-best drafts (alpha=0.5)", "tree-sample", LatticeDrafter(lm, k=k, p=p, alpha=0.5)))
-    out.append(("vanilla argmax draft", "tree-sample", VanillaDrafter()))
     return out
 
 

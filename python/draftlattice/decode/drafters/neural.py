@@ -56,9 +56,10 @@ class NeuralDrafter:
         sampling: SamplingConfig,
         generator: torch.Generator | None,
         n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
-        if n != 1:
-            raise ValueError(f"the neural drafter samples one draft per step, got n={n}")
+        if n != 1 or distinct_first:
+            raise ValueError(f"the neural drafter samples one draft per step (verifier 'block' or 'token'), got n={n}")
         check_head_logits(head_logits)
         seen = seen_tokens(context, head_logits.shape[1]).to(head_logits.device)
         head_logprobs = sampling.distribution(head_logits.float(), seen).log()  # processed like the target
