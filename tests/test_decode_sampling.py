@@ -162,3 +162,36 @@ def test_sampling_demo_rows_with_a_tiny_model(tmp_path, capsys):
     for row in ("| vanilla |", "| ngram 1 draft |", "| ngram 3-best tree |", "| ngram 3 sampled |"):
         assert row in out
     assert "temperature 0.8" in out and "top-p 0.95" in out
+
+
+@pytest.mark.parametrize("penalty,T,top_k,top_p", [(1.3, 1.0, 0, 1.0), (0.8, 0.7, 5, 0.9), (2.0, 1.5, 0, 0.8)])
+def test_processing_matches_hugging_face(penalty, T, top_k, top_p):
+    """Repetition penalty, temperature, top-k, top-p: the same law as transformers' processors."""
+    from transformers import (RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper,
+                              TopPLogitsWarper)
+
+    gen = torch.Generator().manual_seed(0)
+    V, context = 20, [3, 7, 7, 12, 0]
+    logits = torch.randn(1, V, generator=gen, dtype=torch.float64) * 2
+    ids = torch.tensor([context])
+    x = RepetitionPenaltyLogitsProcessor(penalty)(ids, logits.clone())
+    x = TemperatureLogitsWarper(T)(ids, x)
+    if top_k:
+        x = TopKLogitsWarper(top_k)(ids, x)
+    if top_p < 1:
+        x = TopPLogitsWarper(top_p)(ids, x)
+    ours = SamplingConfig(T, top_k, top_p, penalty).distribution(logits, seen_tokens(context, V))
+    torch.testing.assert_close(ours, x.softmax(-1))
+
+
+def test_seen_tokens_follow_each_draft_prefix():
+    seen = seen_tokens([1], 5, torch.tensor([[2, 3], [4, 2]]))
+    assert seen.shape == (2, 3, 5)
+    expected = [[{1}, {1, 2}, {1, 2, 3}], [{1}, {1, 4}, {1, 2, 4}]]
+    for i in range(2):
+        for j in range(3):
+            assert set(torch.nonzero(seen[i, j]).flatten().tolist()) == expected[i][j]
+    with pytest.raises(ValueError, match="seen"):
+        SamplingConfig(repetition_penalty=1.2).distribution(torch.zeros(3))
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        SamplingConfig(repetition_penalty=0.0)
