@@ -42,7 +42,7 @@ class LatticeDrafter:
     name = "ngram"
 
     def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True,
-                 sample_alpha: float = 0.5, full_support: bool = True) -> None:
+                 sample_alpha: float = 0.2, full_support: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if p < 1:
