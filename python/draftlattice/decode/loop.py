@@ -169,7 +169,7 @@ class BlockwiseDecoder:
             return _tree_step(self.target, cache, context[-1], drafts.tokens)
         if self.verifier == "greedy":
             return _batched_greedy_step(self.target, cache, context[-1], drafts.tokens)
-        return sampling_step(self.target, cache, context, drafts, self.sampling, self.verifier, generator)
+        return sampling_step(self.target.forward, cache, context, drafts, self.sampling, self.verifier, generator)
 
 
 def _batched_greedy_step(target: Target, cache, pending: int, drafts: torch.Tensor):

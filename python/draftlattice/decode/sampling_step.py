@@ -19,11 +19,12 @@ position applies the repetition penalty over the committed text plus that row's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from .. import verify
 from .drafters.base import Drafter, Drafts
-from .model_api import Target
 from .sampling import SamplingConfig, sample_categorical, seen_tokens
 
 SAMPLING_VERIFIERS = ("token", "block", "multi", "multi-wor", "tree-sample")
@@ -56,20 +57,23 @@ def draft_for_sampling(
 
 
 def sampling_step(
-    target: Target, cache, context: list[int], drafts: Drafts, sampling: SamplingConfig, verifier: str, generator
+    forward: Callable, cache, context: list[int], drafts: Drafts, sampling: SamplingConfig, verifier: str, generator
 ):
     """Verifies the drafts after ``context`` (its last token is pending, not yet in the cache).
 
+    ``forward(rows [p, g+1], cache)`` is the decoder's verification forward: it extends the cache
+    and returns an object with ``head1() -> [p, g+1, V]`` and ``heads(row, position) -> [h, V]``.
     Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
     prefix = cache.length
     tokens = drafts.tokens
     if tokens.shape[1] == 0:  # nothing drafted: one row is enough
         tokens = tokens[:1]
     p, g = tokens.shape
-    rows = torch.cat([torch.full((p, 1), context[-1], dtype=torch.int64), tokens], dim=1)  # [p, g+1]
+    roots = torch.full((p, 1), context[-1], dtype=torch.int64, device=tokens.device)
+    rows = torch.cat([roots, tokens], dim=1)  # [p, g+1]
     if p > 1:
         cache.expand(p)
-    out = target.forward(rows, cache)
+    out = forward(rows, cache)
     logits = out.head1().float()  # [p, g+1, V]
     probs = sampling.distribution(logits, seen_tokens(context, logits.shape[-1], tokens).to(logits.device))
     if g == 0:
