@@ -27,18 +27,6 @@ LN10 = math.log(10.0)
 ENOUGH_SECONDS = 0.01
 
 
-def shared_dir() -> Path:
-    """../shared from the project root (a worktree may sit one level deeper)."""
-    env = os.environ.get("DRAFTLATTICE_SHARED")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared", ROOT.parent.parent / "shared"]
-    for c in candidates:
-        if (c / "data").is_dir():
-            return c.resolve()
-    raise FileNotFoundError(
-        "cannot find ../shared/data; set DRAFTLATTICE_SHARED to the shared/ folder")
-
-
 def lmfst_binary() -> Path:
     """Compile bench/openfst/lmfst.cc against Debian's libfst-dev (cached)."""
     exe = CACHE / "lmfst"

@@ -29,12 +29,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from draftlattice.assets import model_asset, shared_data_dir  # noqa: E402
+from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset  # noqa: E402
 from draftlattice.decode import (  # noqa: E402
     BlockwiseDecoder, DecodeStats, LatticeDrafter, SamplingConfig, VanillaDrafter)
-from draftlattice.decode.demo import load_ngram  # noqa: E402
+from draftlattice.apps.demo import load_ngram  # noqa: E402
+from draftlattice.evaluate.prompts import paragraph_prompts  # noqa: E402
 from draftlattice.model import BlockwiseLM  # noqa: E402
-from draftlattice.prompts import paragraph_prompts  # noqa: E402
 from draftlattice.tokenizer import load_tokenizer  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def main() -> None:
     model = BlockwiseLM.from_pretrained(model_dir)
     tokenizer_path = model_asset("tokenizer.json", args.models)
     lm = load_ngram(model_asset("katz4.dlm", args.models), tokenizer_path)
-    prompts = paragraph_prompts(shared_data_dir() / "wikitext-2" / "test.txt", load_tokenizer(tokenizer_path),
+    prompts = paragraph_prompts(data_file(WIKITEXT_TEST), load_tokenizer(tokenizer_path),
                                args.prompts, args.prompt_tokens, spread=True)
     settings = [SamplingConfig(temperature=t) for t in args.temperatures]
     if args.top_p < 1:

@@ -17,7 +17,7 @@ from _decode_models import markov_corpus, prompts, trained_model  # noqa: E402
 from draftlattice import NgramLM  # noqa: E402
 from draftlattice.evaluate.record import record_trace  # noqa: E402
 from draftlattice.evaluate.report import evaluate_trace, format_tables  # noqa: E402
-from draftlattice.lmbuild import build_lm  # noqa: E402
+from draftlattice.ngram.build import build_lm  # noqa: E402
 
 torch.set_num_threads(1)
 model = trained_model(4)

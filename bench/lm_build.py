@@ -26,9 +26,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "data"
-if not SHARED.exists():
-    SHARED = Path("/work/shared/data")
+sys.path.insert(0, str(ROOT / "python"))
+from draftlattice.assets import data_dir  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -37,7 +36,7 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 result = {}
 if kind == "build":
-    from draftlattice.lmbuild import build_lm
+    from draftlattice.ngram.build import build_lm
     start = time.perf_counter()
     r = build_lm(corpus, 4, out_path=out, overwrite=True)
     result = {"seconds": time.perf_counter() - start, "phases": r.seconds, "counts": r.counts,
@@ -104,13 +103,13 @@ def median_runs(kind: str, corpus: Path, out: Path, repeats: int) -> dict:
 
 def prepare(tmp: Path) -> dict[str, Path]:
     wt = tmp / "wikitext2.train.txt"
-    with open(SHARED / "wikitext-2" / "train.txt", encoding="utf-8") as src, open(wt, "w", encoding="utf-8") as dst:
+    with open(data_dir() / "wikitext-2" / "train.txt", encoding="utf-8") as src, open(wt, "w", encoding="utf-8") as dst:
         for line in src:
             line = line.strip(" \n")
             if line:
                 dst.write(line + "\n")
     enwiki = tmp / "enwiki.txt"
-    with lzma.open(SHARED / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src, open(
+    with lzma.open(data_dir() / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src, open(
         enwiki, "w", encoding="utf-8"
     ) as dst:
         for line in src:

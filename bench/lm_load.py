@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+from draftlattice.assets import data_dir  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -46,16 +48,6 @@ else:
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "rss_delta_kb": rss_kb() - before, "counts": counts}))
 """
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("DRAFTLATTICE_SHARED")
-    if env:
-        return Path(env)
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data").is_dir():
-            return parent / "shared"
-    raise SystemExit("no ../shared/data found; set DRAFTLATTICE_SHARED")
 
 
 def child(kind: str, path: Path) -> dict:
@@ -108,10 +100,9 @@ def throughput(arpa: Path, binary: Path, data: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=shared_dir() / "data" / "lm" / "wt2_kn4.arpa.xz")
+    parser.add_argument("--model", type=Path, default=data_dir() / "lm" / "wt2_kn4.arpa.xz")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "python"))
     import draftlattice._core as core
     from draftlattice import NgramLM
 
@@ -147,7 +138,7 @@ def main() -> None:
             "ours_binary_bytes_per_ngram": ours_binary["rss_delta_kb"] * 1024 / total,
             "kenlm_arpa_bytes_per_ngram": kenlm_arpa["rss_delta_kb"] * 1024 / total,
         }
-        report.update(throughput(arpa, binary, shared_dir() / "data"))
+        report.update(throughput(arpa, binary, data_dir()))
     print(json.dumps(report, indent=1))
     print(
         f"\nARPA load: ours {report['ours_arpa_load_s']:.2f} s, kenlm {report['kenlm_arpa_load_s']:.2f} s "

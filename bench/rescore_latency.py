@@ -43,6 +43,7 @@ _DEV = Path(__file__).resolve().parents[1] / "python"
 if any((_DEV / "draftlattice").glob("_core*.so")):  # `make dev` build in place; else installed
     sys.path.insert(1, str(_DEV))
 import _fst_reference as ref  # noqa: E402
+from draftlattice.assets import data_dir  # noqa: E402
 
 P_SWEEP = [(8, 16, p) for p in (1, 2, 4, 8, 16)]
 ONE_BEST = [(h, k, 1) for h in (4, 8, 16) for k in (2, 4, 8, 16) if (h, k) != (8, 16)]
@@ -168,7 +169,7 @@ def main() -> int:
     kinds = args.kinds.split(",")
 
     load0 = os.getloadavg()
-    data = ref.shared_dir() / "data"
+    data = data_dir()
     arpa = data / "lm" / "wt2_kn4.arpa.xz"
     t0 = time.perf_counter()
     lm_auto = ref.convert(arpa)

@@ -9,11 +9,14 @@
 // few times. Exact Katz backoff comes from the LM's Score.
 //
 // The LM type is a template parameter with
-//   LmState Start(const int32_t* context, size_t n, bool bos) const;
+//   LmState Start(const int32_t* context, size_t n, bool bos) const;        // (context ctor)
 //   float ScoreToken(const LmState& in, int32_t token, LmState* out) const;   // natural log
 //   void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
 //                    LmState* outs) const;                                  // n at once
 //   float TokenBound(int32_t token) const;       // >= ScoreToken(any state, token)
+// and, for the entry points that validate their input (nbest.h),
+//   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;  // throws
+//   void CheckState(const LmState& state) const;                                 // throws
 // (dl::TokenLm, or a test model). ScoreArcs scores several arcs of one node in one ScoreTokens
 // call, so that their LM probes overlap. Nodes live in flat arrays indexed by id, found through one
 // open-addressing table keyed by (layer, state): one LM Score plus ~1 probe per scored arc.
@@ -50,11 +53,16 @@ class ComposedLattice {
     int32_t child = -1;  // node id at t + 1, or -1 while unscored
   };
 
+  // The root is the LM state `start` (e.g. the state of the committed text, advanced token by
+  // token by its owner); precondition: a state of `lm` (TokenLm::CheckState).
+  ComposedLattice(const Lattice& lattice, const Lm& lm, const LmState& start)
+      : lattice_(lattice), lm_(lm), layers_(lattice.h + 1), slots_(64, -1) {
+    AddNode(0, start);
+  }
+  // The root is the state after <s> (when bos) and the context tokens.
   ComposedLattice(const Lattice& lattice, const Lm& lm, const int32_t* context, size_t context_size,
                   bool bos)
-      : lattice_(lattice), lm_(lm), layers_(lattice.h + 1), slots_(64, -1) {
-    AddNode(0, lm.Start(context, context_size, bos));
-  }
+      : ComposedLattice(lattice, lm, lm.Start(context, context_size, bos)) {}
 
   const Lattice& lattice() const { return lattice_; }
   int32_t root() const { return 0; }

@@ -79,9 +79,12 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
   return lattice;
 }
 
-Lattice Lattice::FromTopk(const int32_t* tokens, const float* logprobs, int h, int k) {
+Lattice Lattice::FromTopk(const int32_t* tokens, const float* logprobs, int h, int k,
+                          int64_t vocab_size) {
   if (h < 1) throw InvalidArgument(Message("top-k arrays must have at least one head, got h=", h));
   if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
+  if (vocab_size == 0 || vocab_size < -1)  // -1: no limit
+    throw InvalidArgument(Message("vocab_size must be >= 1, got vocab_size=", vocab_size));
   Lattice lattice;
   lattice.h = h;
   lattice.k = k;
@@ -94,6 +97,8 @@ Lattice Lattice::FromTopk(const int32_t* tokens, const float* logprobs, int h, i
       const int32_t token = lattice.token(t, i);
       const float logprob = lattice.logprob(t, i);
       if (token < 0) throw InvalidArgument(Message("negative token id ", token, " at head ", t, " column ", i));
+      if (vocab_size >= 0 && token >= vocab_size)
+        throw InvalidArgument(Message("unknown token id ", token, ": vocab_size=", vocab_size));
       if (!seen.insert(token).second)
         throw InvalidArgument(Message("token ", token, " appears twice in head ", t));
       if (!std::isfinite(logprob) || logprob > 0)

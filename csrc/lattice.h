@@ -30,9 +30,11 @@ struct Lattice {
   // logits: [h, vocab] row-major float32. Throws on h < 1, vocab < 1, k < 1, k > vocab,
   // non-positive or non-finite temperature, NaN/inf logits.
   static Lattice FromLogits(const float* logits, int h, int vocab, int k, float temperature);
-  // tokens, logprobs: [h, k] row-major. Throws on h < 1, k < 1, negative token ids, a token
-  // repeated within a head, or a non-finite or positive log-probability. Sorts each head.
-  static Lattice FromTopk(const int32_t* tokens, const float* logprobs, int h, int k);
+  // tokens, logprobs: [h, k] row-major. Throws on h < 1, k < 1, negative token ids, ids >=
+  // vocab_size (when vocab_size >= 0; it must then be >= 1), a token repeated within a head, or a
+  // non-finite or positive log-probability. Sorts each head.
+  static Lattice FromTopk(const int32_t* tokens, const float* logprobs, int h, int k,
+                          int64_t vocab_size = -1);
 
   // OpenFST AT&T text: states 0..h, state t -> t+1 one arc per candidate with
   // input = output label = token id + 1 (label 0 is epsilon in OpenFST), weight = -logprob

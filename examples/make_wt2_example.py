@@ -1,7 +1,8 @@
 """Rebuilds examples/wt2_lattice.npz: a synthetic 8x8 lattice over the WikiText-2 word vocabulary."""
 import numpy as np, draftlattice as dl
 import os, sys
-SHARED = os.environ.get("DRAFTLATTICE_SHARED_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+from draftlattice.assets import data_dir  # $DRAFTLATTICE_DATA or shared/data nearby
+SHARED = str(data_dir())
 vocab=[l.rstrip("\n") for l in open("examples/wt2_vocab.txt",encoding="utf-8")]
 index={x:i for i,x in enumerate(vocab)}
 lm=dl.NgramLM(SHARED + "/lm/wt2_kn3_pruned.arpa.xz", vocab=vocab)

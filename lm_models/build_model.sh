@@ -1,42 +1,40 @@
 #!/usr/bin/env bash
-# Rebuild the shipped tokenizer, default blockwise model and neural rescorer from WikiText-2.
+# Reproduce the default target model (a small Llama with h = 8 blockwise heads trained jointly),
+# its tokenizer and the Katz n-gram LMs over its tokens, from the shared data.
 #
-#   lm_models/build_model.sh [CORPUS_DIR] [MINUTES_MODEL] [MINUTES_RESCORER]
+#   lm_models/build_model.sh [SHARED_DATA_DIR] [WORK_DIR] [OUT_DIR]
 #
-# CORPUS_DIR holds train.txt, valid.txt, test.txt (default ../shared/data/wikitext-2).
-# Training is budgeted in wall-clock minutes (default 55 and 30; the learning-rate schedule
-# follows the budget), so the result depends on the machine's speed: the shipped models were
-# trained on a shared 2-core CPU (see lm_models/README.md). Uses CUDA when available.
-# Run from the repository root.
+# SHARED_DATA_DIR  default ../shared/data (wikitext-2/, enwiki-sample/)
+# WORK_DIR         default build/default-model: corpus, token caches, the resumable checkpoint
+#                  and train.log (run the same command again to resume after a stop)
+# OUT_DIR          default lm_models/default-hf (model/ and heads/ folders, curve, log)
+#
+# Steps: (1) training text = WikiText-2 train + the English Wikipedia sample rewritten in
+# WikiText's convention, every 50th sample document held out (recipe/prepare_corpus.py);
+# (2) byte-level BPE, 8,192 tokens, special tokens <|endoftext|> and <unk>; (3) Katz 4-gram and
+# 2-gram over those tokens on the same text (draftlattice lm build); (4) joint training of trunk
+# and heads (recipe/train_default.py; bf16 on CUDA in minutes, or a long resumable CPU job).
+# TRAIN_ARGS in the environment is passed to train_default.py (e.g. "--steps 4000 --threads 2").
+# Run from the repository root with draftlattice importable (installed, or PYTHONPATH=python).
 set -euo pipefail
-CORPUS=${1:-../shared/data/wikitext-2}
-MINUTES_MODEL=${2:-55}
-MINUTES_RESCORER=${3:-30}
-OUT=lm_models
-export PYTHONPATH=${PYTHONPATH:-python}
-DL="python -m draftlattice.cli.main -v"
+DATA=${1:-../shared/data}
+WORK=${2:-build/default-model}
+OUT=${3:-lm_models/default-hf}
+PRUNE_4GRAM=${PRUNE_4GRAM:-1200000}
+PRUNE_2GRAM=${PRUNE_2GRAM:-200000}
+here="$(cd "$(dirname "$0")" && pwd)"
+if command -v draftlattice >/dev/null 2>&1; then DL=(draftlattice -v); else DL=(python -m draftlattice.cli.main -v); fi
+mkdir -p "$WORK"
 
-# 1. Byte-level BPE, 4096 tokens (the n-gram LMs in lm_models/ are built over this file).
-$DL tokenizer train "$CORPUS/train.txt" --vocab-size 4096 -o "$OUT/tokenizer.json" --force
+[ -s "$WORK/data/train.txt" ] || python "$here/recipe/prepare_corpus.py" "$DATA" "$WORK/data"
+[ -s "$WORK/tokenizer.json" ] || "${DL[@]}" tokenizer train "$WORK/data/train.txt" --vocab-size 8192 \
+    --special-token '<|endoftext|>' --special-token '<unk>' -o "$WORK/tokenizer.json"
 
-# 2. Default model: 4 layers, width 128, h = 8 heads; heads 2..8 scored on 1/4 of the positions.
-#    (Width 128, not 256: on the shared 2-core CPU a 256-wide model saw too few tokens in an
-#    hour; with a GPU, --d-model 256 --d-ff 1024 --head-hidden 256 and more minutes do better.)
-$DL train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" --tokenizer "$OUT/tokenizer.json" \
-    -o "$OUT/default" --n-layer 4 --n-head 4 --d-model 128 --d-ff 512 --num-heads 8 --head-hidden 128 \
-    --max-seq-len 512 --seq-len 256 --batch-size 4 --max-steps 100000 --time-budget "$MINUTES_MODEL" \
-    --lr 2e-3 --warmup-steps 50 --head-fraction 0.25 --eval-every 100 --eval-windows 16 \
-    --threads 2 --seed 1234
+mkdir -p "$OUT"
+[ -s "$OUT/katz4.dlm" ] || "${DL[@]}" lm build "$WORK/data/train.txt" --order 4 --tokenizer "$WORK/tokenizer.json" \
+    --min-count 1,1,2,4 --prune-to "$PRUNE_4GRAM" -o "$OUT/katz4.dlm"
+[ -s "$OUT/katz2.dlm" ] || "${DL[@]}" lm build "$WORK/data/train.txt" --order 2 --tokenizer "$WORK/tokenizer.json" \
+    --prune-to "$PRUNE_2GRAM" -o "$OUT/katz2.dlm"
 
-# 3. Neural rescorer (Algorithm 2 of Kim et al. 2024): a tiny autoregressive LM, h = 1.
-$DL train "$CORPUS/train.txt" --valid "$CORPUS/valid.txt" --tokenizer "$OUT/tokenizer.json" \
-    -o "$OUT/neural_rescorer" --n-layer 2 --n-head 2 --d-model 128 --d-ff 512 --num-heads 1 \
-    --max-seq-len 512 --seq-len 256 --batch-size 8 --max-steps 100000 --time-budget "$MINUTES_RESCORER" \
-    --lr 2e-3 --warmup-steps 50 --eval-every 100 --eval-windows 16 --threads 1 --seed 1234
-
-rm -rf "$OUT/default/checkpoint" "$OUT/neural_rescorer/checkpoint"
-
-# 4. The README's quality figures.
-for model in default neural_rescorer; do
-    python -m draftlattice.model.evaluate "$OUT/$model" "$CORPUS/valid.txt" "$CORPUS/test.txt" --threads 2
-done
+# shellcheck disable=SC2086
+python "$here/recipe/train_default.py" --work "$WORK" --valid "$DATA/wikitext-2/valid.txt" --export "$OUT" ${TRAIN_ARGS:-}

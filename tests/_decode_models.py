@@ -31,7 +31,7 @@ def markov_corpus(length: int, seed: int, vocab: int = VOCAB, stay: float = 0.8)
     return torch.tensor(tokens)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def trained_model(num_heads: int, seed: int = 0, steps: int = 60, vocab: int = VOCAB) -> BlockwiseLM:
     """A 2-layer BlockwiseLM (d_model 32) with h = num_heads heads, trained on ``markov_corpus``."""
     torch.manual_seed(seed)
@@ -74,7 +74,7 @@ def prompts(count: int, seed: int, length: int = 6, vocab: int = VOCAB) -> list[
 
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOCAB):
     """A Katz n-gram LM (draftlattice.build_lm) over the token ids of ``markov_corpus(seed)``.
 
@@ -83,7 +83,7 @@ def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOC
     from pathlib import Path
 
     from draftlattice import NgramLM
-    from draftlattice.lmbuild import build_lm
+    from draftlattice.ngram.build import build_lm
 
     tokens = markov_corpus(20000, seed, vocab).tolist()
     corpus = Path(directory) / f"markov-{seed}-{vocab}.txt"

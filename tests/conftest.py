@@ -1,9 +1,8 @@
-"""Shared fixtures: the workplace's ../shared data, decompressed LMs (once per session)."""
+"""Shared fixtures: the shared data directory, decompressed LMs (once per session)."""
 
 from __future__ import annotations
 
 import lzma
-import os
 import sys
 from pathlib import Path
 
@@ -15,23 +14,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def shared_dir() -> Path:
-    """../shared beside the project (or beside an ancestor, for git worktrees)."""
-    env = os.environ.get("DRAFTLATTICE_SHARED")
-    if env:
-        return Path(env)
-    for parent in [ROOT, *ROOT.parents]:
-        candidate = parent.parent / "shared" if parent == ROOT else parent / "shared"
-        if (candidate / "data").is_dir():
-            return candidate
-    raise FileNotFoundError(
-        f"no shared/data found beside {ROOT} or its ancestors; set DRAFTLATTICE_SHARED"
-    )
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    return shared_dir() / "data"
+    """The shared data directory (draftlattice.assets: $DRAFTLATTICE_DATA or shared/data nearby)."""
+    from draftlattice.assets import data_dir
+
+    return data_dir()
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-if not SHARED.exists():
-    SHARED = Path("/work/shared/data")
+from draftlattice.assets import data_dir
+
+SHARED = data_dir()
 KATZ_REF = SHARED / "katz-reference"
 WIKITEXT = SHARED / "wikitext-2"
 

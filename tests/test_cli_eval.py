@@ -10,8 +10,8 @@ import torch
 
 from draftlattice import FormatError
 from draftlattice.cli.main import main
-from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.drafting import Vanilla
+from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.trace import load_trace
 from draftlattice.model import BlockwiseConfig, BlockwiseLM
 from draftlattice.model.io import save_model

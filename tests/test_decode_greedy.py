@@ -184,40 +184,15 @@ def test_lattice_drafter_rejects_bad_settings(ngram_dir):
 
 def test_heads_are_evaluated_lazily_but_exactly():
     """The decoder's fast path (head 1 everywhere, all heads at one position) equals forward()."""
-    from draftlattice.decode.model_api import Target
+    from draftlattice.decode.loop import _StepOutput
 
     model = trained_model(4)
-    target = Target(model)
-    assert target._head1 is not None  # BlockwiseLM takes the fast path
     ids = torch.tensor([prompts(1, seed=9)[0]])
     with torch.inference_mode():
         full = model(ids).logits
-        out = target.forward(ids, None)
+        out = _StepOutput(model, ids, None)
         torch.testing.assert_close(out.head1(), full[:, :, 0])
         torch.testing.assert_close(out.heads(0, 3), full[0, 3])
-
-
-class ForwardOnly(torch.nn.Module):
-    """A target exposing only forward() (no trunk/head_logits): the decoder's fallback path."""
-
-    def __init__(self, model) -> None:
-        super().__init__()
-        self.inner, self.config = model, model.config
-
-    def new_cache(self):
-        return self.inner.new_cache()
-
-    def forward(self, *args, **kwargs):
-        return self.inner(*args, **kwargs)
-
-
-@pytest.mark.parametrize("verifier", ["greedy", "tree"])
-def test_targets_with_only_forward_decode_identically(verifier):
-    model = trained_model(4)
-    prompt = prompts(1, seed=6)[0]
-    wrapped = ForwardOnly(model)
-    result = BlockwiseDecoder(wrapped, RecordingDrafter(2), verifier).generate(prompt, 20)
-    assert result.tokens == greedy_decode(model, prompt, 20)
 
 
 def algorithm2_reference(lm, head_logits, context, k, alpha):

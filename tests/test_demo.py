@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from draftlattice.assets import shared_data_dir
+from draftlattice.assets import data_dir
 from draftlattice.cli.main import main
 from draftlattice.model import BlockwiseConfig, BlockwiseLM
 
@@ -18,9 +18,9 @@ ROWS = ("| greedy |", "| vanilla |", "| ngram 1-best |", "| ngram 4-best |", "| 
 def test_demo_with_the_shipped_model(capsys):
     default = ROOT / "lm_models" / "default"
     assert (default / "config.json").is_file(), (
-        f"the shipped default model is missing: {default} (rebuild it with lm_models/build_model.sh)"
+        f"the shipped default model is missing: {default} (rebuild it with lm_models/build_model_blockwise.sh)"
     )
-    assert shared_data_dir().is_dir()
+    assert data_dir().is_dir()
     assert main(["demo", "--quick"]) == 0
     out = capsys.readouterr().out
     for row in ROWS:

@@ -83,11 +83,20 @@ def test_fst_text_and_dot():
     (np.zeros((2, 5), np.int64), 2, 1.0, "dtype int64"),
     (np.array([[0.0, np.nan, 1.0]], np.float32), 2, 1.0, "head 0 token 1 is nan"),
     (np.array([[0.0, 1.0], [np.inf, 1.0]], np.float32), 1, 1.0, "head 1 token 0 is inf"),
-    (np.zeros((2, 5), np.float32), 2.0, 1.0, "k must be an integer"),
 ])
 def test_from_logits_bad_inputs(logits, k, temperature, words):
     with pytest.raises(ValueError, match=words):
         dl.Lattice.from_logits(logits, k, temperature)
+
+
+@pytest.mark.parametrize("k,temperature,words", [
+    (2.0, 1.0, "k must be an integer, got 2.0"),
+    (True, 1.0, "k must be an integer"),
+    (2, "hot", "temperature must be a number"),
+])
+def test_from_logits_wrong_types(k, temperature, words):
+    with pytest.raises(TypeError, match=words):
+        dl.Lattice.from_logits(np.zeros((2, 5), np.float32), k, temperature)
 
 
 @pytest.mark.parametrize("tokens,logprobs,words", [

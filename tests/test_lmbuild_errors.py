@@ -10,7 +10,7 @@ import pytest
 
 from draftlattice import FormatError
 from draftlattice.cli.lm_build import register_build
-from draftlattice.lmbuild import (
+from draftlattice.ngram.build import (
     TOKENIZER_SHA256_KEY,
     TokenizerMismatchError,
     build_lm,

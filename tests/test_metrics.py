@@ -7,8 +7,9 @@ import pytest
 
 from draftlattice.evaluate import metrics
 from draftlattice.evaluate.adaptive import hull_value, upper_hull
-from draftlattice.evaluate.analyses import compare_drafters, oracle_curve, split_prompts
+from draftlattice.evaluate.analyses import compare_drafters, split_prompts
 from draftlattice.evaluate.drafting import Oracle, TraceView, Vanilla
+from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.trace import Trace
 
 
@@ -65,7 +66,8 @@ def test_oracle_curve_and_position_comparison():
     view = TraceView(tiny_trace())
     # T = 4: n=0, g=2. vanilla (1, 5) vs y (1, 2): a=1 -> commit 2, n=2: g=0 -> commit 1, n=3 last.
     # calls: prefill + 2 = 3 -> 4/3. oracle k=2: (1, 2) both in top-2 -> commit 3, n=3 -> 4/2.
-    assert oracle_curve(view, [1, 2]) == {1: pytest.approx(4 / 3), 2: 2.0}
+    oracle = {k: replay(view, Oracle(k), progress=False).block_efficiency for k in (1, 2)}
+    assert oracle == {1: pytest.approx(4 / 3), 2: 2.0}
     comparison = compare_drafters(view, Vanilla(), Oracle(2), progress=False)
     # full-block positions: n = 0, 1 (n + 2 < 4). vanilla accepts 1 at n=0, 0 at n=1;
     # oracle accepts 2 at n=0, 1 at n=1 (y2 = 2 at rank 1 of head 2, y3 not in head 3's top-2).

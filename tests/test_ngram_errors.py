@@ -93,7 +93,7 @@ def test_compressed_inputs_load_and_truncated_ones_raise(tmp_path):
 
 
 def test_missing_file_raises_oserror(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no such LM file"):
+    with pytest.raises(FileNotFoundError, match="No such file"):
         NgramLM(tmp_path / "absent.arpa")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from draftlattice.prompts import paragraph_prompts
+from draftlattice.evaluate.prompts import paragraph_prompts
 
 
 class WordTokenizer:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from arpa_scorer import ArpaScorer, perplexity
-from draftlattice.lmbuild import build_lm
+from draftlattice.ngram.build import build_lm
 from lm_helpers import KATZ_REF, cleaned_wikitext, context_sums, parse_arpa, sample_contexts
 
 

@@ -13,7 +13,7 @@ from draftlattice.evaluate import drafting as D
 from draftlattice.evaluate.record import record_trace
 from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.trace import Trace
-from draftlattice.lmbuild import build_lm
+from draftlattice.ngram.build import build_lm
 
 NEW_TOKENS = 30
 
@@ -69,7 +69,7 @@ def test_vanilla_and_oracle_replay_equal_live(setup):
     for k in (1, 3, 8):
         refs = [list(p) + t.tolist() for p, t in zip(ps, trace.tokens)]
         oracle = replay(trace, D.Oracle(k), progress=False)
-        assert_identical(oracle, live(model, ps, lambda i, _: OracleDrafter(refs[i], k), trace))
+        assert_identical(oracle, live(model, ps, lambda i, _, refs=refs, k=k: OracleDrafter(refs[i], k), trace))
     assert replay(trace, D.Oracle(1), progress=False).block_efficiency == vanilla.block_efficiency
     assert oracle.block_efficiency > vanilla.block_efficiency > 1.0  # decoding is non-trivial
 

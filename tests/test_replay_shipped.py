@@ -10,13 +10,14 @@ from __future__ import annotations
 import pytest
 
 from draftlattice import NgramLM
-from draftlattice.assets import model_asset, shared_data_dir
+from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset
 from draftlattice.decode import BlockwiseDecoder, LatticeDrafter, OracleDrafter, VanillaDrafter
 from draftlattice.evaluate import drafting as D
-from draftlattice.evaluate.prompts import prompts_from_file
+from draftlattice.evaluate.prompts import paragraph_prompts
 from draftlattice.evaluate.record import record_trace
 from draftlattice.evaluate.replay import replay
 from draftlattice.model import BlockwiseLM
+from draftlattice.tokenizer import load_tokenizer
 
 NEW_TOKENS = 24
 TOP_K = 8
@@ -25,8 +26,8 @@ TOP_K = 8
 @pytest.fixture(scope="module")
 def shipped(one_thread):
     model = BlockwiseLM.from_pretrained(model_asset("default"))
-    prompts = prompts_from_file(shared_data_dir() / "wikitext-2" / "test.txt", model_asset("tokenizer.json"),
-                                count=3, prompt_tokens=24)
+    tokenizer = load_tokenizer(model_asset("tokenizer.json"))
+    prompts = paragraph_prompts(data_file(WIKITEXT_TEST), tokenizer, count=3, length=24)
     trace = record_trace(model, prompts, NEW_TOKENS, top_k=TOP_K, progress=False)
     return model, prompts, trace, NgramLM(model_asset("katz4.dlm"))
 

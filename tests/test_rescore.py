@@ -162,15 +162,20 @@ def test_bad_inputs_raise(random_models, tmp_path):
     lm, _ = random_models[0]
     lattice = random_lattice(random.Random(1), 2, 2, n_tokens=6)
     for kwargs, words in [({"p": 0}, "p must be >= 1"), ({"p": -3}, "p must be >= 1"),
-                          ({"p": 1.5}, "p must be an integer"), ({"alpha": -0.1}, "alpha"),
+                          ({"alpha": -0.1}, "alpha"),
                           ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
                           ({"context": [1, -2]}, "-2"), ({"context": [[1, 2]]}, "shape"),
                           ({"context": [0.5]}, "integer")]:
         with pytest.raises(ValueError, match=words):
             dl.rescore(lattice, lm, **kwargs)
-    with pytest.raises(ValueError, match="NgramLM"):
+    # wrong types are TypeErrors (the values are the core's to check: ValueErrors above)
+    for kwargs, words in [({"p": 1.5}, "p must be an integer, got 1.5"), ({"p": True}, "p must be an integer"),
+                          ({"alpha": "x"}, "alpha must be a number")]:
+        with pytest.raises(TypeError, match=words):
+            dl.rescore(lattice, lm, **kwargs)
+    with pytest.raises(TypeError, match="NgramLM"):
         dl.rescore(lattice, object())
-    with pytest.raises(ValueError, match="Lattice"):
+    with pytest.raises(TypeError, match="Lattice"):
         dl.rescore(np.zeros((2, 2)), lm)
     # a vocab-mapped LM rejects token ids beyond its vocabulary
     path = tmp_path / "v.arpa"
@@ -192,3 +197,53 @@ def test_bad_inputs_raise(random_models, tmp_path):
         dl.rescore_batch(logits, lm, k=2, num_threads=0)
     with pytest.raises(ValueError, match="k="):
         dl.rescore_batch(logits, lm, k=6)
+
+
+def test_state_start_equals_token_context(random_models):
+    """rescore from lm.start(context, bos), or from a state advanced token by token, equals
+    rescore from the context tokens (also for inconsistently pruned models and unknown ids)."""
+    rng = random.Random(11)
+    for lm, _ in random_models:
+        for _ in range(10):
+            lattice = random_lattice(rng, rng.randint(1, 4), rng.randint(1, 4), n_tokens=8)
+            context = [rng.randrange(8) for _ in range(rng.randint(0, 7))]
+            bos = rng.random() < 0.5
+            cut = rng.randint(0, len(context))
+            advanced = lm.advance(lm.start(context[:cut], bos), context[cut:])
+            assert advanced == lm.start(context, bos)
+            p, alpha = rng.randint(1, 6), rng.choice([0.0, 0.5, 2.0])
+            want = dl.rescore(lattice, lm, p, alpha, context, bos)
+            for state in (lm.start(context, bos), advanced):
+                got = dl.rescore(lattice, lm, p, alpha, state)
+                np.testing.assert_array_equal(got.tokens, want.tokens)
+                np.testing.assert_array_equal(got.scores, want.scores)
+                np.testing.assert_array_equal(got.lm_scores, want.lm_scores)
+
+
+def test_batch_mixes_states_and_token_contexts(random_models):
+    lm, _ = random_models[5]
+    rng = random.Random(3)
+    lattices = [random_lattice(rng, 3, 3, n_tokens=8) for _ in range(4)]
+    contexts = [[1, 2, 3], lm.start([4, 0], True), (), np.array([5], np.int64)]
+    batch = dl.rescore_batch(lattices, lm, contexts, p=4, alpha=0.8, num_threads=2)
+    for lattice, context, got in zip(lattices, contexts, batch):
+        want = dl.rescore(lattice, lm, 4, 0.8, context)
+        np.testing.assert_array_equal(got.tokens, want.tokens)
+        np.testing.assert_array_equal(got.scores, want.scores)
+
+
+def test_bad_states_raise(random_models, tmp_path):
+    lm, _ = random_models[1]  # order 3
+    lattice = random_lattice(random.Random(2), 2, 2, n_tokens=6)
+    with pytest.raises(ValueError, match="bos=True applies to token contexts"):
+        dl.rescore(lattice, lm, context=lm.start([1]), bos=True)
+    big = tmp_path / "big.arpa"
+    random_arpa(big, 5, seed=9, n_words=40)
+    other = dl.NgramLM(big)
+    foreign = other.start(list(range(30, 34)))  # 4 words, ids beyond this LM's 6 words
+    with pytest.raises(ValueError, match="LM state"):
+        dl.rescore(lattice, lm, context=foreign)
+    with pytest.raises(ValueError, match="LM state"):
+        lm.advance(foreign, [1])
+    with pytest.raises(TypeError, match="contexts must be a sequence"):
+        dl.rescore_batch([lattice], lm, contexts=5)

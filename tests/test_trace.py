@@ -94,7 +94,8 @@ def test_wrong_version_is_named(saved):
 
 
 def test_consistent_checksum_but_bad_sizes_are_rejected(saved):
-    import hashlib, json
+    import hashlib
+    import json
     data = saved.read_bytes()[:-32]
     header_len = struct.unpack_from("<I", data, 12)[0]
     header = json.loads(data[16: 16 + header_len])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from draftlattice.cli.main import main
 from draftlattice.model import BlockwiseLM
@@ -16,8 +15,6 @@ from draftlattice.tokenizer import train_tokenizer
 SENTENCES = ["the cat sat on the mat .", "the dog sat on the log .", "a bird sang in the tree ."]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 
 
 def test_train_cli_end_to_end(tmp_path, capsys):
@@ -42,6 +39,11 @@ def test_train_cli_end_to_end(tmp_path, capsys):
     # fp16 storage changes the metrics only slightly from the trainer's last (fp32) evaluation
     assert metrics["perplexity"] == pytest.approx(history[-1]["valid_perplexity"], rel=1e-2)
     assert len(metrics["head_accuracy"]) == 3 and metrics["tokens"] == 4 * 16
+    capsys.readouterr()
+    assert main(["model", "perplexity", "--model", str(out), "--text", str(corpus), "--seq-len", "16",
+                 "--stride", "16", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["model"] > 1 and len(printed["head_accuracy"]) == 2
 
 
 def test_token_stream_cache_and_windows(tmp_path):

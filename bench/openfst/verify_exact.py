@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / "python"))
 import _fst_reference as ref  # noqa: E402
+from draftlattice.assets import data_dir  # noqa: E402
 
 
 class PyKatz:
@@ -122,7 +124,7 @@ def check(arpa: Path, trials: int, seed: int) -> int:
         jobs.append((ref.Lattices(tokens, logprobs, contexts), p))
     if arpa.name.startswith("wt2_"):
         # Plausible WikiText continuations (as in the benchmark): long n-gram matches fire.
-        maker = ref.LatticeMaker(lm, ref.shared_dir() / "data" / "wikitext-2" / "test.txt")
+        maker = ref.LatticeMaker(lm, data_dir() / "wikitext-2" / "test.txt")
         for h, k, p in ((3, 4, 6), (4, 3, 1), (4, 4, 16)):
             jobs.append((maker.make("plausible", trials, h, k, seed + h + k), p))
     results = ref.run_openfst_exact(lm, jobs, alpha, repeats=1, warmup=0)
@@ -151,7 +153,7 @@ def check(arpa: Path, trials: int, seed: int) -> int:
 
 
 def main() -> int:
-    shared = ref.shared_dir() / "data"
+    shared = data_dir()
     arpas = [Path(a) for a in sys.argv[1:]] or [
         shared / "katz-reference" / "katz3.arpa",
         shared / "lm" / "wt2_kn3_pruned.arpa.xz",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/convert.h"
 #include "errors.h"
 #include "ngram/binary.h"
 #include "ngram/load.h"
@@ -18,17 +19,16 @@ namespace py = pybind11;
 namespace dl::bindings {
 namespace {
 
-using Tokens = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
-
-const int32_t* CheckedTokens(const TokenLm& lm, const Tokens& tokens, const char* what) {
-  if (tokens.ndim() != 1)
-    throw InvalidArgument(Message(what, " must be 1-D, got ", tokens.ndim(), " dimensions"));
-  lm.CheckTokens(tokens.data(), static_cast<size_t>(tokens.shape(0)), what);
-  return tokens.data();
+// Token ids the LM accepts (InvalidArgument naming the first it rejects).
+std::vector<int32_t> CheckedTokens(const TokenLm& lm, const py::handle& tokens, const char* what) {
+  std::vector<int32_t> ids = TokenIds(tokens, what);
+  lm.CheckTokens(ids.data(), ids.size(), what);
+  return ids;
 }
 
 std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
-                              std::optional<std::vector<std::string>> vocab, double oov_ln) {
+                              std::optional<std::vector<std::string>> vocab, const py::object& oov) {
+  const auto oov_ln = static_cast<float>(RealArg(oov, "oov_logprob"));
   std::shared_ptr<NgramLM> model;
   if (py::isinstance<py::bytes>(source)) {
     std::string_view text = source.cast<std::string_view>();
@@ -39,13 +39,13 @@ std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
     py::gil_scoped_release release;
     model = LoadNgramFile(path);
   }
-  return std::make_shared<TokenLm>(model, std::move(vocab), static_cast<float>(oov_ln));
+  return std::make_shared<TokenLm>(model, std::move(vocab), oov_ln);
 }
 
 std::shared_ptr<TokenLm> Remap(const TokenLm& other, std::optional<std::vector<std::string>> vocab,
-                               double oov_ln) {
+                               const py::object& oov) {
   return std::make_shared<TokenLm>(other.shared_model(), std::move(vocab),
-                                   static_cast<float>(oov_ln));
+                                   static_cast<float>(RealArg(oov, "oov_logprob")));
 }
 
 py::tuple StateWords(const LmState& s) {
@@ -115,25 +115,34 @@ void BindNgram(py::module_& m) {
              return words;
            })
       .def("token_scores",
-           [](const TokenLm& lm, const Tokens& tokens, const Tokens& context, bool bos, bool eos) {
-             const int32_t* t = CheckedTokens(lm, tokens, "tokens");
-             const int32_t* c = CheckedTokens(lm, context, "context");
+           [](const TokenLm& lm, const py::object& tokens, const py::object& context, bool bos, bool eos) {
+             const auto t = CheckedTokens(lm, tokens, "tokens");
+             const auto c = CheckedTokens(lm, context, "context");
              std::vector<double> out;
              {
                py::gil_scoped_release release;
-               TokenScores(lm, t, tokens.shape(0), c, context.shape(0), bos, eos, &out);
+               TokenScores(lm, t.data(), t.size(), c.data(), c.size(), bos, eos, &out);
              }
              return py::array_t<double>(out.size(), out.data());
            },
            py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
       .def("start",
-           [](const TokenLm& lm, const Tokens& context, bool bos) {
-             const int32_t* c = CheckedTokens(lm, context, "context");
-             return lm.Start(c, context.shape(0), bos);
+           [](const TokenLm& lm, const py::object& context, bool bos) {
+             const auto c = CheckedTokens(lm, context, "context");
+             return lm.Start(c.data(), c.size(), bos);
            },
            py::arg("context"), py::arg("bos"))
+      .def("advance",
+           [](const TokenLm& lm, const LmState& state, const py::object& tokens) {
+             lm.CheckState(state);
+             const auto t = CheckedTokens(lm, tokens, "tokens");
+             return lm.Advance(state, t.data(), t.size());
+           },
+           py::arg("state"), py::arg("tokens"))
       .def("step",
-           [](const TokenLm& lm, const LmState& state, int32_t token) {
+           [](const TokenLm& lm, const LmState& state, const py::object& token_obj) {
+             lm.CheckState(state);
+             const int32_t token = IntArg<int32_t>(token_obj, "token");
              lm.CheckTokens(&token, 1, "token");
              LmState out;
              const float score = lm.ScoreToken(state, token, &out);
@@ -142,6 +151,7 @@ void BindNgram(py::module_& m) {
            py::arg("state"), py::arg("token"))
       .def("step_eos",
            [](const TokenLm& lm, const LmState& state) {
+             lm.CheckState(state);
              LmState out;
              const float score = lm.ScoreEos(state, &out);
              return py::make_tuple(static_cast<double>(score), out);

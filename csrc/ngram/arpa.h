@@ -3,7 +3,8 @@
 // Accepts: "# key: value" metadata lines (and any other text) before \data\; orders 1..kMaxOrder;
 // missing backoff fields (= 0); pruned models whose lower-order n-grams or backoffs are missing
 // (blank context entries are added for missing prefixes); -99 / -inf probabilities; CRLF.
-// Converts log10 to natural log. Every n-gram word must have a 1-gram.
+// Converts log10 to natural log and hands the n-grams to NgramBuilder (builder.h), which lays out
+// the model. Every n-gram word must have a 1-gram.
 // Errors: FormatError "NAME:LINE: problem" for an empty file, missing \data\ / section headers /
 // \end\, header counts that disagree with the sections, unparsable numbers, wrong field counts,
 // words without a 1-gram, duplicate n-grams, unsupported orders.

@@ -107,7 +107,7 @@ bool IsBinaryLm(const std::string& path) {
 
 void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
   if (!overwrite && access(path.c_str(), F_OK) == 0)
-    throw InvalidArgument(Message(path, ": file exists (pass overwrite=True / --force to replace it)"));
+    throw FileError(EEXIST, Message(path, ": file exists (pass overwrite=True / --force to replace it)"));
   BinaryHeader header{};
   std::memcpy(header.magic, kBinaryMagic, 8);
   header.version = kBinaryVersion;
@@ -150,113 +150,174 @@ void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
 
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw InvalidArgument(Message(path, ": cannot write: ", std::strerror(errno)));
+  if (!f) throw FileError(errno, Message(path, ": cannot write: ", std::strerror(errno)));
   const bool ok = std::fwrite(buffer.data(), 1, buffer.size(), f) == buffer.size();
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    throw InvalidArgument(Message(path, ": write failed: ", std::strerror(errno)));
+    throw FileError(errno, Message(path, ": write failed: ", std::strerror(errno)));
   }
 }
 
-std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
-  auto fail = [&](const auto&... parts) -> void {
-    throw FormatError(Message(path, ": ", parts...));
-  };
-  const int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail("cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    fail("cannot stat: ", std::strerror(errno));
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kHeaderBytes) {
-    close(fd);
-    fail("truncated binary LM: ", size, " bytes, the header alone needs ", kHeaderBytes);
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (mapping->addr == MAP_FAILED) {
-    mapping->addr = nullptr;
-    fail("cannot mmap: ", std::strerror(errno));
-  }
-  mapping->bytes = size;
-  const char* base = static_cast<const char*>(mapping->addr);
-  BinaryHeader h;
-  std::memcpy(&h, base, kHeaderBytes);
-  if (std::memcmp(h.magic, kBinaryMagic, 8) != 0) fail("not a draftlattice binary LM (bad magic)");
-  if (h.endian != kEndianMarker) fail("binary LM has the wrong byte order for this machine");
-  if (h.version < 1 || h.version > kBinaryVersion)
-    fail("binary LM format version ", h.version, " is not supported (this build reads versions 1 to ",
-         kBinaryVersion, ")");
-  if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
-  if ((h.flags & ~kKnownFlags) != 0) fail("unknown header flags ", h.flags);
-  if (h.header_bytes != kHeaderBytes) fail("header size ", h.header_bytes, " != ", kHeaderBytes);
-  if (h.file_bytes != size)
-    fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ", size);
-  if (h.order < 1 || h.order > static_cast<uint32_t>(kMaxOrder)) fail("bad order ", h.order);
-  if (h.vocab_size == 0 || h.vocab_size >= kNoWord) fail("bad vocabulary size ", h.vocab_size);
-  if (FileChecksum(base, size) != h.checksum)
-    fail("checksum mismatch: the binary LM is corrupted");
+namespace {
 
-  NgramLM::Views views;
-  auto section = [&](uint64_t offset, uint64_t bytes, const char* what) -> const char* {
-    if (offset % 8 != 0 || offset < kHeaderBytes || offset > size || bytes > size - offset)
-      fail("section '", what, "' (offset ", offset, ", ", bytes, " bytes) lies outside the ",
-           size, "-byte file");
-    return base + offset;
-  };
-  views.order = static_cast<int>(h.order);
-  views.vocab_size = h.vocab_size;
-  for (uint32_t n = 1; n <= h.order; ++n) views.counts.push_back(h.counts[n - 1]);
-  const char* meta = section(h.metadata_offset, h.metadata_bytes, "metadata");
+// The read-only image of a binary LM file and the checks on reading it: every failure names the
+// file. Content errors are FormatError; a file that cannot be opened or mapped is FileError.
+class Image {
+ public:
+  explicit Image(const std::string& path) : path_(path) {}
+
+  template <typename... Parts>
+  [[noreturn]] void Fail(const Parts&... parts) const {
+    throw FormatError(Message(path_, ": ", parts...));
+  }
+
+  // Maps the whole file (MAP_POPULATE: the tables are read at random right away).
+  void Map() {
+    const int fd = open(path_.c_str(), O_RDONLY);
+    if (fd < 0) FailFile("cannot open");
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      const int error = errno;
+      close(fd);
+      errno = error;
+      FailFile("cannot stat");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ < kHeaderBytes) {
+      close(fd);
+      Fail("truncated binary LM: ", size_, " bytes, the header alone needs ", kHeaderBytes);
+    }
+    mapping_ = std::make_shared<Mapping>();
+    mapping_->addr = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    const int error = errno;
+    close(fd);
+    if (mapping_->addr == MAP_FAILED) {
+      mapping_->addr = nullptr;
+      errno = error;
+      FailFile("cannot mmap");
+    }
+    mapping_->bytes = size_;
+    base_ = static_cast<const char*>(mapping_->addr);
+  }
+
+  // `bytes` bytes at `offset`, which must lie inside the file after the header, 8-byte aligned.
+  const char* Section(uint64_t offset, uint64_t bytes, const char* what) const {
+    if (offset % 8 != 0 || offset < kHeaderBytes || offset > size_ || bytes > size_ - offset)
+      Fail("section '", what, "' (offset ", offset, ", ", bytes, " bytes) lies outside the ", size_,
+           "-byte file");
+    return base_ + offset;
+  }
+
+  const char* base() const { return base_; }
+  uint64_t size() const { return size_; }
+  std::shared_ptr<const void> keep_alive() const { return mapping_; }
+
+ private:
+  [[noreturn]] void FailFile(const char* what) const {
+    const int error = errno;
+    throw FileError(error, Message(path_, ": ", what, ": ", std::strerror(error)));
+  }
+
+  std::string path_;
+  std::shared_ptr<Mapping> mapping_;
+  const char* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// The header, checked against the file: magic, byte order, version, sizes and checksum.
+BinaryHeader ReadHeader(const Image& file) {
+  BinaryHeader h;
+  std::memcpy(&h, file.base(), kHeaderBytes);
+  if (std::memcmp(h.magic, kBinaryMagic, 8) != 0) file.Fail("not a draftlattice binary LM (bad magic)");
+  if (h.endian != kEndianMarker) file.Fail("binary LM has the wrong byte order for this machine");
+  if (h.version < 1 || h.version > kBinaryVersion)
+    file.Fail("binary LM format version ", h.version,
+              " is not supported (this build reads versions 1 to ", kBinaryVersion, ")");
+  if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
+  if ((h.flags & ~kKnownFlags) != 0) file.Fail("unknown header flags ", h.flags);
+  if (h.header_bytes != kHeaderBytes) file.Fail("header size ", h.header_bytes, " != ", kHeaderBytes);
+  if (h.file_bytes != file.size())
+    file.Fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ",
+              file.size());
+  if (h.order < 1 || h.order > static_cast<uint32_t>(kMaxOrder)) file.Fail("bad order ", h.order);
+  if (h.vocab_size == 0 || h.vocab_size >= kNoWord) file.Fail("bad vocabulary size ", h.vocab_size);
+  if (FileChecksum(file.base(), file.size()) != h.checksum)
+    file.Fail("checksum mismatch: the binary LM is corrupted");
+  return h;
+}
+
+// Metadata: pairs of (uint32 length, bytes) fields.
+void ReadMetadata(const Image& file, const BinaryHeader& h, NgramLM::Views* views) {
+  const char* meta = file.Section(h.metadata_offset, h.metadata_bytes, "metadata");
   for (uint64_t at = 0; at < h.metadata_bytes;) {
     std::string fields[2];
     for (std::string& field : fields) {
       uint32_t len = 0;
-      if (h.metadata_bytes - at < 4) fail("metadata section is truncated");
+      if (h.metadata_bytes - at < 4) file.Fail("metadata section is truncated");
       std::memcpy(&len, meta + at, 4);
       at += 4;
-      if (len > h.metadata_bytes - at) fail("metadata section is truncated");
+      if (len > h.metadata_bytes - at) file.Fail("metadata section is truncated");
       field.assign(meta + at, len);
       at += len;
     }
-    views.metadata[fields[0]] = fields[1];
+    views->metadata[fields[0]] = fields[1];
   }
-  if (h.vocab_size > (size / sizeof(uint64_t))) fail("bad vocabulary size ", h.vocab_size);
-  views.vocab_offsets = reinterpret_cast<const uint64_t*>(
-      section(h.vocab_offsets_offset, (h.vocab_size + 1) * sizeof(uint64_t), "vocab offsets"));
-  views.vocab_blob = section(h.vocab_blob_offset, h.vocab_blob_bytes, "vocab");
+}
+
+// Word spellings (offsets into one blob) and the unigram entries.
+void ReadVocab(const Image& file, const BinaryHeader& h, NgramLM::Views* views) {
+  if (h.vocab_size > (file.size() / sizeof(uint64_t))) file.Fail("bad vocabulary size ", h.vocab_size);
+  views->vocab_offsets = reinterpret_cast<const uint64_t*>(
+      file.Section(h.vocab_offsets_offset, (h.vocab_size + 1) * sizeof(uint64_t), "vocab offsets"));
+  views->vocab_blob = file.Section(h.vocab_blob_offset, h.vocab_blob_bytes, "vocab");
   for (uint64_t i = 0; i < h.vocab_size; ++i)
-    if (views.vocab_offsets[i] > views.vocab_offsets[i + 1]) fail("vocab offsets are not sorted");
-  if (views.vocab_offsets[0] != 0 || views.vocab_offsets[h.vocab_size] != h.vocab_blob_bytes)
-    fail("vocab offsets do not match the vocab size");
-  if (h.vocab_size > size / sizeof(Entry)) fail("bad vocabulary size ", h.vocab_size);
-  views.unigrams = reinterpret_cast<const Entry*>(
-      section(h.unigram_offset, h.vocab_size * sizeof(Entry), "unigrams"));
+    if (views->vocab_offsets[i] > views->vocab_offsets[i + 1]) file.Fail("vocab offsets are not sorted");
+  if (views->vocab_offsets[0] != 0 || views->vocab_offsets[h.vocab_size] != h.vocab_blob_bytes)
+    file.Fail("vocab offsets do not match the vocab size");
+  if (h.vocab_size > file.size() / sizeof(Entry)) file.Fail("bad vocabulary size ", h.vocab_size);
+  views->unigrams = reinterpret_cast<const Entry*>(
+      file.Section(h.unigram_offset, h.vocab_size * sizeof(Entry), "unigrams"));
   if (h.counts[0] != h.vocab_size)
-    fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size, " words");
+    file.Fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size, " words");
+}
+
+// The hash tables of orders 2..N.
+void ReadTables(const Image& file, const BinaryHeader& h, NgramLM::Views* views) {
   for (uint32_t n = 2; n <= h.order; ++n) {
     const uint64_t buckets = h.buckets[n - 1];
-    if (buckets <= h.counts[n - 1] || buckets > size / sizeof(Entry))
-      fail("bad bucket count ", buckets, " for ", h.counts[n - 1], " ", n, "-grams");
+    if (buckets <= h.counts[n - 1] || buckets > file.size() / sizeof(Entry))
+      file.Fail("bad bucket count ", buckets, " for ", h.counts[n - 1], " ", n, "-grams");
     const Entry* table = reinterpret_cast<const Entry*>(
-        section(h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table"));
+        file.Section(h.table_offset[n - 1], buckets * sizeof(Entry), "n-gram table"));
     // Lookups stop at an empty bucket: a table without one (only a forged file, since the
     // checksum matched) would make them probe forever. Valid tables are at most 2/3 full,
     // so this scan ends within a few buckets.
     uint64_t empty = 0;
     while (empty < buckets && table[empty].key != 0) ++empty;
-    if (empty == buckets) fail("the ", n, "-gram table has no empty bucket");
-    views.tables.emplace_back(table, buckets);
+    if (empty == buckets) file.Fail("the ", n, "-gram table has no empty bucket");
+    views->tables.emplace_back(table, buckets);
   }
+}
+
+}  // namespace
+
+std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
+  Image file(path);
+  file.Map();
+  const BinaryHeader h = ReadHeader(file);
+  NgramLM::Views views;
+  views.order = static_cast<int>(h.order);
+  views.vocab_size = h.vocab_size;
+  for (uint32_t n = 1; n <= h.order; ++n) views.counts.push_back(h.counts[n - 1]);
+  ReadMetadata(file, h, &views);
+  ReadVocab(file, h, &views);
+  ReadTables(file, h, &views);
   views.suffix_closed = (h.flags & kFlagSuffixClosed) != 0;
   if (h.version >= 2)  // version 1 has no bounds: NgramLM derives weaker ones from the tables
     views.word_bounds = reinterpret_cast<const float*>(
-        section(h.word_bound_offset, h.vocab_size * sizeof(float), "word bounds"));
-  views.keep_alive = mapping;
+        file.Section(h.word_bound_offset, h.vocab_size * sizeof(float), "word bounds"));
+  views.keep_alive = file.keep_alive();
   return std::make_shared<NgramLM>(std::move(views));
 }
 

@@ -1,6 +1,6 @@
-// Backoff n-gram language model with exact Katz backoff (failure) semantics.
+// Word indices and the scoring state of the backoff n-gram model (ngram_lm.h).
 //
-// Computes log p(w | h) (natural log) for an ARPA-defined model:
+// The model computes log p(w | h) (natural log) with exact Katz backoff (failure) semantics:
 //   p(w | h) = p(w | h)              if the n-gram "h w" is listed,
 //            = bo(h) * p(w | h')     otherwise, h' = h without its oldest word, recursively;
 // never the epsilon approximation. A missing backoff is 0 (log). Models may be pruned
@@ -8,12 +8,12 @@
 //
 // Scoring is by explicit state (KenLM style): Score(in, word, &out). A state keeps only the
 // words that can still influence a future score, so equal states merge in hash maps during
-// composition. Cost of Score: O(order) hash probes.
+// composition. The state after a history depends only on its last order-1 words (and on <s>
+// while the history is shorter), so advancing a state token by token gives the same state as
+// starting from the last order-1 tokens.
 //
-// Preconditions: word indices come from this model's vocabulary (Index()), or kNoWord.
-//
-// THIS INTERFACE IS SHARED by compose/nbest/sample (csrc/*.h) and the trainer: change it only
-// together with its users.
+// THESE TYPES ARE SHARED by compose/nbest/sample (csrc/*.h) and the LM builder: change them only
+// together with their users.
 #pragma once
 
 #include <array>
@@ -56,34 +56,6 @@ struct LmStateHash {
     }
     return static_cast<size_t>(hash);
   }
-};
-
-class NgramModel {
- public:
-  virtual ~NgramModel() = default;
-
-  virtual int order() const = 0;
-  // Number of listed n-grams per order, counts()[0] = unigrams.
-  virtual std::vector<uint64_t> counts() const = 0;
-  // Index of an ARPA word, or kNoWord.
-  virtual WordIndex Index(std::string_view word) const = 0;
-  virtual size_t vocab_size() const = 0;
-  virtual std::string_view Word(WordIndex index) const = 0;
-  // Index of <unk>, <s>, </s> (kNoWord if the model lacks them).
-  virtual WordIndex unk() const = 0;
-  virtual WordIndex bos() const = 0;
-  virtual WordIndex eos() const = 0;
-  // Metadata from "# key: value" lines before \data\ (kept by the binary format).
-  virtual const std::unordered_map<std::string, std::string>& metadata() const = 0;
-
-  // The empty history.
-  virtual LmState NullContextState() const = 0;
-  // The history "<s>".
-  virtual LmState BeginSentenceState() const = 0;
-  // Natural-log probability of `word` after `in`; writes the successor state to `out`
-  // (`out` may alias `in`). `word` == kNoWord scores `oov_ln` and resets to the null context.
-  virtual float Score(const LmState& in, WordIndex word, LmState* out,
-                      float oov_ln) const = 0;
 };
 
 }  // namespace dl

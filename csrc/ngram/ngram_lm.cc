@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "errors.h"
 #include "ngram/word_bound.h"
 
 namespace dl {
@@ -19,6 +20,7 @@ NgramLM::NgramLM(Parts parts) : owned_(std::move(parts)) {
     tables_[i + 1] = ngram::TableView(owned_.tables[i].data(), owned_.tables[i].size());
   metadata_ = owned_.metadata;
   suffix_closed_ = owned_.suffix_closed;
+  source_format_ = owned_.source_format;
   if (owned_.word_bounds.size() == vocab_size_) word_bounds_ = owned_.word_bounds.data();
   Finish();
 }
@@ -77,6 +79,16 @@ std::string_view NgramLM::Word(WordIndex index) const {
   if (index >= vocab_size_) return {};
   return std::string_view(vocab_blob_ + vocab_offsets_[index],
                           vocab_offsets_[index + 1] - vocab_offsets_[index]);
+}
+
+void NgramLM::CheckState(const LmState& state) const {
+  if (state.length > std::max(order_ - 1, 0))
+    throw InvalidArgument(Message("LM state holds ", int(state.length), " words; an order-", order_,
+                                  " model keeps at most ", std::max(order_ - 1, 0)));
+  for (int i = 0; i < state.length; ++i)
+    if (state.words[i] >= vocab_size_)
+      throw InvalidArgument(Message("LM state word id ", state.words[i], " >= vocab size ", vocab_size_,
+                                    " (a state of another model?)"));
 }
 
 float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const {

@@ -1,4 +1,4 @@
-// NgramLM: the backoff n-gram model behind NgramModel, stored as per-order probing hash tables.
+// NgramLM: the backoff n-gram model (model.h), stored as per-order probing hash tables.
 //
 // Scoring (exact Katz backoff, see model.h): for word w after state words h_1..h_L (most recent
 // first), probe the suffix lengths j = 1..L, take the longest listed match m and add the
@@ -16,8 +16,9 @@
 // s is listed with a nonzero backoff (flag kFlagContext, set at build time; missing prefixes get
 // "blank" entries so that they can be found). The state is the longest such suffix.
 //
-// Storage is either owned vectors (ARPA load) or a memory-mapped binary file (binary.h); the model
-// reads both through the same views.
+// Storage is either owned vectors (built by NgramBuilder, builder.h: from ARPA text or from the LM
+// builder's model) or a memory-mapped binary file (binary.h); the model reads both through the
+// same views.
 #pragma once
 
 #include <memory>
@@ -32,7 +33,7 @@
 
 namespace dl {
 
-class NgramLM final : public NgramModel {
+class NgramLM {
  public:
   // Everything a model consists of, as built by the ARPA reader.
   struct Parts {
@@ -45,6 +46,7 @@ class NgramLM final : public NgramModel {
     std::unordered_map<std::string, std::string> metadata;
     bool suffix_closed = false;            // every stored n-gram's suffix is stored
     std::vector<float> word_bounds;        // size V (word_bound.h)
+    std::string source_format = "arpa";  // what the parts were built from ("arpa", "lmbuild")
   };
   // Read-only views over storage owned elsewhere (binary file mapping); `keep_alive` owns it.
   struct Views {
@@ -64,20 +66,31 @@ class NgramLM final : public NgramModel {
   explicit NgramLM(Parts parts);
   explicit NgramLM(Views views);
 
-  int order() const override { return order_; }
-  std::vector<uint64_t> counts() const override { return counts_; }
-  WordIndex Index(std::string_view word) const override;
-  size_t vocab_size() const override { return vocab_size_; }
-  std::string_view Word(WordIndex index) const override;
-  WordIndex unk() const override { return unk_; }
-  WordIndex bos() const override { return bos_; }
-  WordIndex eos() const override { return eos_; }
-  const std::unordered_map<std::string, std::string>& metadata() const override {
+  int order() const { return order_; }
+  // Number of listed n-grams per order, counts()[0] = unigrams.
+  std::vector<uint64_t> counts() const { return counts_; }
+  // Index of an ARPA word, or kNoWord.
+  WordIndex Index(std::string_view word) const;
+  size_t vocab_size() const { return vocab_size_; }
+  std::string_view Word(WordIndex index) const;
+  // Index of <unk>, <s>, </s> (kNoWord if the model lacks them).
+  WordIndex unk() const { return unk_; }
+  WordIndex bos() const { return bos_; }
+  WordIndex eos() const { return eos_; }
+  // Metadata from "# key: value" lines before \data\ (kept by the binary format).
+  const std::unordered_map<std::string, std::string>& metadata() const {
     return metadata_;
   }
-  LmState NullContextState() const override { return LmState{}; }
-  LmState BeginSentenceState() const override { return begin_; }
-  float Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const override;
+  // The empty history, and the history "<s>".
+  LmState NullContextState() const { return LmState{}; }
+  LmState BeginSentenceState() const { return begin_; }
+  // Natural-log probability of `word` after `in`; writes the successor state to `out`
+  // (`out` may alias `in`). `word` == kNoWord scores `oov_ln` and resets to the null context.
+  // Precondition: `word` comes from Index() or is kNoWord; `in` is valid (CheckState).
+  float Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const;
+  // Throws InvalidArgument unless `state` can come from this model (length <= order - 1,
+  // word ids < vocab_size()): a state of another model must not index past the tables.
+  void CheckState(const LmState& state) const;
   // Score for n words after the same state: probs_ln[i] and outs[i] as Score(in, words[i], ...).
   // `outs` must not alias `in`.
   void ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
@@ -92,9 +105,8 @@ class NgramLM final : public NgramModel {
   const uint64_t* vocab_offsets() const { return vocab_offsets_; }
   const ngram::Entry* unigrams() const { return unigrams_; }
   const ngram::TableView& table(int n) const { return tables_[n - 1]; }  // n >= 2
-  // "arpa" or "binary": where the model came from.
+  // "arpa", "lmbuild" (the trainer's model) or "binary": where the model came from.
   const std::string& source_format() const { return source_format_; }
-  void set_source_format(std::string format) { source_format_ = std::move(format); }
 
  private:
   void Finish();  // builds the word index, special words and the begin state
@@ -116,7 +128,7 @@ class NgramLM final : public NgramModel {
   bool suffix_closed_ = false;
   const float* word_bounds_ = nullptr;
   std::vector<float> derived_bounds_;    // when a version-1 binary file has none
-  std::string source_format_ = "arpa";
+  std::string source_format_;
 
   Parts owned_;                          // storage when built from ARPA
   std::shared_ptr<const void> mapped_;   // storage when mapped from a binary file

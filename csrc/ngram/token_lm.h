@@ -31,6 +31,11 @@ class TokenLm {
   int order() const { return model_->order(); }
   // The state after "<s>" (when bos) followed by `context` (only its last order-1 tokens matter).
   LmState Start(const int32_t* context, size_t n, bool bos) const;
+  // The state after `tokens` following `state` (the committed text advanced by new tokens).
+  LmState Advance(LmState state, const int32_t* tokens, size_t n) const {
+    for (size_t i = 0; i < n; ++i) ScoreToken(state, tokens[i], &state);
+    return state;
+  }
   // Natural-log probability of `token` after `in`; `out` may alias `in`.
   float ScoreToken(const LmState& in, int32_t token, LmState* out) const {
     return model_->Score(in, WordOf(token), out, oov_ln_);
@@ -61,10 +66,11 @@ class TokenLm {
       return token_to_word_[token];
     return fallback_;
   }
+  // Throws InvalidArgument unless `state` is a state of this model (NgramLM::CheckState).
+  void CheckState(const LmState& state) const { model_->CheckState(state); }
   // Throws InvalidArgument for a negative id, or an id >= vocab size when a vocab was given.
   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;
 
-  const NgramModel& model() const { return *model_; }
   const NgramLM& ngram() const { return *model_; }
   std::shared_ptr<const NgramLM> shared_model() const { return model_; }
   float oov_ln() const { return oov_ln_; }

@@ -1,8 +1,12 @@
-"""Array conversion shared by the public wrappers: numpy or torch in, checked numpy out."""
+"""Type conversion shared by the public wrappers: numpy or torch in, numpy out.
+
+The C++ core checks values (shapes against each other, ranges, token ids); the bindings check
+what decides a conversion (rank, dtype kind, int32 range). These helpers only turn torch tensors
+and sequences into numpy arrays the bindings accept.
+"""
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -10,9 +14,13 @@ import numpy as np
 _INT32_MAX = np.iinfo(np.int32).max
 
 
+def is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
 def to_numpy(array: Any, name: str) -> np.ndarray:
     """Returns `array` as a numpy array (torch tensors are detached and moved to the CPU)."""
-    if type(array).__module__.startswith("torch"):
+    if is_torch(array):
         tensor = array.detach().cpu()
         if not tensor.dtype.is_floating_point or tensor.dtype.itemsize >= 4:
             return tensor.numpy()
@@ -23,18 +31,13 @@ def to_numpy(array: Any, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be an array, got {type(array).__name__}: {error}") from None
 
 
-def float_array(array: Any, name: str, ndim: int, shape_text: str) -> np.ndarray:
-    """A C-contiguous float32 array of rank `ndim` (float16/32/64 accepted)."""
-    values = to_numpy(array, name)
-    if values.ndim != ndim:
-        raise ValueError(f"{name} must have shape {shape_text}, got shape {list(values.shape)}")
-    if values.dtype.kind != "f":
-        raise ValueError(f"{name} must be float16, float32 or float64, got dtype {values.dtype}")
-    return np.ascontiguousarray(values, dtype=np.float32)
+def tokens_in(tokens: Any) -> Any:
+    """Token ids as the bindings take them: torch tensors become numpy arrays, the rest passes."""
+    return to_numpy(tokens, "tokens") if is_torch(tokens) else tokens
 
 
 def int_array(array: Any, name: str, ndim: int, shape_text: str) -> np.ndarray:
-    """A C-contiguous int32 array of rank `ndim` of non-negative token ids."""
+    """A C-contiguous int32 array of rank `ndim` (for the sampling and oracle wrappers)."""
     values = to_numpy(array, name)
     if values.ndim == 1 and ndim == 1 and values.size == 0:
         return np.zeros(0, dtype=np.int32)
@@ -42,19 +45,10 @@ def int_array(array: Any, name: str, ndim: int, shape_text: str) -> np.ndarray:
         raise ValueError(f"{name} must have shape {shape_text}, got shape {list(values.shape)}")
     if values.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold integer token ids, got dtype {values.dtype}")
-    if values.size and (values.min() < 0 or values.max() > _INT32_MAX):
+    if values.size and (values.min() < -_INT32_MAX - 1 or values.max() > _INT32_MAX):
         bad = values.min() if values.min() < 0 else values.max()
-        raise ValueError(f"{name} holds token id {int(bad)} outside [0, {_INT32_MAX}]")
+        raise ValueError(f"{name} holds token id {int(bad)} outside int32")
     return np.ascontiguousarray(values, dtype=np.int32)
-
-
-def positive_int(value: Any, name: str) -> int:
-    """`value` as an int >= 1 (bools and floats are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {name}={value}")
-    return int(value)
 
 
 def context_array(context: Any) -> np.ndarray:

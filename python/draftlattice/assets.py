@@ -1,10 +1,19 @@
-"""Where the shipped artifacts (lm_models/) and the workplace data (../shared/data) live.
+"""Finding the shipped models and the shared data: the one place that knows where they live.
 
-Search order for lm_models/: ``$DRAFTLATTICE_MODELS``; the copy installed inside the package
-(wheels built by ``pip install .`` include it); the source checkout the package was built from
-(recorded at build time) or runs from (``PYTHONPATH=python``); ``./lm_models``. Data
-(WikiText-2 etc.): ``$DRAFTLATTICE_DATA``; ``shared/data`` beside that checkout or one of its
-ancestors, then beside the current directory. Missing files raise FileNotFoundError naming every path tried.
+Two environment variables, one per kind of file; when one is set, it is the only place looked at
+(an explicit choice is never silently replaced):
+
+* ``DRAFTLATTICE_MODELS``: the shipped-models directory (``lm_models/``: the default model, its
+  tokenizer, n-gram LMs, the neural rescorer). Otherwise: the copy installed inside the package
+  (wheels built by ``pip install .`` include it), then ``lm_models/`` of the source checkout the
+  package runs from (``PYTHONPATH=python``) or was built from (recorded at build time), then of
+  the current directory.
+* ``DRAFTLATTICE_DATA``: the shared data directory (WikiText-2, the enwiki sample, reference
+  ARPA LMs). Otherwise: ``shared/data`` beside the checkout or beside one of its ancestors (git
+  worktrees sit deeper), then the same beside the current directory.
+
+A missing file raises :class:`AssetNotFoundError` (a ``FileNotFoundError``) naming what was looked
+for and every place tried.
 """
 
 from __future__ import annotations
@@ -12,7 +21,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+MODELS_ENV = "DRAFTLATTICE_MODELS"
+DATA_ENV = "DRAFTLATTICE_DATA"
 PACKAGE_DIR = Path(__file__).resolve().parent
+WIKITEXT_TEST = "wikitext-2/test.txt"  # inside the data directory
+
+
+class AssetNotFoundError(FileNotFoundError):
+    """A shipped model or a shared data file is not where it was looked for."""
 
 
 def _checkouts() -> list[Path]:
@@ -31,33 +47,44 @@ def _first_existing(candidates: list[Path], what: str, hint: str) -> Path:
         if path.exists():
             return path
     tried = "\n  ".join(str(p) for p in candidates)
-    raise FileNotFoundError(f"{what} not found; tried:\n  {tried}\n{hint}")
+    raise AssetNotFoundError(f"{what} not found; tried:\n  {tried}\n{hint}")
 
 
-def models_dir() -> Path:
-    """The lm_models/ directory (default model, tokenizer, n-gram LMs, neural rescorer)."""
-    env = os.environ.get("DRAFTLATTICE_MODELS")
-    candidates = [Path(env)] if env else []
-    candidates += [PACKAGE_DIR / "lm_models"] + [root / "lm_models" for root in _checkouts()]
-    return _first_existing(candidates, "lm_models/", "set DRAFTLATTICE_MODELS to the directory of the shipped models")
+def _model_bases(base: Path | None) -> tuple[list[Path], str]:
+    if base is not None:
+        return [Path(base)], "(the directory given)"
+    env = os.environ.get(MODELS_ENV)
+    if env:
+        return [Path(env)], f"(from ${MODELS_ENV})"
+    bases = [PACKAGE_DIR / "lm_models"] + [root / "lm_models" for root in _checkouts()]
+    return bases, f"set {MODELS_ENV} to the shipped-models directory"
 
 
 def model_asset(name: str, base: Path | None = None) -> Path:
-    """A file or directory inside lm_models/, e.g. ``default`` or ``katz4.dlm``; only inside
-    ``base`` when it is given (an explicit choice is never silently replaced)."""
-    env = os.environ.get("DRAFTLATTICE_MODELS")
-    if base is not None:
-        bases = [Path(base)]
-    else:
-        bases = ([Path(env)] if env else []) + [PACKAGE_DIR / "lm_models"] + [r / "lm_models" for r in _checkouts()]
-    return _first_existing([base / name for base in bases], f"shipped artifact lm_models/{name}",
-                           "rebuild it with the recipes in lm_models/ or set DRAFTLATTICE_MODELS")
+    """A file or directory among the shipped models, e.g. ``default`` or ``katz4.dlm``; only
+    inside ``base`` when it is given."""
+    bases, hint = _model_bases(base)
+    return _first_existing(
+        [b / name for b in bases], f"shipped model file {name!r}", f"{hint}; the recipes in lm_models/ rebuild it"
+    )
 
 
-def shared_data_dir() -> Path:
-    """The workplace data directory (``../shared/data`` beside the checkout)."""
-    env = os.environ.get("DRAFTLATTICE_DATA")
-    candidates = [Path(env)] if env else []
-    # ../shared/data beside the checkout, or beside an ancestor (git worktrees live deeper).
-    candidates += [parent / "shared" / "data" for root in _checkouts() for parent in root.parents]
-    return _first_existing(candidates, "shared data directory", "pass --data or set DRAFTLATTICE_DATA")
+def data_dir() -> Path:
+    """The shared data directory (``shared/data``)."""
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return _first_existing([Path(env)], "the shared data directory", f"(from ${DATA_ENV})")
+    candidates = [parent / "shared" / "data" for root in _checkouts() for parent in root.parents]
+    return _first_existing(
+        candidates, "the shared data directory shared/data", f"set {DATA_ENV} to the shared data directory"
+    )
+
+
+def data_file(relative: str) -> Path:
+    """A file inside the shared data directory, e.g. ``wikitext-2/test.txt``."""
+    directory = data_dir()
+    return _first_existing(
+        [directory / relative],
+        f"shared data file {relative!r}",
+        f"the data directory is {directory} (${DATA_ENV} chooses another)",
+    )

@@ -19,6 +19,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from .model.heads import ResidualHead
+
 
 class HFCache:
     """The decoder's cache interface over a ``transformers.DynamicCache`` (edited per layer)."""
@@ -49,8 +51,8 @@ class HFCache:
     def select(self, positions: torch.Tensor, prefix: int) -> None:
         """Keep ``[:prefix]`` followed by the absolute positions ``positions`` (in order)."""
         positions = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
-        index = torch.cat([torch.arange(prefix), positions])
-        self._apply(lambda t: t.index_select(2, index.to(t.device)))
+        keep = lambda t: torch.cat([torch.arange(prefix, device=t.device), positions.to(t.device)])  # noqa: E731
+        self._apply(lambda t: t.index_select(2, keep(t)))
 
     def expand(self, n: int) -> None:
         """Repeat a batch-1 cache to n rows."""
@@ -59,20 +61,6 @@ class HFCache:
     def batch_select(self, rows) -> None:
         rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
         self._apply(lambda t: t.index_select(0, rows.to(t.device)))
-
-
-class ResidualHead(nn.Module):
-    """z + W2 gelu(W1 z): head j's state from the final hidden state (Stern et al. 2018)."""
-
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.up = nn.Linear(width, hidden)
-        self.down = nn.Linear(hidden, width)
-        nn.init.zeros_(self.down.weight)
-        nn.init.zeros_(self.down.bias)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z + self.down(nn.functional.gelu(self.up(z)))
 
 
 class HFBlockwiseLM(nn.Module):
@@ -96,6 +84,14 @@ class HFBlockwiseLM(nn.Module):
         self.config = SimpleNamespace(num_heads=num_heads, vocab_size=hf_model.get_output_embeddings().out_features,
                                       max_seq_len=limit)
 
+    @property
+    def device(self) -> torch.device:
+        return self.hf.get_output_embeddings().weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.hf.get_output_embeddings().weight.dtype
+
     def new_cache(self) -> HFCache:
         return HFCache()
 
@@ -104,7 +100,7 @@ class HFBlockwiseLM(nn.Module):
         past = 0 if cache is None else cache.length
         B, T = input_ids.shape
         if position_ids is None:
-            position_ids = torch.arange(past, past + T).expand(B, T)
+            position_ids = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
         if attention_mask is not None:
             attention_mask = attention_mask.expand(B, *attention_mask.shape[1:])
         out = self.hf.base_model(

@@ -4,25 +4,19 @@ A lattice has ``h`` positions (one per head) and ``k`` candidate tokens per posi
 picks one candidate per position, so a lattice holds ``k**h`` drafts. Candidates of a head are
 stored best first: by log-probability descending, ties broken by the lower token id. The column
 of a candidate is its *rank*; the tie rule of :func:`draftlattice.rescore` uses it.
+
+The C++ core validates the arguments (see csrc/lattice.h); this module converts torch tensors to
+numpy and documents the API.
 """
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core
-from ._arrays import float_array, int_array, positive_int
-
-
-def _temperature(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"temperature must be a number, got {value!r}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"temperature must be finite and > 0, got temperature={value}")
-    return float(value)
+from ._arrays import tokens_in
 
 
 class Lattice:
@@ -52,18 +46,16 @@ class Lattice:
             over the full vocabulary) of the k best tokens (ties: lower token id first).
 
         Raises:
+            TypeError: k not an integer, temperature not a number.
             ValueError: wrong rank or dtype, h = 0, NaN/inf logits, k < 1, k > V, temperature <= 0.
         """
-        values = float_array(logits, "logits", 2, "[h, V]")
-        return cls(_core.Lattice.from_logits(values, positive_int(k, "k"), _temperature(temperature)))
+        return cls(_core.Lattice.from_logits(tokens_in(logits), k, temperature))
 
     @classmethod
     def batch_from_logits(cls, logits: Any, k: int, temperature: float = 1.0,
                           num_threads: int | None = None) -> list["Lattice"]:
         """One lattice per sequence of ``logits`` [B, h, V] (see :meth:`from_logits`), in parallel."""
-        values = float_array(logits, "logits", 3, "[B, h, V]")
-        threads = 0 if num_threads is None else positive_int(num_threads, "num_threads")
-        cores = _core.Lattice.from_logits_batch(values, positive_int(k, "k"), _temperature(temperature), threads)
+        cores = _core.Lattice.from_logits_batch(tokens_in(logits), k, temperature, num_threads)
         return [cls(core) for core in cores]
 
     @classmethod
@@ -81,16 +73,7 @@ class Lattice:
             ValueError: shape mismatch, h = 0 or k = 0, negative/unknown/duplicate token ids,
                 non-finite or positive log-probabilities.
         """
-        token_values = int_array(tokens, "tokens", 2, "[h, k]")
-        logprob_values = to_logprobs(logprobs)
-        if token_values.shape != logprob_values.shape:
-            raise ValueError(f"tokens shape {list(token_values.shape)} != logprobs shape "
-                             f"{list(logprob_values.shape)}")
-        if vocab_size is not None:
-            limit = positive_int(vocab_size, "vocab_size")
-            if token_values.size and token_values.max() >= limit:
-                raise ValueError(f"unknown token id {int(token_values.max())}: vocab_size={limit}")
-        return cls(_core.Lattice.from_topk(token_values, logprob_values))
+        return cls(_core.Lattice.from_topk(tokens_in(tokens), tokens_in(logprobs), vocab_size))
 
     @property
     def tokens(self) -> np.ndarray:
@@ -129,7 +112,3 @@ class Lattice:
     def __repr__(self) -> str:
         return f"Lattice(h={self.h}, k={self.k})"
 
-
-def to_logprobs(logprobs: Any) -> np.ndarray:
-    """[h, k] float32 log-probabilities (finite, <= 0 checked by the core)."""
-    return float_array(logprobs, "logprobs", 2, "[h, k]")

@@ -5,7 +5,9 @@ The score of a draft ``d`` (one candidate per head) is
     total(d) = sum_t lattice.logprobs[t, rank_t] + alpha * ln p_LM(d | context)
 
 in natural log, where ``context`` holds the already decoded tokens (only the last ``order - 1``
-matter; ``bos`` puts ``<s>`` before them). :func:`rescore` returns the ``p`` drafts of highest
+matter; ``bos`` puts ``<s>`` before them), or is the :class:`~draftlattice.LmState` after them
+(``lm.start(tokens, bos)``, advanced with ``lm.advance(state, new_tokens)``): a decoder that keeps
+the state of its committed text pays per step only for the tokens it accepted. :func:`rescore` returns the ``p`` drafts of highest
 total, exactly as if all ``k**h`` drafts had been enumerated and sorted, without enumerating them
 (dynamic programming over the lattice composed with the LM's states, branch-and-bound, then a
 best-first extraction; see csrc/nbest.h). If ``p > k**h``, all ``k**h`` drafts are returned.
@@ -14,19 +16,22 @@ Tie rule: drafts with equal totals are ordered by the lexicographic order of the
 sequences (the rank of a candidate is its column in :attr:`Lattice.tokens`, i.e. its order by
 lattice log-probability then token id), smallest first. Totals are double-precision sums, so
 "equal" means equal after rounding.
+
+Arguments are validated once, by the C++ core (``p >= 1``, ``alpha`` finite and ``>= 0``, token ids
+known to the LM, a state of this LM); the wrappers here only convert types. Wrong types raise
+TypeError, impossible values ValueError.
 """
 
 from __future__ import annotations
 
-import numbers
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import _core
-from ._arrays import context_array, positive_int, to_numpy
+from ._core import LmState
+from ._arrays import context_array, tokens_in, to_numpy
 from .lattice import Lattice
 
 
@@ -51,24 +56,20 @@ class RescoreResult:
         return int(self.tokens.shape[0])
 
 
-def check_alpha(alpha: Any) -> float:
-    """alpha as a float; ValueError unless finite and >= 0."""
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise ValueError(f"alpha must be a number, got {alpha!r}")
-    if not np.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"alpha must be finite and >= 0, got alpha={alpha}")
-    return float(alpha)
-
-
 def core_lattice(lattice: Any) -> _core.Lattice:
-    if not isinstance(lattice, Lattice):
-        raise ValueError(f"expected a draftlattice.Lattice, got {type(lattice).__name__}")
-    return lattice._core
+    """The core lattice of a :class:`Lattice` (TypeError for anything else)."""
+    if type(lattice) is Lattice or isinstance(lattice, Lattice):
+        return lattice._core
+    raise TypeError(f"lattice must be a draftlattice.Lattice, got {type(lattice).__name__}")
 
 
-def check_lm(lm: Any) -> _core.NgramLM:
-    if not isinstance(lm, _core.NgramLM):
-        raise ValueError(f"lm must be a draftlattice.NgramLM, got {type(lm).__name__}")
+def check_alpha(alpha: Any) -> Any:
+    """alpha unchanged (the core checks it); kept for callers that still convert through it."""
+    return alpha
+
+
+def check_lm(lm: Any) -> Any:
+    """lm unchanged (the bindings check its type); kept for callers that still convert through it."""
     return lm
 
 
@@ -76,16 +77,14 @@ def as_lattices(inputs: Any, k: int | None, temperature: float, num_threads: int
                 what: str = "lattices") -> list[Lattice]:
     """Lattices from a list of Lattice, logits [B, h, V] (needs k) or (tokens, logprobs) [B, h, k]."""
     if isinstance(inputs, Lattice):
-        raise ValueError(f"{what}: pass a list of lattices for a batch (or use the single call)")
+        raise TypeError(f"{what}: pass a list of lattices for a batch (or use the single call)")
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, Lattice) for x in inputs):
         return list(inputs)
-    if isinstance(inputs, tuple) and len(inputs) == 2:  # top-k arrays
+    if isinstance(inputs, tuple) and len(inputs) == 2:  # top-k arrays [B, h, k]
         tokens, logprobs = (to_numpy(x, name) for x, name in zip(inputs, ("tokens", "logprobs")))
-        if tokens.ndim != 3 or logprobs.ndim != 3:
+        if tokens.ndim != 3 or tokens.shape != logprobs.shape:
             raise ValueError(f"top-k {what} must be two [B, h, k] arrays, got shapes "
                              f"{list(tokens.shape)} and {list(logprobs.shape)}")
-        if tokens.shape != logprobs.shape:
-            raise ValueError(f"tokens shape {list(tokens.shape)} != logprobs shape {list(logprobs.shape)}")
         if tokens.shape[0] == 0:
             raise ValueError(f"{what} batch is empty (B=0)")
         return [Lattice.from_topk(t, lp) for t, lp in zip(tokens, logprobs)]
@@ -105,30 +104,8 @@ def _result(raw: tuple) -> RescoreResult:
     return result
 
 
-_EMPTY_CONTEXT = np.zeros(0, dtype=np.int32)
-_EMPTY_CONTEXT.flags.writeable = False
-_INT32_MAX = 2**31 - 1
-
-
-def _plain_context(context: Any) -> np.ndarray | None:
-    """The int32 array for a context given as a tuple/list of plain non-negative ints or as a
-    1-d int32 numpy array, or None for anything else (the full conversion handles it). The C++
-    side checks the ids against the LM (negative ids or ids outside the vocab raise ValueError)."""
-    kind = type(context)
-    if kind is tuple or kind is list:
-        if not context:
-            return _EMPTY_CONTEXT
-        for token in context:
-            if type(token) is not int or not 0 <= token <= _INT32_MAX:
-                return None
-        return np.array(context, dtype=np.int32)
-    if kind is np.ndarray and context.dtype == np.int32 and context.ndim == 1:
-        return context
-    return None
-
-
 def rescore(lattice: Lattice, lm: Any, p: int = 1, alpha: float = 1.0,
-            context: Sequence[int] | np.ndarray = (), bos: bool = False) -> RescoreResult:
+            context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False) -> RescoreResult:
     """The p best drafts of ``lattice`` under lattice log-probs + alpha * LM log-prob (exact).
 
     Args:
@@ -136,42 +113,33 @@ def rescore(lattice: Lattice, lm: Any, p: int = 1, alpha: float = 1.0,
         lm: a :class:`draftlattice.NgramLM` over the same token ids.
         p: number of drafts, >= 1 (all k**h if p exceeds that).
         alpha: LM weight, finite and >= 0.
-        context: already decoded token ids (1-d ints); only the last order-1 matter.
-        bos: put ``<s>`` before the context.
+        context: already decoded token ids (1-d ints; only the last order-1 matter), or the
+            :class:`~draftlattice.LmState` of this LM after them (then ``bos`` must be False:
+            the state already holds its ``<s>``).
+        bos: put ``<s>`` before the context tokens.
 
     Returns:
         :class:`RescoreResult` with min(p, k**h) drafts, best first (tie rule: module docstring).
 
     Raises:
-        ValueError: p < 1, alpha < 0 or NaN, negative token ids, ids outside the LM's vocab.
+        TypeError: a non-integer p, a non-number alpha, a lattice or lm of the wrong type.
+        ValueError: p < 1, alpha < 0 or NaN, negative token ids, ids outside the LM's vocab, a
+            state of another LM.
     """
-    # Fast path for plain argument types (the usual call): the same checks, without the generic
-    # conversions, which cost more than the search itself on small lattices.
-    if (type(p) is int and p >= 1 and type(alpha) is float and 0.0 <= alpha <= sys.float_info.max
-            and type(lattice) is Lattice and type(bos) is bool and isinstance(lm, _core.NgramLM)):
-        plain = _plain_context(context)
-        if plain is not None:
-            return _result(_core.rescore(lattice._core, lm, p, alpha, plain, bos))
-    raw = _core.rescore(core_lattice(lattice), check_lm(lm), positive_int(p, "p"), check_alpha(alpha),
-                        context_array(context), bool(bos))
-    return _result(raw)
+    return _result(_core.rescore(core_lattice(lattice), lm, p, alpha, tokens_in(context), bos))
 
 
 def contexts_list(contexts: Any, batch: int) -> list[np.ndarray]:
+    """B contexts as int32 arrays (None: empty ones); for the sampling wrappers."""
     if contexts is None:
         return [np.zeros(0, dtype=np.int32)] * batch
     values = to_numpy(contexts, "contexts") if not isinstance(contexts, (list, tuple)) else contexts
-    if len(values) != batch:
-        raise ValueError(f"got {len(values)} contexts for {batch} lattices (one per sequence)")
-    out = []
-    for c in values:
-        plain = _plain_context(c)
-        out.append(context_array(c) if plain is None else plain)
-    return out
+    return [context_array(c) for c in values]
 
 
 def threads_arg(num_threads: int | None) -> int:
-    return 0 if num_threads is None else positive_int(num_threads, "num_threads")
+    """num_threads for the sampling bindings: 0 = all hardware threads."""
+    return 0 if num_threads is None else num_threads
 
 
 def rescore_batch(lattices: Any, lm: Any, contexts: Any = None, p: int = 1, alpha: float = 1.0,
@@ -182,14 +150,16 @@ def rescore_batch(lattices: Any, lm: Any, contexts: Any = None, p: int = 1, alph
     Args:
         lattices: a list of B :class:`Lattice`, logits [B, h, V] (with ``k``, ``temperature``),
             or a tuple ``(tokens, logprobs)`` of [B, h, k] arrays.
-        contexts: B token-id sequences (one per lattice), or None for empty contexts.
+        contexts: B contexts (token-id sequences or LmStates, one per lattice), or None for
+            empty contexts.
         num_threads: worker threads (default: all hardware threads, at most B).
 
     Returns:
         B results, identical to B calls of :func:`rescore`.
     """
     built = as_lattices(lattices, k, temperature, num_threads)
-    raw = _core.rescore_batch([lat._core for lat in built], check_lm(lm), positive_int(p, "p"),
-                              check_alpha(alpha), contexts_list(contexts, len(built)), bool(bos),
-                              threads_arg(num_threads))
+    contexts = tokens_in(contexts)
+    if isinstance(contexts, (list, tuple)):
+        contexts = [tokens_in(c) for c in contexts]
+    raw = _core.rescore_batch([lat._core for lat in built], lm, p, alpha, contexts, bos, num_threads)
     return [_result(r) for r in raw]

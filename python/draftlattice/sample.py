@@ -64,8 +64,9 @@ def draw_seed(generator: Any = None) -> int:
     if type(generator).__module__.startswith("torch"):
         import torch
 
-        high = int(torch.randint(0, 2**32, (1,), generator=generator).item())
-        low = int(torch.randint(0, 2**32, (1,), generator=generator).item())
+        # On the generator's device: a CUDA generator cannot draw into a host tensor.
+        high = int(torch.randint(0, 2**32, (1,), generator=generator, device=generator.device).item())
+        low = int(torch.randint(0, 2**32, (1,), generator=generator, device=generator.device).item())
         return (high << 32) | low
     raise ValueError(f"generator must be a torch.Generator, numpy Generator, int or None, got "
                      f"{type(generator).__name__}")

@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..pairing import ALLOW_MISMATCH_HELP
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -29,9 +31,12 @@ def register(subparsers) -> None:
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight")
     p.add_argument("--neural-alpha", type=float, default=0.5, help="neural rescorer weight")
     p.add_argument("--lm", default="katz4.dlm", help="n-gram LM inside lm_models/ (or a path)")
-    p.add_argument("--models", type=Path, help="lm_models directory (default: the shipped one)")
-    p.add_argument("--data", type=Path, help="WikiText-2 test.txt (default: ../shared/data/wikitext-2/test.txt)")
+    p.add_argument("--models", type=Path, help="shipped-models directory (default: $DRAFTLATTICE_MODELS or the "
+                   "shipped lm_models/)")
+    p.add_argument("--data", type=Path, help="WikiText-2 test.txt (default: wikitext-2/test.txt in the shared "
+                   "data directory, $DRAFTLATTICE_DATA)")
     p.add_argument("--examples", type=int, default=3, help="drafts before/after rescoring to show")
+    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy "
                    "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
@@ -45,12 +50,12 @@ def _demo(args: argparse.Namespace) -> int:
     except ImportError:
         raise ValueError("draftlattice demo needs PyTorch: pip install torch==2.13.0 (see README)") from None
 
-    from ..assets import model_asset, shared_data_dir
-    from ..decode.demo import DemoSettings, run_demo
+    from ..apps.demo import DemoSettings, run_demo
+    from ..assets import WIKITEXT_TEST, data_file, model_asset
 
     if args.quick:
         args.prompts, args.max_new_tokens = 2, 16
-    data = args.data or shared_data_dir() / "wikitext-2" / "test.txt"
+    data = args.data or data_file(WIKITEXT_TEST)
     lm_path = Path(args.lm) if Path(args.lm).is_file() else model_asset(args.lm, args.models)
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
@@ -58,14 +63,15 @@ def _demo(args: argparse.Namespace) -> int:
     )
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     if args.temperature is not None:
+        from ..apps.sampling_demo import run_sampling_demo
         from ..decode.sampling import SamplingConfig
-        from ..decode.sampling_demo import run_sampling_demo
 
         sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
         print(run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
-                                args.sample_alpha, progress=_progress()).render())
+                                args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch).render())
         return 0
-    report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress())
+    report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress(),
+                      allow_mismatch=args.allow_mismatch)
     print(report.render(args.examples))
     if not report.all_identical:
         print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)

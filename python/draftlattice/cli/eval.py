@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .trace import WIKITEXT_TEST, record_from_args
+from ..pairing import ALLOW_MISMATCH_HELP
+from .trace import WIKITEXT_HELP, record_from_args
 
 
 def _floats(text: str) -> list[float]:
@@ -19,6 +20,7 @@ def _run(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.report import evaluate_trace, format_tables, write_report
     from draftlattice.evaluate.trace import load_trace
     from draftlattice.ngram import NgramLM
+    from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 
     if args.trace:
         trace = load_trace(args.trace)
@@ -26,13 +28,22 @@ def _run(args: argparse.Namespace) -> int:
         if not (args.prompts or args.wikitext_test):
             raise ValueError("live evaluation needs --prompts or --wikitext-test")
         trace = record_from_args(args)  # live: record in memory; replay is exact (see replay.py)
+    model_name = f"the model of {args.trace or args.model}"
+    tokenizer_sha = trace.meta.get("tokenizer_sha256")  # recorded by `trace record`
+    lm = NgramLM(args.lm)
+    check_lm_tokenizer_pair(lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name,
+                            allow_mismatch=args.allow_mismatch)
     neural = None
     if args.neural_lm:
         from draftlattice.decode import NeuralDrafter
-        from draftlattice.model.io import load_model
+        from draftlattice.model import BlockwiseLM
+        from draftlattice.model.io import tokenizer_file
 
-        neural = NeuralDrafter(load_model(args.neural_lm), k=args.k, alpha=args.neural_alpha)
-    result = evaluate_trace(trace, NgramLM(args.lm), k=args.k, p=args.p, alpha=args.alpha, bos=not args.no_bos,
+        if tokenizer_sha is not None:
+            check_same_tokenizer(tokenizer_sha, tokenizer_file(args.neural_lm), owner=f"neural LM {args.neural_lm}",
+                                 allow_mismatch=args.allow_mismatch)
+        neural = NeuralDrafter(BlockwiseLM.from_pretrained(args.neural_lm), k=args.k, alpha=args.neural_alpha)
+    result = evaluate_trace(trace, lm, k=args.k, p=args.p, alpha=args.alpha, bos=not args.no_bos,
                             ks=_ints(args.ks), ps=_ints(args.ps), tune_alpha=args.tune_alpha,
                             alphas=_floats(args.alphas), heldout_fraction=args.heldout_fraction,
                             neural=neural, adaptive=not args.no_adaptive,
@@ -53,11 +64,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = parser.add_argument_group("live prompts (with --model)")
     group.add_argument("--prompts")
     group.add_argument("--wikitext-test", type=int, metavar="N")
-    group.add_argument("--wikitext-path", default=str(WIKITEXT_TEST))
+    group.add_argument("--wikitext-path", help=WIKITEXT_HELP)
     group.add_argument("--prompt-tokens", type=int, default=32)
     group.add_argument("--max-new-tokens", type=int, default=128)
     group.add_argument("--top-k", type=int, default=16)
     parser.add_argument("--lm", required=True, help="n-gram LM (.arpa[.xz|.gz] or .dlm) over the model's token ids")
+    parser.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     parser.add_argument("--k", type=int, default=16, help="candidates per head (<= trace top-K)")
     parser.add_argument("--p", type=int, default=16, help="drafts for the p-best rows of Table 4")
     parser.add_argument("--alpha", type=float, default=0.5, help="LM weight (natural log)")

@@ -1,22 +1,19 @@
 """`draftlattice lm ...`: inspect, score with, and compile n-gram language models.
 
-``register(subparsers)`` adds the ``lm`` group; its subcommands come from ``SUBCOMMANDS`` (here)
-and from the modules in ``EXTENSION_MODULES``, each exposing ``register_lm(lm_subparsers)``,
-so another module adds a subcommand (e.g. ``lm build``) with one line.
+``register(subparsers)`` adds the ``lm`` group: ``info``, ``score`` and ``compile`` (here) and
+``build`` (``cli/lm_build.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
 import sys
 import time
 
-# Modules adding `lm` subcommands, each exposing register_lm(lm_subparsers).
-EXTENSION_MODULES: list[str] = ["draftlattice.cli.lm_build"]
+from . import lm_build
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -143,9 +140,6 @@ def register_lm(lm_subparsers) -> None:
     compile_.set_defaults(func=_compile)
 
 
-SUBCOMMANDS = [register_lm]
-
-
 class _IntermixedParser(argparse.ArgumentParser):
     """Lets options follow free text (`lm score PATH "some text" --bos`)."""
 
@@ -167,7 +161,5 @@ def register(subparsers) -> None:
         dest="lm_command", metavar="LM_COMMAND", parser_class=_IntermixedParser
     )
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
-    for add in SUBCOMMANDS:
-        add(lm_subparsers)
-    for name in EXTENSION_MODULES:
-        importlib.import_module(name).register_lm(lm_subparsers)
+    register_lm(lm_subparsers)
+    lm_build.register_lm(lm_subparsers)

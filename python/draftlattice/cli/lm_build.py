@@ -1,4 +1,4 @@
-"""`draftlattice lm build`: build a Katz backoff n-gram LM from text (see draftlattice.lmbuild).
+"""`draftlattice lm build`: build a Katz backoff n-gram LM from text (see draftlattice.ngram.build).
 
 The `lm` command group (cli/lm.py) adds this subcommand with ``register_build(lm_subparsers)``.
 """
@@ -57,12 +57,12 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
-    """The hook cli/lm.py calls for each module in EXTENSION_MODULES."""
+    """Adds `lm build` to the `lm` group (called by cli/lm.py)."""
     register_build(lm_subparsers)
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from ..lmbuild import build_lm
+    from ..ngram.build import build_lm
 
     result = build_lm(
         args.corpus,

@@ -1,29 +1,24 @@
 """Entry point of the `draftlattice` command.
 
 Each command group lives in its own module exposing ``register(subparsers)``; the parser it
-adds sets ``func`` to a callable taking the parsed arguments and returning an exit code.
+adds sets ``func`` to a callable taking the parsed arguments and returning an exit code. The
+modules import their heavy dependencies (torch, transformers) inside ``func``, so ``--help``
+stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 
 import draftlattice
 
-# Command-group modules, in the order they appear in --help.
-COMMAND_MODULES = [
-    "lm",
-    "rescore",
-    "lattice",
-    "tokenizer",
-    "train",
-    "trace",
-    "eval",
-    "demo",
-]
+from . import demo, lattice, lm, model, rescore, tokenizer, trace, train
+from . import eval as eval_command
+
+# In the order they appear in --help.
+COMMANDS = [lm, rescore, lattice, tokenizer, train, model, trace, eval_command, demo]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=draftlattice.__version__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"draftlattice.cli.{name}").register(subparsers)
+    for command in COMMANDS:
+        command.register(subparsers)
     return parser
 
 

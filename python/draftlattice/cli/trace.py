@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-
-
-def _shared_wikitext() -> Path:
-    """../shared/data/wikitext-2/test.txt beside the project (or an ancestor, for worktrees)."""
-    root = Path(__file__).resolve().parents[3]
-    for base in [root, *root.parents]:
-        candidate = base.parent / "shared" / "data" / "wikitext-2" / "test.txt"
-        if candidate.is_file():
-            return candidate
-    return root.parent / "shared" / "data" / "wikitext-2" / "test.txt"
-
-
-WIKITEXT_TEST = _shared_wikitext()
+WIKITEXT_HELP = "WikiText-2 test.txt (default: wikitext-2/test.txt in the shared data directory, $DRAFTLATTICE_DATA)"
 
 
 def add_prompt_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--prompts", help="text file, one prompt per line")
     group.add_argument("--wikitext-test", type=int, metavar="N", help="first N paragraphs of WikiText-2 test")
-    parser.add_argument("--wikitext-path", default=str(WIKITEXT_TEST), help="WikiText-2 test.txt")
+    parser.add_argument("--wikitext-path", help=WIKITEXT_HELP)
     parser.add_argument("--prompt-tokens", type=int, default=32, help="tokens per prompt (default 32)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--top-k", type=int, default=16, help="K candidates recorded per head")
@@ -34,17 +21,22 @@ def add_prompt_args(parser: argparse.ArgumentParser) -> None:
 def record_from_args(args):
     import torch
 
-    from draftlattice.evaluate.prompts import prompts_from_file
+    from draftlattice.assets import WIKITEXT_TEST, data_file
+    from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
-    from draftlattice.lmbuild import tokenizer_sha256
-    from draftlattice.model.io import load_model, tokenizer_file
+    from draftlattice.model import BlockwiseLM
+    from draftlattice.model.io import tokenizer_file
+    from draftlattice.pairing import check_tokenizer_fits
+    from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model)
+    model = BlockwiseLM.from_pretrained(args.model)
     tok = tokenizer_file(args.model)
-    source = args.prompts or args.wikitext_path
-    prompts = prompts_from_file(source, tok, args.wikitext_test, args.prompt_tokens)
+    tokenizer = load_tokenizer(tok)
+    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tok))
+    source = args.prompts or args.wikitext_path or data_file(WIKITEXT_TEST)
+    prompts = paragraph_prompts(source, tokenizer, args.wikitext_test, args.prompt_tokens)
     meta = {"model": str(args.model), "tokenizer_sha256": tokenizer_sha256(tok), "prompts_from": str(source),
             "prompt_tokens": args.prompt_tokens}
     return record_trace(model, prompts, args.max_new_tokens, args.top_k, meta)

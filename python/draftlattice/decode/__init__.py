@@ -1,13 +1,16 @@
-"""Blockwise parallel decoding: the loop, drafters, sampling settings and run statistics."""
+"""Blockwise parallel decoding: the target protocol, the loop, drafters, sampling settings and run
+statistics."""
 
 from .drafters import Drafter, Drafts, LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
 from .loop import BlockwiseDecoder, DecodeResult
 from .reference import greedy_decode
 from .sampling import SamplingConfig
 from .stats import DecodeStats
+from .target import BlockwiseTarget
 
 __all__ = [
     "BlockwiseDecoder",
+    "BlockwiseTarget",
     "DecodeResult",
     "DecodeStats",
     "Drafter",

@@ -28,10 +28,10 @@ import torch
 
 from .. import verify
 from .drafters.base import Drafter, Drafts, empty_drafts
-from .model_api import Target, check_positions, keep_tree_path, new_cache, num_heads, vocab_size
 from .sampling import SamplingConfig, sample_categorical, seen_tokens
 from .sampling_step import SAMPLING_VERIFIERS, draft_for_sampling, sampling_step
 from .stats import DecodeStats
+from .target import BlockwiseTarget, check_positions, check_target
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,9 @@ class BlockwiseDecoder:
     """Blockwise parallel decoder around a model with h heads.
 
     Args:
-        model: a ``BlockwiseLM`` (or anything with the same forward/cache interface); logits
-            [B, T, h, V], head j at position t predicting token t + j.
+        model: a blockwise target (``draftlattice.decode.target.BlockwiseTarget``: the built-in
+            ``BlockwiseLM`` or ``draftlattice.hf.HFBlockwiseLM``); every tensor the decoder
+            creates is created on ``model.device``.
         drafter: turns heads 2..h into drafts (see ``draftlattice.decode.drafters``).
         verifier: "greedy" (drafts verified as p batched rows), "tree" (the drafts' prefix tree in
             one row with a tree attention mask) -- both greedy decoding; "block" (block
@@ -65,7 +66,7 @@ class BlockwiseDecoder:
 
     def __init__(
         self,
-        model: torch.nn.Module,
+        model: BlockwiseTarget,
         drafter: Drafter,
         verifier: str = "greedy",
         sampling: SamplingConfig | None = None,
@@ -74,13 +75,12 @@ class BlockwiseDecoder:
             raise ValueError(f"verifier must be one of {VERIFIERS}, got {verifier!r}")
         if verifier in ("greedy", "tree") and sampling is not None:
             raise ValueError(f"verifier {verifier!r} decodes greedily; use one of {SAMPLING_VERIFIERS} to sample")
-        self.model = model
+        self.model = check_target(model)
         self.drafter = drafter
         self.verifier = verifier
         self.sampling = (sampling or SamplingConfig()) if verifier in SAMPLING_VERIFIERS else None
-        self.h = num_heads(model)
-        self.vocab_size = vocab_size(model)
-        self.target = Target(model)
+        self.h = int(model.config.num_heads)
+        self.vocab_size = int(model.config.vocab_size)
 
     @torch.inference_mode()
     def generate(
@@ -109,8 +109,9 @@ class BlockwiseDecoder:
         stats = DecodeStats()
 
         start = time.perf_counter()
-        cache = new_cache(self.model)
-        heads = self.target.forward(torch.tensor([prompt]), cache).heads(0, len(prompt) - 1)  # [h, V]
+        cache = self.model.new_cache()
+        prompt_ids = torch.tensor([prompt], device=self.model.device)
+        heads = _StepOutput(self.model, prompt_ids, cache).heads(0, len(prompt) - 1)  # [h, V]
         pending = self._first_token(heads[0], prompt, generator)
         stats.serial_calls += 1
         stats.prefill_calls += 1
@@ -155,51 +156,79 @@ class BlockwiseDecoder:
         return int(sample_categorical(self.sampling.distribution(head1_logits.float(), seen), generator))
 
     def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:
+        """The drafter's drafts, on the target's device (drafters backed by the C++ core return
+        host tensors)."""
         if head_logits.shape[0] == 0:
-            return empty_drafts(self.vocab_size, self.sampling is not None)
-        if self.sampling is not None:
-            return draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
-        drafts = self.drafter.propose(head_logits, context)
-        _check_drafts(drafts, head_logits.shape[0])
-        return drafts
+            return empty_drafts(self.vocab_size, self.sampling is not None, head_logits.device)
+        if self.sampling is None:
+            drafts = self.drafter.propose(head_logits, context)
+            _check_drafts(drafts, head_logits.shape[0])
+        else:
+            drafts = draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
+        device = self.model.device
+        return Drafts(drafts.tokens.to(device), None if drafts.q is None else drafts.q.to(device))
 
     def _verify_step(self, cache, context: list[int], drafts: Drafts, generator):
         """Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
         if self.verifier == "tree":
-            return _tree_step(self.target, cache, context[-1], drafts.tokens)
+            return _tree_step(self.model, cache, context[-1], drafts.tokens)
         if self.verifier == "greedy":
-            return _batched_greedy_step(self.target, cache, context[-1], drafts.tokens)
-        return sampling_step(self.target.forward, cache, context, drafts, self.sampling, self.verifier, generator)
+            return _batched_greedy_step(self.model, cache, context[-1], drafts.tokens)
+        forward = lambda rows, kv: _StepOutput(self.model, rows, kv)  # noqa: E731
+        return sampling_step(forward, cache, context, drafts, self.sampling, self.verifier, generator)
 
 
-def _batched_greedy_step(target: Target, cache, pending: int, drafts: torch.Tensor):
+class _StepOutput:
+    """One verification forward, computing only what a decoding step needs.
+
+    Acceptance needs head 1 at every input position, the next block's drafts need all h heads at
+    the one accepted position only. The target's trunk runs once (the serial call); heads 2..h are
+    evaluated on the accepted position after acceptance, which with h = 8 and a 4096 vocabulary
+    removes most of the output-projection work.
+    """
+
+    def __init__(self, target: BlockwiseTarget, input_ids, cache, position_ids=None, attention_mask=None) -> None:
+        self._target = target
+        self._z = target.trunk(input_ids, cache, position_ids, attention_mask)  # [B, T, d]
+
+    def head1(self) -> torch.Tensor:
+        """Head 1's logits [B, T, V] at every input position."""
+        return self._target.head1_logits(self._z)
+
+    def heads(self, row: int, position: int) -> torch.Tensor:
+        """All heads' logits [h, V] at one input position of one row."""
+        return self._target.head_logits(self._z[row : row + 1, position : position + 1])[0, 0]
+
+
+def _batched_greedy_step(target: BlockwiseTarget, cache, pending: int, drafts: torch.Tensor):
     """Verifies p drafts [p, g] as p rows of one forward (cache expanded to p rows)."""
     p, g = drafts.shape
     prefix = cache.length
-    rows = torch.cat([torch.full((p, 1), pending, dtype=torch.int64), drafts], dim=1)  # [p, g+1]
+    roots = torch.full((p, 1), pending, dtype=torch.int64, device=drafts.device)
+    rows = torch.cat([roots, drafts], dim=1)  # [p, g+1]
     if p > 1:
         cache.expand(p)
-    out = target.forward(rows, cache)
+    out = _StepOutput(target, rows, cache)
     best, num_accepted, next_token = verify.greedy_accept(drafts, out.head1())  # head 1: [p, g+1, V]
-    best, a = int(best), int(num_accepted)
     if p > 1:
-        cache.batch_select([best])
+        cache.batch_select(best.reshape(1))
+    best, a = int(best), int(num_accepted)
     cache.crop(prefix + 1 + a)
     return drafts[best, :a].tolist(), int(next_token), out.heads(best, a)
 
 
-def _tree_step(target: Target, cache, pending: int, drafts: torch.Tensor):
+def _tree_step(target: BlockwiseTarget, cache, pending: int, drafts: torch.Tensor):
     """Verifies the prefix tree of the drafts (root = pending) in one row with a tree mask."""
     prefix = cache.length
-    dtype = next(target.model.parameters()).dtype
-    tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=dtype)
-    out = target.forward(
-        tree.tokens[None], cache, position_ids=tree.position_ids[None], attention_mask=tree.attention_mask_4d(prefix)
+    tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=target.dtype)
+    out = _StepOutput(
+        target, tree.tokens[None], cache, position_ids=tree.position_ids[None],
+        attention_mask=tree.attention_mask_4d(prefix),
     )
     result = verify.tree_greedy_accept(tree, out.head1()[0])  # head 1 at every node: [T, V]
     a = int(result.num_accepted)
     path = result.path[: a + 1]  # root, then the accepted nodes by depth
-    keep_tree_path(cache, prefix, path)
+    cache.select(prefix + path, prefix=prefix)  # the committed prefix, the root and the accepted nodes
     return tree.tokens[path[1:]].tolist(), int(result.next_token), out.heads(0, int(result.last_node))
 
 

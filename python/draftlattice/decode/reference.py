@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import torch
 
-from .model_api import check_positions, new_cache, target_forward
+from .target import BlockwiseTarget, check_positions
 
 
 @torch.inference_mode()
 def greedy_decode(
-    model: torch.nn.Module,
+    model: BlockwiseTarget,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     *,
@@ -33,13 +33,13 @@ def greedy_decode(
     check_positions(model, len(prompt_ids) + max_new_tokens)
     model.eval()
     tokens = list(prompt_ids)
-    cache = new_cache(model) if use_cache else None
+    cache = model.new_cache() if use_cache else None
     feed = tokens
     new: list[int] = []
     while len(new) < max_new_tokens:
         if not use_cache:
             feed = tokens
-        logits = target_forward(model, torch.tensor([feed]), cache)[0, -1, 0]
+        logits = model.head1_logits(model.trunk(torch.tensor([feed], device=model.device), cache)[0, -1])
         token = int(logits.argmax())
         new.append(token)
         tokens.append(token)

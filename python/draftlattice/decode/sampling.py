@@ -95,10 +95,10 @@ def scatter_candidates(candidates: torch.Tensor, probs: torch.Tensor, vocab_size
         probs: [..., k] probabilities of the candidates (sum to 1 along the last axis).
         vocab_size: V.
     Returns:
-        [..., V] float32, zero outside the candidates.
+        [..., V] float32 on the candidates' device, zero outside the candidates.
     """
-    q = torch.zeros(*candidates.shape[:-1], vocab_size, dtype=torch.float32)
-    return q.scatter_(-1, candidates.long(), probs.float())
+    q = torch.zeros(*candidates.shape[:-1], vocab_size, dtype=torch.float32, device=candidates.device)
+    return q.scatter_(-1, candidates.long(), probs.to(q))
 
 
 def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -111,4 +111,5 @@ def draw_distinct(probs: torch.Tensor, n: int, generator: torch.Generator | None
     """min(n, support) distinct draws from probs [V], without replacement: each from probs with
     the earlier draws removed and the rest renormalised (int64 [m], in draw order)."""
     m = min(n, int((probs > 0).sum()))
-    return torch.multinomial(probs.double(), m, replacement=False, generator=generator)
+    device = probs.device if generator is None else generator.device  # host laws, CUDA generators
+    return torch.multinomial(probs.double().to(device), m, replacement=False, generator=generator).to(probs.device)

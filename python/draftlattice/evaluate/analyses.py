@@ -16,7 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import metrics
-from .drafting import NgramRescore, Oracle, TraceView, accepted_length
+from .drafting import NgramRescore, TraceView, accepted_length
 from .replay import replay
 
 logger = logging.getLogger(__name__)
@@ -63,18 +63,6 @@ def compare_drafters(view: TraceView, base, other, prompts=None, num_threads=Non
             **metrics.wins_ties_losses(a.accepted, b.accepted),
             **metrics.repairs(a.drafts, b.drafts),
             "mean_accepted_base": float(a.accepted.mean()), "mean_accepted_other": float(b.accepted.mean())}
-
-
-def oracle_curve(view: TraceView, ks: Sequence[int], prompts=None) -> dict[int, float]:
-    """Figure 6: block efficiency of the oracle top-k drafter for each k."""
-    return {int(k): replay(view, Oracle(int(k)), prompts, progress=False).block_efficiency for k in ks}
-
-
-def pbest_curve(view: TraceView, lm, k: int, ps: Sequence[int], alpha: float, prompts=None,
-                num_threads=None, bos: bool = False) -> dict[int, float]:
-    """Figure 7: block efficiency of p-best rescoring (k candidates per head) for each p."""
-    return {int(p): replay(view, NgramRescore(lm, k, int(p), alpha, bos), prompts, num_threads).block_efficiency
-            for p in ps}
 
 
 def split_prompts(count: int, heldout_fraction: float) -> tuple[list[int], list[int]]:

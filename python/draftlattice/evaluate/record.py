@@ -14,30 +14,30 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..decode.target import BlockwiseTarget, check_positions
 from ..lattice import Lattice
-from ..decode.model_api import check_positions, new_cache, num_heads, target_forward, vocab_size
 from .trace import Trace
 
 logger = logging.getLogger(__name__)
 
 
 @torch.inference_mode()
-def record_prompt(model: torch.nn.Module, prompt: Sequence[int], max_new_tokens: int, top_k: int):
+def record_prompt(model: BlockwiseTarget, prompt: Sequence[int], max_new_tokens: int, top_k: int):
     """Greedy decode of one prompt; returns (tokens [T], topk ids [T, h, K], logprobs [T, h, K],
     entropy [T, h]) with T = max_new_tokens."""
     if len(prompt) < 1 or max_new_tokens < 1:
         raise ValueError("record needs a non-empty prompt and max_new_tokens >= 1")
     check_positions(model, len(prompt) + max_new_tokens)
-    cache = new_cache(model)
-    feed = torch.tensor([list(prompt)])
+    cache = model.new_cache()
+    feed = torch.tensor([list(prompt)], device=model.device)
     rows, tokens = [], []
     for _ in range(max_new_tokens):
-        heads = target_forward(model, feed, cache)[0, -1].float()  # [h, V]
+        heads = model.head_logits(model.trunk(feed, cache)[:, -1:])[0, 0].float()  # [h, V]
         rows.append(heads)
         token = int(heads[0].argmax())
         tokens.append(token)
-        feed = torch.tensor([[token]])
-    logits = torch.stack(rows)  # [T, h, V]
+        feed = torch.tensor([[token]], device=model.device)
+    logits = torch.stack(rows).cpu()  # [T, h, V]; the lattice builder runs on the host
     logp = torch.log_softmax(logits, -1)
     entropy = -(logp.exp() * logp).sum(-1)  # [T, h] nats
     t, h, _ = logits.shape
@@ -47,17 +47,17 @@ def record_prompt(model: torch.nn.Module, prompt: Sequence[int], max_new_tokens:
     return np.asarray(tokens, np.int32), ids.astype(np.int32), lps.astype(np.float32), entropy.numpy().astype(np.float32)
 
 
-def record_trace(model: torch.nn.Module, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+def record_trace(model: BlockwiseTarget, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                  top_k: int = 16, meta: dict | None = None, progress: bool = True) -> Trace:
     """Trace of the greedy decodes of ``prompts`` (each with ``max_new_tokens`` new tokens).
 
     Args:
-        model: a ``BlockwiseLM`` (logits [B, T, h, V]); run in eval mode, its own dtype.
+        model: a blockwise target (``draftlattice.decode.target``); run in eval mode, its own dtype.
         prompts: N non-empty lists of token ids.
         top_k: K candidates kept per head (1 <= K <= V).
     """
     model.eval()
-    vocab = vocab_size(model)
+    vocab = model.config.vocab_size
     if not 1 <= top_k <= vocab:
         raise ValueError(f"top_k must be in [1, {vocab}], got {top_k}")
     out = ([], [], [], [], [])
@@ -65,5 +65,5 @@ def record_trace(model: torch.nn.Module, prompts: Sequence[Sequence[int]], max_n
         out[0].append(np.asarray(prompt, np.int32))
         for dst, arr in zip(out[1:], record_prompt(model, prompt, max_new_tokens, top_k)):
             dst.append(arr)
-    info = {"num_heads": num_heads(model), "max_new_tokens": max_new_tokens, **(meta or {})}
+    info = {"num_heads": model.config.num_heads, "max_new_tokens": max_new_tokens, **(meta or {})}
     return Trace(*out, vocab_size=vocab, meta=info)

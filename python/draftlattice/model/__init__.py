@@ -3,6 +3,7 @@
 from .blockwise import BlockwiseLM, BlockwiseOutput
 from .cache import KVCache
 from .config import BlockwiseConfig
-from .io import load_model, save_model
+from .heads import ResidualHead
+from .io import save_model
 
-__all__ = ["BlockwiseConfig", "BlockwiseLM", "BlockwiseOutput", "KVCache", "load_model", "save_model"]
+__all__ = ["BlockwiseConfig", "BlockwiseLM", "BlockwiseOutput", "KVCache", "ResidualHead", "save_model"]

@@ -20,8 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import io
 from .cache import KVCache
 from .config import BlockwiseConfig
+from .heads import ResidualHead
 
 
 @dataclass
@@ -76,20 +78,6 @@ class Block(nn.Module):
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
-class ResidualHead(nn.Module):
-    """z + W2 GELU(W1 z): the feed-forward of blockwise heads 2..h (Stern et al. 2018)."""
-
-    def __init__(self, config: BlockwiseConfig) -> None:
-        super().__init__()
-        self.up = nn.Linear(config.d_model, config.head_hidden)
-        self.down = nn.Linear(config.head_hidden, config.d_model)
-        nn.init.zeros_(self.down.weight)  # starts as head 1; learns its offset
-        nn.init.zeros_(self.down.bias)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z + self.down(F.gelu(self.up(z)))
-
-
 class BlockwiseLM(nn.Module):
     """Blockwise parallel LM; see the module docstring for the shapes and conventions."""
 
@@ -100,7 +88,9 @@ class BlockwiseLM(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.heads = nn.ModuleList(ResidualHead(config) for _ in range(config.num_heads - 1))
+        self.heads = nn.ModuleList(
+            ResidualHead(config.d_model, config.head_hidden) for _ in range(config.num_heads - 1)
+        )
         self.drop = nn.Dropout(config.dropout)
         inv_freq = 1.0 / config.rope_base ** (torch.arange(0, config.d_head, 2).double() / config.d_head)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
@@ -121,6 +111,16 @@ class BlockwiseLM(nn.Module):
     @property
     def num_heads(self) -> int:
         return self.config.num_heads
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights (the decoder creates its inputs there)."""
+        return self.embed.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Floating dtype of the weights and activations."""
+        return self.embed.weight.dtype
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.n_layer)
@@ -202,20 +202,23 @@ class BlockwiseLM(nn.Module):
         """Per-head states [B, T, h, d] from the final hidden state z [B, T, d]."""
         return torch.stack([z] + [head(z) for head in self.heads], dim=2)
 
+    def head1_logits(self, z: torch.Tensor) -> torch.Tensor:
+        """Head 1's logits [..., V] from z [..., d] (head 1 is z itself, tied projection)."""
+        return z @ self.embed.weight.t()
+
     def head_logits(self, z: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, h, V] from the final hidden state z [B, T, d] (tied output projection)."""
         return self.head_states(z) @ self.embed.weight.t()
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     @classmethod
     def from_pretrained(cls, directory, device="cpu", dtype=torch.float32) -> BlockwiseLM:
-        from .io import load_model
-
-        return load_model(directory, device=device, dtype=dtype)
+        """Loads a model directory written by ``save_pretrained`` (see ``draftlattice.model.io``);
+        ``ValueError`` if files are missing or do not match the config."""
+        model = cls(io.read_config(directory))
+        model.load_state_dict(io.read_weights(directory, model.state_dict()))
+        return model.to(device=device, dtype=dtype).eval()
 
     def save_pretrained(self, directory, tokenizer_path=None, storage_dtype=torch.float16) -> None:
-        from .io import save_model
-
-        save_model(self, directory, tokenizer_path=tokenizer_path, storage_dtype=storage_dtype)
+        """Writes config.json, model.safetensors (in ``storage_dtype``) and, when given, a copy of
+        ``tokenizer_path`` as tokenizer.json."""
+        io.save_model(self, directory, tokenizer_path=tokenizer_path, storage_dtype=storage_dtype)

@@ -39,6 +39,10 @@ class KVCache:
     def __len__(self) -> int:
         return self._length
 
+    def _device(self) -> torch.device | None:
+        """Where the cached tensors live (None while empty: the caller's tensors stay put)."""
+        return None if self.keys[0] is None else self.keys[0].device
+
     def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append [B, n_head, T, d_head] to ``layer``; return the full keys/values [.., S+T, ..].
 
@@ -78,13 +82,13 @@ class KVCache:
         prefix = self.prefix_length if prefix is None else prefix
         if not 0 <= prefix <= self._length:
             raise ValueError(f"prefix {prefix} outside [0, {self._length}]")
-        positions = torch.as_tensor(positions, dtype=torch.long).reshape(-1)
+        positions = torch.as_tensor(positions, dtype=torch.long, device=self._device()).reshape(-1)
         if positions.numel() and (int(positions.min()) < prefix or int(positions.max()) >= self._length):
             raise ValueError(f"select positions must lie in [{prefix}, {self._length}), got {positions.tolist()}")
         for i in range(self.n_layer):
             if self.keys[i] is None:
                 continue
-            index = torch.cat([torch.arange(prefix, device=self.keys[i].device), positions.to(self.keys[i].device)])
+            index = torch.cat([torch.arange(prefix, device=self.keys[i].device), positions])
             self.keys[i] = self.keys[i].index_select(2, index)
             self.values[i] = self.values[i].index_select(2, index)
         self._length = prefix + positions.numel()
@@ -92,14 +96,14 @@ class KVCache:
 
     def batch_select(self, rows: torch.Tensor | list[int]) -> None:
         """Keep the batch rows ``rows`` (LongTensor[r]), in that order (repeats allowed)."""
-        rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+        rows = torch.as_tensor(rows, dtype=torch.long, device=self._device()).reshape(-1)
         batch = self.batch_size
         if batch is not None and rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= batch):
             raise ValueError(f"batch rows {rows.tolist()} outside [0, {batch})")
         for i in range(self.n_layer):
             if self.keys[i] is not None:
-                self.keys[i] = self.keys[i].index_select(0, rows.to(self.keys[i].device))
-                self.values[i] = self.values[i].index_select(0, rows.to(self.values[i].device))
+                self.keys[i] = self.keys[i].index_select(0, rows)
+                self.values[i] = self.values[i].index_select(0, rows)
 
     def expand(self, n: int) -> None:
         """Repeat a batch-1 cache to ``n`` identical rows (one per draft)."""
@@ -108,11 +112,4 @@ class KVCache:
         if self.batch_size not in (None, 1):
             raise ValueError(f"expand needs a batch-1 cache, got batch {self.batch_size}")
         if self.batch_size is not None:
-            self.batch_select(torch.zeros(n, dtype=torch.long))
-
-    def clone(self) -> KVCache:
-        """An independent copy (tensors are immutable here, so sharing storage is safe)."""
-        other = KVCache(self.n_layer)
-        other.keys, other.values = list(self.keys), list(self.values)
-        other._length, other.prefix_length = self._length, self.prefix_length
-        return other
+            self.batch_select(torch.zeros(n, dtype=torch.long, device=self.keys[0].device))

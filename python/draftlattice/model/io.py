@@ -1,7 +1,9 @@
-"""Saving and loading :class:`BlockwiseLM` directories: config.json, model.safetensors, tokenizer.json.
+"""The files of a model directory: config.json, model.safetensors, tokenizer.json.
 
-Weights may be stored in fp16 to halve the shipped size; they are loaded in the requested dtype
-(fp32 by default). The tied output projection is stored once (as the embedding).
+Weights may be stored in fp16 to halve the shipped size; they are read back as fp32 (the model
+converts them to the requested dtype). The tied output projection is stored once (as the
+embedding). ``BlockwiseLM.from_pretrained`` / ``save_pretrained`` use these functions; this module
+does not know the model class, so the dependency runs one way (blockwise -> io).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-from .blockwise import BlockwiseLM
 from .config import BlockwiseConfig
 
 CONFIG_NAME = "config.json"
@@ -19,8 +20,9 @@ WEIGHTS_NAME = "model.safetensors"
 TOKENIZER_NAME = "tokenizer.json"
 
 
-def save_model(model: BlockwiseLM, directory, tokenizer_path=None, storage_dtype=torch.float16) -> None:
-    """Write ``model`` to ``directory`` (created); copy ``tokenizer_path`` as tokenizer.json."""
+def save_model(model: torch.nn.Module, directory, tokenizer_path=None, storage_dtype=torch.float16) -> None:
+    """Write ``model`` (with ``.config`` and weights) to ``directory`` (created); copy
+    ``tokenizer_path`` as tokenizer.json."""
     from safetensors.torch import save_file
 
     directory = Path(directory)
@@ -32,22 +34,26 @@ def save_model(model: BlockwiseLM, directory, tokenizer_path=None, storage_dtype
         shutil.copyfile(tokenizer_path, directory / TOKENIZER_NAME)
 
 
-def load_model(directory, device="cpu", dtype=torch.float32) -> BlockwiseLM:
-    """Load a model directory; ``ValueError`` if files are missing or do not match the config."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def read_config(directory) -> BlockwiseConfig:
+    """The directory's config.json; ``ValueError`` if the config or the weights file is missing."""
     directory = Path(directory)
     for name in (CONFIG_NAME, WEIGHTS_NAME):
         if not (directory / name).is_file():
             raise ValueError(f"{directory}: missing {name}")
-    config = BlockwiseConfig.load(directory / CONFIG_NAME)
+    return BlockwiseConfig.load(directory / CONFIG_NAME)
+
+
+def read_weights(directory, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The directory's weights as fp32, checked against ``expected`` (a fresh model's state dict):
+    ``ValueError`` naming missing, unexpected or mis-shaped tensors."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
     try:
         tensors = load_file(str(directory / WEIGHTS_NAME))
     except (SafetensorError, OSError) as error:
         raise ValueError(f"{directory / WEIGHTS_NAME}: cannot read ({error})") from None
-    model = BlockwiseLM(config)
-    expected = model.state_dict()
     missing, unexpected = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
     if missing or unexpected:
         raise ValueError(f"{directory}: weights do not match config (missing {missing}, unexpected {unexpected})")
@@ -55,8 +61,7 @@ def load_model(directory, device="cpu", dtype=torch.float32) -> BlockwiseLM:
         if tensor.shape != expected[name].shape:
             raise ValueError(f"{directory}: {name} has shape {tuple(tensor.shape)}, config wants "
                              f"{tuple(expected[name].shape)}")
-    model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()})
-    return model.to(device=device, dtype=dtype).eval()
+    return {name: tensor.to(torch.float32) for name, tensor in tensors.items()}
 
 
 def tokenizer_file(directory) -> Path:

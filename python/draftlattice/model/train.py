@@ -15,7 +15,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +49,6 @@ class TrainOptions:
     seed: int = 1234
     threads: int | None = None
     device: str | None = None
-    log: list = field(default_factory=list)
 
 
 def pick_device(requested: str | None) -> torch.device:

@@ -22,6 +22,9 @@ from ..sampling import SamplingConfig
 class Drafts:
     """Drafts for one decoding step.
 
+    Drafters return them on the head logits' device, or on the host when they are computed by the
+    C++ core; the decoder moves them to the target's device.
+
     Attributes:
         tokens: [p, g] int64 draft token ids, best first (greedy mode) or one sampled draft (p = 1).
         q: [p, g, V] float32 in sampling mode: q[r, i] is the distribution draft token i of row r
@@ -70,7 +73,7 @@ def check_head_logits(head_logits: torch.Tensor) -> None:
         raise ValueError(f"head_logits must be floating point, got {head_logits.dtype}")
 
 
-def empty_drafts(vocab_size: int, sampling: bool) -> Drafts:
-    """Drafts of length 0 (used when only the known next token is left to generate)."""
-    q = torch.zeros(1, 0, vocab_size) if sampling else None
-    return Drafts(torch.zeros(1, 0, dtype=torch.int64), q)
+def empty_drafts(vocab_size: int, sampling: bool, device: torch.device) -> Drafts:
+    """Drafts of length 0 on ``device`` (used when only the known next token is left to generate)."""
+    q = torch.zeros(1, 0, vocab_size, device=device) if sampling else None
+    return Drafts(torch.zeros(1, 0, dtype=torch.int64, device=device), q)

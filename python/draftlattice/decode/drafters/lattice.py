@@ -9,6 +9,9 @@ distributions processed like the target's (``SamplingConfig.distribution``), by 
 full support (an "other" arc per position for the head's mass outside the top-k), and hands the
 verifier the exact conditional distribution of every drawn token over the whole vocabulary
 (``draftlattice.sample.sample_from_heads``, forward-backward).
+
+Greedy mode keeps the LM state of the committed text (:class:`CommittedLmState`) and advances it
+by the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ... import _core
+from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
 from ...sample import sample_from_heads
@@ -45,14 +50,12 @@ class LatticeDrafter:
                  sample_alpha: float = 0.2, full_support: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        if p < 1:
-            raise ValueError(f"p must be >= 1, got {p}")
-        if not alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        _core.check_rescore_options(p, alpha)  # the core's checks, at construction
         if not sample_alpha >= 0:
             raise ValueError(f"sample_alpha must be >= 0, got {sample_alpha}")
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
         self.sample_alpha, self.full_support = float(sample_alpha), bool(full_support)
+        self.committed = CommittedLmState(lm, bos)
 
     def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
         """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
@@ -61,8 +64,8 @@ class LatticeDrafter:
         return Lattice.from_logits(logits, min(self.k, logits.shape[1]), temperature)
 
     def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
-        result = rescore(self.lattice(head_logits), self.lm, self.num_drafts, self.alpha,
-                         np.asarray(context, dtype=np.int32), self.bos)
+        state = self.committed.after(context)
+        result = rescore(self.lattice(head_logits), self.lm, self.num_drafts, self.alpha, state)
         return Drafts(torch.from_numpy(result.tokens.astype(np.int64)))
 
     def sample(
@@ -102,3 +105,30 @@ class LatticeDrafter:
             tokens.append(row)
             q.append(np.stack(law))
         return Drafts(torch.tensor(tokens, dtype=torch.int64), torch.from_numpy(np.stack(q)).float())
+
+
+class CommittedLmState:
+    """The LM state after a growing context, advanced by the tokens added since the last call.
+
+    ``after(context)`` equals ``lm.start(context, bos)``. When ``context`` extends the previous
+    one it only scores the new tokens: it checks that the last ``order - 1`` tokens before them
+    are unchanged, which is all the state depends on (the whole previous context while it is
+    shorter than that, since ``<s>`` then still counts). Any other context (a new sequence, a
+    rollback) starts over from its last ``order - 1`` tokens. Cost per call: O(order + new tokens).
+    """
+
+    def __init__(self, lm, bos: bool) -> None:
+        self.lm, self.bos = lm, bool(bos)
+        self.window = max(int(lm.order) - 1, 0)
+        self.length = -1  # no context yet
+        self.tail: tuple[int, ...] = ()
+        self.state = None
+
+    def after(self, context: Sequence[int]) -> LmState:
+        n, m, w = len(context), self.length, self.window
+        if 0 <= m <= n and tuple(context[max(0, m - w): m]) == self.tail:
+            self.state = self.lm.advance(self.state, context[m:n]) if n > m else self.state
+        else:
+            self.state = self.lm.start(context[max(0, n - w): n], self.bos)
+        self.length, self.tail = n, tuple(context[max(0, n - w): n])
+        return self.state

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import torch
 
-from ..model_api import new_cache, target_forward, vocab_size
 from ..sampling import SamplingConfig, sample_categorical, scatter_candidates, seen_tokens
 from .base import Drafts, check_head_logits
 
@@ -23,7 +22,8 @@ class NeuralDrafter:
     """Greedy left-to-right rescoring of each head's top-k by a small neural LM.
 
     Args:
-        lm: a ``BlockwiseLM`` (head 1 is used) with the target's vocabulary.
+        lm: a blockwise model (``draftlattice.decode.target.BlockwiseTarget``; head 1 is used) with
+            the target's vocabulary, on the target's device.
         k: candidates per head (>= 1).
         alpha: weight of the LM's log-probability (0 = vanilla drafts).
         window: when the context no longer fits the LM's positions, the LM restarts on the last
@@ -42,7 +42,7 @@ class NeuralDrafter:
             raise ValueError(f"window must be in [1, {limit}), got {window}")
         self.lm = lm.eval()
         self.k, self.alpha, self.window, self._limit = k, float(alpha), window, limit
-        self.vocab_size = vocab_size(lm)
+        self.vocab_size = int(lm.config.vocab_size)
         self._cache = None
         self._fed: list[int] = []  # tokens whose keys/values are in self._cache, in order
 
@@ -79,11 +79,12 @@ class NeuralDrafter:
         lm_logits = self._condition_on(list(context), g)
         cache = self._cache
         head_lp = torch.log_softmax(head_logits.float(), -1)
-        tokens = torch.empty(g, dtype=torch.int64)
-        q = torch.zeros(g, vocab) if sampling is not None else None
+        device = head_logits.device
+        tokens = torch.empty(g, dtype=torch.int64, device=device)
+        q = torch.zeros(g, vocab, device=device) if sampling is not None else None
         for i in range(g):
             cand_lp, cand = head_lp[i].topk(k)
-            score = cand_lp + self.alpha * torch.log_softmax(lm_logits.float(), -1)[cand]
+            score = cand_lp + self.alpha * torch.log_softmax(lm_logits.float(), -1).to(device)[cand]
             if sampling is None:
                 choice = int(score.argmax())
             else:
@@ -92,7 +93,7 @@ class NeuralDrafter:
                 q[i] = scatter_candidates(cand, probs, vocab)
             tokens[i] = cand[choice]
             if i + 1 < g:
-                lm_logits = target_forward(self.lm, tokens[i : i + 1][None], cache)[0, -1, 0]
+                lm_logits = self._head1(tokens[i : i + 1][None], cache)
                 self._fed.append(int(tokens[i]))
         return tokens, q
 
@@ -108,8 +109,12 @@ class NeuralDrafter:
             shared += 1
         shared = min(shared, len(context) - 1)  # feed at least one token to get its logits
         if self._cache is None or shared == 0:
-            self._cache, shared = new_cache(self.lm), 0
+            self._cache, shared = self.lm.new_cache(), 0
         else:
             self._cache.crop(shared)
         self._fed = list(context)
-        return target_forward(self.lm, torch.tensor([context[shared:]]), self._cache)[0, -1, 0]
+        return self._head1(torch.tensor([context[shared:]], device=self.lm.device), self._cache)
+
+    def _head1(self, input_ids: torch.Tensor, cache) -> torch.Tensor:
+        """The LM's head-1 logits [V] after input_ids [1, T] (cache extended in place)."""
+        return self.lm.head1_logits(self.lm.trunk(input_ids.to(self.lm.device), cache)[0, -1])

@@ -1,0 +1,140 @@
+// Python -> C++ argument conversion shared by the binding files (type conversion only).
+//
+// Scalars: a wrong Python type is a TypeError naming the argument ("p must be an integer, got
+// 1.5"); whether the value is allowed is the core's to check (dl::InvalidArgument -> ValueError).
+// Arrays: anything numpy can read; the rank, dtype kind and int32 range are checked here because
+// they decide how the values are converted, with the same messages for every binding.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+
+namespace dl::bindings {
+
+template <typename T>
+using CArray = pybind11::array_t<T, pybind11::array::c_style | pybind11::array::forcecast>;
+
+// A fresh numpy array owning a copy of `values`, with the given shape.
+template <typename T>
+pybind11::array_t<T> ToNumpy(const std::vector<T>& values, std::vector<pybind11::ssize_t> shape) {
+  pybind11::array_t<T> out(shape);
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+inline std::string Repr(pybind11::handle obj) { return pybind11::repr(obj).cast<std::string>(); }
+
+inline std::string TypeName(pybind11::handle obj) {
+  return pybind11::str(pybind11::type::handle_of(obj).attr("__name__")).cast<std::string>();
+}
+
+inline std::string ShapeText(const pybind11::array& array) {
+  std::string text = "[";
+  for (pybind11::ssize_t d = 0; d < array.ndim(); ++d)
+    text += (d ? ", " : "") + std::to_string(array.shape(d));
+  return text + "]";
+}
+
+// An integer argument (int or numpy integer, not bool) as T; TypeError for other types,
+// ValueError when it does not fit in T.
+template <typename T = int64_t>
+T IntArg(pybind11::handle obj, const char* name) {
+  if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
+    throw pybind11::type_error(Message(name, " must be an integer, got ", Repr(obj)));
+  auto index = pybind11::reinterpret_steal<pybind11::object>(PyNumber_Index(obj.ptr()));
+  if (!index) throw pybind11::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow || value < static_cast<long long>(std::numeric_limits<T>::min()) ||
+      value > static_cast<long long>(std::numeric_limits<T>::max()))
+    throw InvalidArgument(Message(name, "=", Repr(obj), " is out of range"));
+  return static_cast<T>(value);
+}
+
+// A real-number argument (int, float, numpy scalar; not bool or str); TypeError otherwise.
+inline double RealArg(pybind11::handle obj, const char* name) {
+  PyObject* o = obj.ptr();
+  const bool number =
+      PyFloat_Check(o) || PyIndex_Check(o) || PyObject_HasAttrString(o, "__float__");
+  if (PyBool_Check(o) || !number)
+    throw pybind11::type_error(Message(name, " must be a number, got ", Repr(obj)));
+  const double value = PyFloat_AsDouble(o);
+  if (value == -1.0 && PyErr_Occurred()) throw pybind11::error_already_set();
+  return value;
+}
+
+// A thread count: None = all hardware threads (0 for dl::ParallelFor), else an integer >= 1.
+inline int ThreadsArg(pybind11::handle obj) {
+  if (obj.is_none()) return 0;
+  const int threads = IntArg<int>(obj, "num_threads");
+  if (threads < 1)
+    throw InvalidArgument(Message("num_threads must be >= 1, got num_threads=", threads));
+  return threads;
+}
+
+// `obj` as a numpy array of rank `ndim` (shape named by `shape` in messages).
+inline pybind11::array ArrayArg(pybind11::handle obj, const char* name, int ndim,
+                                const char* shape) {
+  pybind11::array array = pybind11::array::ensure(obj);
+  if (!array)
+    throw InvalidArgument(Message(name, " must be an array ", shape, ", got ", TypeName(obj)));
+  if (array.ndim() != ndim)
+    throw InvalidArgument(
+        Message(name, " must have shape ", shape, ", got shape ", ShapeText(array)));
+  return array;
+}
+
+// Floating-point values (float16/32/64) as C-contiguous float32.
+inline CArray<float> FloatArray(pybind11::handle obj, const char* name, int ndim,
+                                const char* shape) {
+  pybind11::array array = ArrayArg(obj, name, ndim, shape);
+  if (array.dtype().kind() != 'f')
+    throw InvalidArgument(Message(name, " must be float16, float32 or float64, got dtype ",
+                                  pybind11::str(array.dtype()).cast<std::string>()));
+  return CArray<float>::ensure(array);
+}
+
+// Integer token ids as C-contiguous int32 (values outside int32 are an error, not wrapped).
+// Negative ids pass: the LM or the lattice rejects them naming their position.
+inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int ndim,
+                                  const char* shape) {
+  pybind11::array array = ArrayArg(obj, name, ndim, shape);
+  const char kind = array.dtype().kind();
+  if (array.size() > 0 && kind != 'i' && kind != 'u')
+    throw InvalidArgument(Message(name, " must hold integer token ids, got dtype ",
+                                  pybind11::str(array.dtype()).cast<std::string>()));
+  if (array.dtype().is(pybind11::dtype::of<int32_t>())) return CArray<int32_t>::ensure(array);
+  const auto wide = CArray<int64_t>::ensure(array);
+  const int64_t* v = wide.data();
+  for (pybind11::ssize_t i = 0; i < wide.size(); ++i)
+    if (v[i] < std::numeric_limits<int32_t>::min() || v[i] > std::numeric_limits<int32_t>::max())
+      throw InvalidArgument(Message(name, " holds token id ", v[i], " outside int32"));
+  return CArray<int32_t>::ensure(wide);
+}
+
+// A 1-D sequence of token ids (None or empty: no tokens) as a vector.
+inline std::vector<int32_t> TokenIds(pybind11::handle obj, const char* name) {
+  if (obj.is_none()) return {};
+  pybind11::array array = pybind11::array::ensure(obj);
+  if (array && array.size() == 0) return {};
+  const auto ids = TokenArray(obj, name, 1, "[n] (1-D token ids)");
+  return std::vector<int32_t>(ids.data(), ids.data() + ids.size());
+}
+
+// `obj` as a bound C++ object of type T; TypeError naming the expected Python type otherwise.
+template <typename T>
+const T& Bound(pybind11::handle obj, const char* name, const char* type) {
+  if (!pybind11::isinstance<T>(obj))
+    throw pybind11::type_error(Message(name, " must be a ", type, ", got ", TypeName(obj)));
+  return obj.cast<const T&>();
+}
+
+}  // namespace dl::bindings

@@ -1,0 +1,78 @@
+// Arguments shared by the rescoring and sampling bindings: the options, the LM, and where the LM
+// starts (token ids of a context, or an LmState). Type conversion only.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "bindings/convert.h"
+#include "compose.h"
+#include "ngram/token_lm.h"
+
+namespace dl::bindings {
+
+// The core validates p and alpha (RescoreOptions::Validate).
+inline RescoreOptions Options(const pybind11::handle& p, const pybind11::handle& alpha, bool bos) {
+  RescoreOptions options;
+  options.p = IntArg(p, "p");
+  options.alpha = RealArg(alpha, "alpha");
+  options.bos = bos;
+  return options;
+}
+
+inline const TokenLm& LmArg(const pybind11::handle& lm) {
+  return Bound<TokenLm>(lm, "lm", "draftlattice.NgramLM");
+}
+
+// Where the LM starts: after the context's token ids (and <s> when bos), or in a given state.
+struct Start {
+  bool has_state = false;
+  LmState state;
+  std::vector<int32_t> context;
+};
+
+inline Start StartArg(const pybind11::handle& context, bool bos) {
+  Start start;
+  if (pybind11::isinstance<LmState>(context)) {
+    if (bos)
+      throw InvalidArgument(
+          "bos=True applies to token contexts: an LmState already holds its <s> "
+          "(lm.start(context, bos=True))");
+    start.has_state = true;
+    start.state = context.cast<const LmState&>();
+  } else {
+    start.context = TokenIds(context, "context");
+  }
+  return start;
+}
+
+// One Start per lattice; None = empty contexts.
+inline std::vector<Start> StartsArg(const pybind11::object& contexts, size_t batch, bool bos) {
+  if (contexts.is_none()) return std::vector<Start>(batch);
+  const Py_ssize_t size = PySequence_Check(contexts.ptr()) ? PySequence_Size(contexts.ptr()) : -1;
+  if (size < 0) {
+    PyErr_Clear();
+    throw pybind11::type_error(
+        Message("contexts must be a sequence (one context per lattice), got ", TypeName(contexts)));
+  }
+  const auto items = contexts.cast<pybind11::sequence>();
+  if (static_cast<size_t>(size) != batch)
+    throw InvalidArgument(
+        Message("got ", size, " contexts for ", batch, " lattices (one per sequence)"));
+  std::vector<Start> out;
+  out.reserve(batch);
+  for (const auto& item : items) out.push_back(StartArg(item, bos));
+  return out;
+}
+
+// The lattices of a batch (draftlattice._core.Lattice objects).
+inline std::vector<const Lattice*> LatticesArg(const pybind11::object& lattices) {
+  std::vector<const Lattice*> out;
+  for (const auto& item : lattices.cast<pybind11::sequence>())
+    out.push_back(&Bound<Lattice>(item, "lattices[i]", "draftlattice.Lattice"));
+  return out;
+}
+
+}  // namespace dl::bindings

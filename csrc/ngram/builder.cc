@@ -1,0 +1,140 @@
+#include "ngram/builder.h"
+
+#include <utility>
+
+namespace dl {
+
+using ngram::Entry;
+
+NgramBuilder::NgramBuilder(std::vector<uint64_t> counts,
+                           std::unordered_map<std::string, std::string> metadata, std::string name)
+    : name_(std::move(name)) {
+  parts_.counts = std::move(counts);
+  parts_.metadata = std::move(metadata);
+  parts_.order = static_cast<int>(parts_.counts.size());
+  for (int n = 2; n <= parts_.order; ++n) tables_.emplace_back(parts_.counts[n - 1]);
+  bounds_.emplace(parts_.order, parts_.counts[0]);
+  deferred_suffixes_.resize(parts_.order);
+  parts_.unigrams.reserve(parts_.counts[0]);
+  words_.reserve(parts_.counts[0]);
+  index_ = ngram::VocabIndex(parts_.counts[0]);
+}
+
+void NgramBuilder::AddUnigram(std::string_view word, float prob, float backoff, size_t line) {
+  const WordIndex index = static_cast<WordIndex>(parts_.unigrams.size());
+  if (!index_.Insert(word, index, WordOf())) Fail(line, "duplicate 1-gram '", word, "'");
+  words_.push_back(word);
+  parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
+  parts_.vocab_blob.append(word);
+  parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
+  bounds_->AddProb(1, index, prob);
+  if (parts_.order > 1) bounds_->AddBackoff(1, backoff);
+}
+
+void NgramBuilder::AddNgram(int n, const std::string_view* words, float prob, float backoff,
+                            size_t line) {
+  if (pending_count_ == kPipeline) {  // the slot to fill holds the oldest pending n-gram
+    Insert(pending_[pending_head_]);
+    --pending_count_;
+  }
+  Pending& p = pending_[pending_head_];
+  for (int i = 0; i < n; ++i) {
+    p.ids[i] = index_.Find(words[i], WordOf());
+    if (p.ids[i] == kNoWord)
+      Fail(line, "word '", words[i], "' of this ", n, "-gram has no 1-gram entry");
+  }
+  p.n = n;
+  p.prob = prob;
+  p.backoff = backoff;
+  p.line_no = line;
+  p.key = KeyOf(p.ids, n);
+  tables_[n - 2].Prefetch(p.key);
+  if (n > 2) {
+    p.prefix_key = KeyOf(p.ids, n - 1);
+    tables_[n - 3].Prefetch(p.prefix_key);
+    p.suffix_key = KeyOf(p.ids + 1, n - 1);
+    tables_[n - 3].Prefetch(p.suffix_key);
+  }
+  pending_head_ = (pending_head_ + 1) % kPipeline;
+  ++pending_count_;
+}
+
+void NgramBuilder::EndOrder(int n) {
+  for (; pending_count_ > 0; --pending_count_)  // oldest first
+    Insert(pending_[(pending_head_ + kPipeline - pending_count_) % kPipeline]);
+  // Blank prefixes added to order n - 1 while reading order n may have grown its table.
+  if (n >= 3) tables_[n - 3].Compact();
+}
+
+std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) {
+  MarkBackoffContexts();
+  parts_.suffix_closed = CheckDeferredSuffixes();
+  parts_.word_bounds = bounds_->Finish();
+  parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
+  for (auto& table : tables_) parts_.tables.push_back(std::move(table.buckets()));
+  parts_.source_format = source_format;
+  return std::make_unique<NgramLM>(std::move(parts_));
+}
+
+void NgramBuilder::Insert(const Pending& p) {
+  bool inserted = false;
+  ngram::Entry* e = tables_[p.n - 2].FindOrInsert(p.key, &inserted);
+  if (!inserted && e->listed())
+    Fail(p.line_no, "duplicate ", p.n, "-gram (or a 64-bit hash collision)");
+  e->key |= ngram::kFlagListed;
+  e->prob_ln = p.prob;
+  e->backoff_ln = p.backoff;
+  MarkPrefix(p.ids, p.n - 1);
+  bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
+  if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
+  // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank
+  // as a prefix of a listed n-gram). Most are by now; a blank may still be added later.
+  if (p.n > 2 && tables_[p.n - 3].Find(p.suffix_key) == nullptr)
+    deferred_suffixes_[p.n - 2].push_back(p.suffix_key);
+}
+
+// True when every deferred suffix is stored by now (the model is suffix-closed).
+bool NgramBuilder::CheckDeferredSuffixes() {
+  for (int m = 2; m < parts_.order; ++m)
+    for (uint64_t key : deferred_suffixes_[m - 1])
+      if (tables_[m - 2].Find(key) == nullptr) return false;
+  return true;
+}
+
+// The context w_1 .. w_m is a proper prefix of a listed n-gram: flag it (adding a blank entry).
+void NgramBuilder::MarkPrefix(const WordIndex* ids, int m) {
+  while (m >= 1) {
+    if (m == 1) {
+      parts_.unigrams[ids[0]].key |= ngram::kFlagContext;
+      return;
+    }
+    bool inserted = false;
+    Entry* e = tables_[m - 2].FindOrInsert(KeyOf(ids, m), &inserted);
+    const bool had = (e->key & ngram::kFlagContext) != 0;
+    e->key |= ngram::kFlagContext;
+    // A listed entry's prefixes were flagged when it was read; a blank's may not be.
+    if (had || e->listed()) return;
+    --m;
+  }
+}
+
+uint64_t NgramBuilder::KeyOf(const WordIndex* ids, int n) {
+  uint64_t key = ngram::SeedKey(ids[n - 1]);
+  for (int i = n - 2; i >= 0; --i) key = ngram::ExtendKey(key, ids[i]);
+  return key;
+}
+
+// A listed context with a nonzero backoff also matters to later scores.
+void NgramBuilder::MarkBackoffContexts() {
+  if (parts_.order < 2) {
+    for (Entry& e : parts_.unigrams) e.key &= ~ngram::kFlagContext;
+    return;
+  }
+  for (Entry& e : parts_.unigrams)
+    if (e.backoff_ln != 0.0f) e.key |= ngram::kFlagContext;
+  for (int n = 2; n < parts_.order; ++n)
+    for (Entry& e : tables_[n - 2].buckets())
+      if (e.key != 0 && e.listed() && e.backoff_ln != 0.0f) e.key |= ngram::kFlagContext;
+}
+
+}  // namespace dl

@@ -1,0 +1,80 @@
+"""`draftlattice model perplexity`: the target and n-gram LMs on the same tokens."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..pairing import ALLOW_MISMATCH_HELP
+
+
+def register(subparsers) -> None:
+    group = subparsers.add_parser("model", help="evaluate a blockwise target model")
+    commands = group.add_subparsers(dest="model_command", metavar="SUBCOMMAND", required=True)
+    p = commands.add_parser(
+        "perplexity", help="perplexity of the target and n-gram LMs on the same token sequence",
+        description="Head-1 perplexity of the target, the perplexity of each n-gram LM on the same "
+        "tokens (the target's tokenizer; each non-blank line one document ending in an "
+        "end-of-document token), and the top-1 accuracy of heads 2..h.",
+    )
+    p.add_argument("--text", type=Path, required=True, help="UTF-8 text, one document per line")
+    p.add_argument("--model", type=Path, help="model directory (default: the shipped default model)")
+    p.add_argument("--lm", type=Path, action="append", default=[], metavar="PATH",
+                   help="n-gram LM over the model's tokens (.dlm or ARPA; repeatable)")
+    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
+    p.add_argument("--seq-len", type=int, default=256, help="target window (default 256, the training length)")
+    p.add_argument("--stride", type=int, default=128, help="window step; context >= seq-len - stride")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_perplexity)
+
+
+def run_perplexity(args: argparse.Namespace) -> int:
+    import torch
+    from tqdm.auto import tqdm
+
+    from ..evaluate.perplexity import documents, lm_perplexity, target_perplexity
+    from ..model import BlockwiseLM
+    from ..model.data import eos_id
+    from ..model.io import tokenizer_file
+    from ..ngram import NgramLM
+    from ..pairing import check_lm_tokenizer_pair
+    from ..tokenizer import load_tokenizer, tokenizer_sha256
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not args.text.is_file():
+        raise OSError(f"text file not found: {args.text}")
+    model_dir = args.model
+    if model_dir is None:
+        from ..assets import model_asset
+
+        model_dir = model_asset("default")
+    model = BlockwiseLM.from_pretrained(model_dir)
+    tokenizer_path = tokenizer_file(model_dir)
+    tokenizer = load_tokenizer(tokenizer_path)
+    docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
+    lms = {}
+    for path in args.lm:
+        lm = NgramLM(str(path))
+        check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),
+                                tokenizer_name=str(tokenizer_path), allow_mismatch=args.allow_mismatch)
+        lms[str(path)], _ = lm_perplexity(lm, docs)
+    show = sys.stderr.isatty() and not args.json
+    result = target_perplexity(model, docs, eos_id(tokenizer), args.seq_len, args.stride, args.batch_size,
+                               progress=(lambda it: tqdm(it, desc="model", leave=False)) if show else None)
+    report = {"tokens": result.tokens, "model": result.perplexity, "lms": lms,
+              "head_accuracy": result.head_accuracy}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{args.text}: {result.tokens:,} tokens")
+    print(f"  model {model_dir} (head 1): perplexity {result.perplexity:.2f}")
+    for path, ppl in lms.items():
+        print(f"  n-gram {path}: perplexity {ppl:.2f} (model / LM = {result.perplexity / ppl:.3f})")
+    heads = " ".join(f"h{j + 2}={a:.3f}" for j, a in enumerate(result.head_accuracy))
+    print(f"  top-1 accuracy of heads 2..h: {heads}")
+    return 0

@@ -1,0 +1,113 @@
+"""Perplexity of a blockwise target and of n-gram LMs on the same token sequence.
+
+The text is read as documents (non-blank lines, edge spaces stripped) and tokenized with the
+target's tokenizer. Both kinds of model predict the same tokens: every document's tokens and one
+end-of-document token after it (the n-gram LM's ``</s>``, the target's end-of-text id), so the
+two perplexities have the same denominator.
+
+- The n-gram LM scores each document on its own, from ``<s>`` (its sentence boundary).
+- The target reads the documents as one stream ``[eos, d_1, eos, d_2, eos, ...]`` (its training
+  format) in windows of ``seq_len`` tokens that overlap by ``seq_len - stride``: each window
+  scores only the tokens the previous one did not, so every token sees at least
+  ``seq_len - stride`` tokens of context (except at the start).
+- Heads 2..h: head j at input position i predicts token i + j; its top-1 accuracy is measured at
+  the same positions as head 1 (where i + j is still inside the stream).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..tokenizer import corpus_lines
+
+
+@dataclass
+class TargetPerplexity:
+    """Head-1 perplexity over ``tokens`` predictions and top-1 accuracy of heads 2..h."""
+
+    tokens: int
+    perplexity: float
+    head_accuracy: list[float]
+
+
+def documents(path, encode: Callable[[str], list[int]]) -> list[np.ndarray]:
+    """Token ids [n_i] of every document (non-blank line) of ``path``."""
+    return [np.asarray(encode(line), dtype=np.int64) for line in corpus_lines([path])]
+
+
+def lm_perplexity(lm, docs: Iterable[np.ndarray]) -> tuple[float, int]:
+    """(perplexity, predicted tokens) of an n-gram LM: each document from ``<s>``, ``</s>`` counted."""
+    total, count = 0.0, 0
+    empty = np.zeros(0, dtype=np.int32)
+    for doc in docs:
+        scores = lm.token_scores(doc.astype(np.int32), empty, True, True)
+        total += float(np.sum(scores, dtype=np.float64))
+        count += len(scores)
+    if count == 0:
+        raise ValueError("no tokens to score (the text has no non-blank line)")
+    return math.exp(-total / count), count
+
+
+def _stream(docs: list[np.ndarray], eos_id: int) -> torch.Tensor:
+    pieces = [np.asarray([eos_id], dtype=np.int64)]
+    for doc in docs:
+        pieces += [doc, np.asarray([eos_id], dtype=np.int64)]
+    return torch.from_numpy(np.concatenate(pieces))
+
+
+def _windows(n: int, seq_len: int, stride: int) -> list[tuple[int, int]]:
+    """(start, first scored input offset) of each window over a stream of n tokens."""
+    windows, covered, start = [], 0, 0  # covered: inputs 0..covered-1 already scored
+    while covered < n - 1:
+        windows.append((start, covered - start))
+        covered = min(start + seq_len, n - 1)
+        start += stride
+    return windows
+
+
+@torch.inference_mode()
+def target_perplexity(target, docs: list[np.ndarray], eos_id: int, seq_len: int = 512, stride: int = 256,
+                      batch_size: int = 4, progress: Callable | None = None) -> TargetPerplexity:
+    """Head-1 perplexity and heads' accuracy of ``target`` (the decoder's target protocol:
+    ``trunk(ids) -> z``, ``head_logits(z) -> [B, T, h, V]``) on ``docs`` (see module doc)."""
+    if not 0 < stride <= seq_len:
+        raise ValueError(f"need 0 < stride <= seq_len, got stride={stride}, seq_len={seq_len}")
+    stream = _stream(docs, eos_id)
+    n = stream.numel()
+    if n < 2:
+        raise ValueError("no tokens to score (the text has no non-blank line)")
+    h = int(target.config.num_heads)
+    device = getattr(target, "device", None) or next(target.parameters()).device
+    nll, scored = 0.0, 0
+    correct, counted = np.zeros(h), np.zeros(h)
+    windows = _windows(n, seq_len, stride)
+    batches = range(0, len(windows), batch_size)
+    for first in progress(batches) if progress else batches:
+        chunk = windows[first : first + batch_size]
+        length = min(seq_len, n - 1 - chunk[0][0])
+        rows = [stream[s : s + length] for s, _ in chunk]
+        width = max(len(r) for r in rows)
+        ids = torch.stack([torch.nn.functional.pad(r, (0, width - len(r)), value=eos_id) for r in rows]).to(device)
+        logits = target.head_logits(target.trunk(ids))  # [B, T, h, V]
+        for row, (start, skip) in enumerate(chunk):
+            inputs = min(width, n - 1 - start)  # positions whose next token exists
+            positions = torch.arange(max(skip, 0), inputs, device=device)
+            if positions.numel() == 0:
+                continue
+            targets = stream[start + 1 : start + 1 + inputs].to(device)
+            head1 = logits[row, positions, 0].float().log_softmax(-1)
+            nll -= float(head1.gather(-1, targets[positions, None]).sum())
+            scored += positions.numel()
+            for j in range(h):  # head j + 1 at input i predicts stream[start + i + j + 1]
+                valid = positions[start + positions + j + 1 < n]
+                if valid.numel():
+                    truth = stream[start + valid.cpu() + j + 1].to(device)
+                    correct[j] += float((logits[row, valid, j].argmax(-1) == truth).sum())
+                    counted[j] += valid.numel()
+    accuracy = (correct / np.maximum(counted, 1)).tolist()
+    return TargetPerplexity(scored, math.exp(nll / scored), accuracy[1:])

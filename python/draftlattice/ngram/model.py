@@ -1,0 +1,171 @@
+"""Backoff n-gram language models with exact Katz backoff scoring.
+
+``NgramLM`` loads an ARPA file (plain, ``.gz`` or ``.xz``; recognised by content) or the
+compact binary format written by :meth:`NgramLM.save` (memory-mapped). Scores are natural-log
+probabilities (ARPA files store log10). Token ids map to LM words through ``vocab`` (index = token
+id) or, without it, through LM words that are decimal integers. A token the LM does not know
+scores as ``<unk>`` when the model has one, else ``oov_logprob``, and resets the history.
+
+Arguments are validated once, by the C++ core (token ids, states, ``oov_logprob``); this module
+converts types and documents the API. File errors: OSError (FileNotFoundError, FileExistsError,
+...) when a file cannot be opened or written, :class:`FormatError` when its content is wrong.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import lzma
+import os
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+import numpy as np
+
+from .. import _core
+from .._arrays import tokens_in
+from .._core import FormatError, LmState
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+TokenSeq = Union[Sequence[int], np.ndarray]
+
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_GZ_MAGIC = b"\x1f\x8b"
+_BINARY_MAGIC = b"DLNGRAM\x00"
+
+
+def detect_format(path: PathLike) -> str:
+    """'binary', 'arpa.xz', 'arpa.gz' or 'arpa' from the first bytes of the file."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    if head.startswith(_BINARY_MAGIC):
+        return "binary"
+    if head.startswith(_XZ_MAGIC):
+        return "arpa.xz"
+    if head.startswith(_GZ_MAGIC):
+        return "arpa.gz"
+    return "arpa"
+
+
+def _read_compressed(path: str, file_format: str) -> bytes:
+    opener = lzma.open if file_format == "arpa.xz" else gzip.open
+    try:
+        with opener(path, "rb") as handle:
+            return handle.read()
+    except (lzma.LZMAError, EOFError, gzip.BadGzipFile, OSError) as error:
+        raise FormatError(f"{path}: cannot decompress {file_format}: {error}") from error
+
+
+class NgramLM(_core.NgramLM):
+    """A backoff n-gram LM over model token ids.
+
+    Args:
+        path: ARPA file (plain, .gz, .xz) or binary model (.dlm, from :meth:`save`).
+        vocab: strings, ``vocab[i]`` = the LM word of model token ``i``. Must cover every LM word
+            except ``<s>``, ``</s>``, ``<unk>``. Without it, LM words that are decimal integers
+            are token ids (LMs built by draftlattice).
+        oov_logprob: natural-log score of a token the LM does not know when it has no ``<unk>``.
+
+    Raises:
+        FormatError: malformed, truncated or corrupted file (message names file and line).
+        OSError: the file cannot be read (FileNotFoundError when it does not exist).
+        ValueError: vocab not covering the LM, NaN or positive ``oov_logprob``.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        vocab: Sequence[str] | None = None,
+        oov_logprob: float = -1000.0,
+    ) -> None:
+        path = os.fspath(path)
+        file_format = detect_format(path)
+        vocab_list = None if vocab is None else [str(word) for word in vocab]
+        if file_format in ("arpa.xz", "arpa.gz"):
+            logger.info("decompressing %s", path)
+            source: str | bytes = _read_compressed(path, file_format)
+        else:
+            source = path
+        super().__init__(source, path, vocab_list, oov_logprob)
+        self.path = path
+        self.file_format = file_format
+        logger.info("loaded %s: order %d, counts %s", path, self.order, self.counts)
+
+    def with_vocab(
+        self, vocab: Sequence[str] | None, oov_logprob: float | None = None
+    ) -> NgramLM:
+        """The same model (shared in memory, not reloaded) under another token mapping."""
+        oov = self.oov_ln if oov_logprob is None else oov_logprob
+        other = NgramLM.__new__(NgramLM)
+        vocab_list = None if vocab is None else [str(word) for word in vocab]
+        _core.NgramLM.__init__(other, self, vocab_list, oov)
+        other.path = self.path
+        other.file_format = self.file_format
+        return other
+
+    @property
+    def oov_logprob(self) -> float:
+        return float(self.oov_ln)
+
+    def token_scores(
+        self,
+        tokens: TokenSeq,
+        context: TokenSeq = (),
+        bos: bool = False,
+        eos: bool = False,
+    ) -> np.ndarray:
+        """Natural-log probability of each token given ``<s>``? + context + earlier tokens.
+
+        Returns float64 [len(tokens)] (+1 for ``</s>`` when ``eos``).
+        """
+        return super().token_scores(_token_ids(tokens), _token_ids(context), bool(bos), bool(eos))
+
+    def score(
+        self,
+        tokens: TokenSeq,
+        context: TokenSeq = (),
+        bos: bool = False,
+        eos: bool = False,
+    ) -> float:
+        """Sum of :meth:`token_scores`: natural-log probability of ``tokens`` (and ``</s>``)."""
+        return float(np.sum(self.token_scores(tokens, context, bos, eos)))
+
+    def start(self, context: TokenSeq = (), bos: bool = False) -> LmState:
+        """The scoring state after ``<s>`` (when ``bos``) followed by ``context``."""
+        return super().start(_token_ids(context), bool(bos))
+
+    def advance(self, state: LmState, tokens: TokenSeq) -> LmState:
+        """The state after ``tokens`` following ``state``: what a decoder keeps for its committed
+        text, advanced by the tokens each step accepts (O(len(tokens)), not O(history))."""
+        return super().advance(state, _token_ids(tokens))
+
+    def step(self, state: LmState, token: int) -> tuple[float, LmState]:
+        """(natural-log probability of ``token`` after ``state``, the next state)."""
+        return super().step(state, token)
+
+    def step_eos(self, state: LmState) -> tuple[float, LmState]:
+        """(natural-log probability of ``</s>`` after ``state``, the next state)."""
+        return super().step_eos(state)
+
+    def state_words(self, state: LmState) -> tuple[str, ...]:
+        """The LM words a state retains, most recent first."""
+        return tuple(self.word(i) for i in state.word_ids)
+
+    def save(self, path: PathLike, overwrite: bool = False) -> None:
+        """Write the model in the binary format (refuses to replace a file unless ``overwrite``)."""
+        super().save(os.fspath(path), bool(overwrite))
+
+    def __repr__(self) -> str:
+        return f"NgramLM({self.path!r}, order={self.order}, counts={list(self.counts)})"
+
+
+def _token_ids(values: TokenSeq | Iterable[int]) -> object:
+    """Token ids as the bindings take them (iterators become lists, torch tensors numpy)."""
+    if not isinstance(values, (np.ndarray, Sequence)) and not type(values).__module__.startswith("torch"):
+        return list(values)
+    return tokens_in(values)
+
+
+__all__ = ["FormatError", "LmState", "NgramLM", "detect_format"]

@@ -1,0 +1,58 @@
+"""The lattice drafter's committed LM state (decode/drafters/lattice.py): advanced by the new
+tokens only, it always equals the state computed from the whole context, so proposals equal
+rescoring with the whole context (the decoders' identity with greedy decoding is tested in
+test_decode_greedy.py)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+from arpa_writer import random_arpa
+
+import draftlattice as dl
+from draftlattice.decode import LatticeDrafter
+from draftlattice.decode.drafters.lattice import CommittedLmState
+
+
+def _models(tmp_path):
+    out = []
+    for seed in range(6):
+        path = tmp_path / f"m{seed}.arpa"
+        random_arpa(path, 1 + seed % 5, seed=40 + seed, n_words=7, consistent=seed % 2 == 0,
+                    with_unk=seed % 3 == 0)
+        out.append(dl.NgramLM(path))
+    return out
+
+
+def test_committed_state_follows_growth_rollback_and_jumps(tmp_path):
+    rng = random.Random(5)
+    for lm in _models(tmp_path):
+        for bos in (False, True):
+            committed = CommittedLmState(lm, bos)
+            context: list[int] = []
+            for _ in range(60):
+                move = rng.random()
+                if move < 0.6:  # accepted tokens (ids 7, 8 are unknown to the LM)
+                    context = context + [rng.randrange(9) for _ in range(rng.randint(0, 4))]
+                elif move < 0.8:  # rollback
+                    context = context[: rng.randint(0, len(context))]
+                else:  # another sequence
+                    context = [rng.randrange(9) for _ in range(rng.randint(0, 8))]
+                assert committed.after(context) == lm.start(context, bos), (lm, context)
+
+
+def test_proposals_equal_rescoring_the_whole_context(tmp_path):
+    rng = random.Random(8)
+    generator = torch.Generator().manual_seed(0)
+    for lm in _models(tmp_path):
+        drafter = LatticeDrafter(lm, k=3, p=4, alpha=0.7, bos=True)
+        context = [rng.randrange(7) for _ in range(3)]
+        for _ in range(25):
+            logits = torch.randn(3, 9, generator=generator)
+            got = drafter.propose(logits, context).tokens.numpy()
+            lattice = drafter.lattice(logits)
+            want = dl.rescore(lattice, lm, 4, 0.7, np.array(context), bos=True).tokens
+            np.testing.assert_array_equal(got, want)
+            context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]
