@@ -195,3 +195,35 @@ def test_seen_tokens_follow_each_draft_prefix():
         SamplingConfig(repetition_penalty=1.2).distribution(torch.zeros(3))
     with pytest.raises(ValueError, match="repetition_penalty"):
         SamplingConfig(repetition_penalty=0.0)
+
+
+@pytest.mark.parametrize("verifier", ["multi", "multi-wor", "tree-sample"])
+@pytest.mark.parametrize("kind", ["vanilla", "ngram"])
+def test_multi_draft_sampling_creates_every_tensor_on_the_target_device(verifier, kind, ngram_dir):
+    """The several-draft verifiers allocate nothing on the host by accident (tests/_fake_device.py)
+    and give the same draws as on the plain CPU."""
+    import copy
+
+    from _fake_device import FakeDevice
+
+    model = copy.deepcopy(trained_model(4, vocab=VOCAB))
+    prompt, sampling = [0, 1, 2, 1], SamplingConfig(temperature=0.8, top_k=2, repetition_penalty=1.2)
+
+    def run(fake: bool):
+        if kind == "vanilla":
+            drafter = VanillaDrafter()
+        else:
+            drafter = LatticeDrafter(markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB), k=2, p=3)
+        drafter.num_drafts = 3
+        decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
+        generator = torch.Generator().manual_seed(7)
+        if not fake:
+            return decoder.generate(prompt, 12, generator=generator).tokens, []
+        with FakeDevice(model) as device:
+            tokens = decoder.generate(prompt, 12, generator=generator).tokens
+        return tokens, device.violations
+
+    plain, _ = run(False)
+    faked, violations = run(True)
+    assert violations == []
+    assert faked == plain

@@ -152,7 +152,7 @@ class BlockwiseDecoder:
     def _first_token(self, head1_logits: torch.Tensor, prompt: list[int], generator: torch.Generator | None) -> int:
         if self.sampling is None:
             return int(head1_logits.argmax())
-        seen = seen_tokens(prompt, self.vocab_size).to(head1_logits.device)
+        seen = seen_tokens(prompt, self.vocab_size, device=head1_logits.device)
         return int(sample_categorical(self.sampling.distribution(head1_logits.float(), seen), generator))
 
     def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:

@@ -67,24 +67,29 @@ def penalize_repetitions(logits: torch.Tensor, seen: torch.Tensor, penalty: floa
     return torch.where(seen.to(x.device), scaled, x)
 
 
-def seen_tokens(context: Sequence[int], vocab_size: int, drafts: torch.Tensor | None = None) -> torch.Tensor:
-    """Bool masks of the tokens already in the text.
+def seen_tokens(
+    context: Sequence[int], vocab_size: int, drafts: torch.Tensor | None = None, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Bool masks of the tokens already in the text, on ``device`` (default: ``drafts``' device,
+    else the host).
 
     Without ``drafts``: [V], the tokens of ``context``. With ``drafts [p, g]``: [p, g+1, V], row
     i position j = ``context`` plus draft i's first j tokens (the text the target's law after
     that prefix conditions on).
     """
-    base = torch.zeros(vocab_size, dtype=torch.bool)
+    if device is None:
+        device = drafts.device if drafts is not None else torch.device("cpu")
+    base = torch.zeros(vocab_size, dtype=torch.bool, device=device)
     if len(context):
-        base[torch.as_tensor(list(context), dtype=torch.int64)] = True
+        base[torch.tensor(list(context), dtype=torch.int64, device=device)] = True
     if drafts is None:
         return base
     p, g = drafts.shape
-    grown = torch.zeros(p, g + 1, vocab_size, dtype=torch.bool, device=drafts.device)
+    grown = torch.zeros(p, g + 1, vocab_size, dtype=torch.bool, device=device)
     if g:
-        grown[:, 1:].scatter_(-1, drafts.to(torch.int64).unsqueeze(-1), True)
+        grown[:, 1:].scatter_(-1, drafts.to(device=device, dtype=torch.int64).unsqueeze(-1), True)
         grown = grown.to(torch.int8).cumsum(1).bool()
-    return grown | base.to(drafts.device)
+    return grown | base
 
 
 def scatter_candidates(candidates: torch.Tensor, probs: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -75,7 +75,7 @@ def sampling_step(
         cache.expand(p)
     out = forward(rows, cache)
     logits = out.head1().float()  # [p, g+1, V]
-    probs = sampling.distribution(logits, seen_tokens(context, logits.shape[-1], tokens).to(logits.device))
+    probs = sampling.distribution(logits, seen_tokens(context, logits.shape[-1], tokens, device=logits.device))
     if g == 0:
         best, a, next_token = 0, 0, int(sample_categorical(probs[0, 0], generator))
     elif verifier in ("token", "block"):

@@ -83,7 +83,7 @@ class LatticeDrafter:
         first token (q[:, 0] is then that law itself, before any removal)."""
         check_head_logits(head_logits)
         vocab = head_logits.shape[1]
-        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab).to(head_logits.device))
+        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab, device=head_logits.device))
         logp = probs.log().cpu().numpy()
         ctx = np.asarray(context, dtype=np.int32)
         drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, ctx,
@@ -104,7 +104,7 @@ class LatticeDrafter:
                 law += list(rest.q[0])
             tokens.append(row)
             q.append(np.stack(law))
-        return Drafts(torch.tensor(tokens, dtype=torch.int64), torch.from_numpy(np.stack(q)).float())
+        return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
 
 
 class CommittedLmState:

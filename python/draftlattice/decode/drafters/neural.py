@@ -61,7 +61,7 @@ class NeuralDrafter:
         if n != 1 or distinct_first:
             raise ValueError(f"the neural drafter samples one draft per step (verifier 'block' or 'token'), got n={n}")
         check_head_logits(head_logits)
-        seen = seen_tokens(context, head_logits.shape[1]).to(head_logits.device)
+        seen = seen_tokens(context, head_logits.shape[1], device=head_logits.device)
         head_logprobs = sampling.distribution(head_logits.float(), seen).log()  # processed like the target
         tokens, q = self._run(head_logprobs, context, sampling, generator)
         return Drafts(tokens[None], q[None])
