@@ -29,10 +29,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset  # noqa: E402
-from draftlattice.decode import (  # noqa: E402
-    BlockwiseDecoder, DecodeStats, LatticeDrafter, SamplingConfig, VanillaDrafter)
 from draftlattice.apps.demo import load_ngram  # noqa: E402
+from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset  # noqa: E402
+from draftlattice.decode import BlockwiseDecoder, DecodeStats, LatticeDrafter, SamplingConfig, VanillaDrafter  # noqa: E402
 from draftlattice.evaluate.prompts import paragraph_prompts  # noqa: E402
 from draftlattice.model import BlockwiseLM  # noqa: E402
 from draftlattice.tokenizer import load_tokenizer  # noqa: E402

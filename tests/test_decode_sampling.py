@@ -167,8 +167,12 @@ def test_sampling_demo_rows_with_a_tiny_model(tmp_path, capsys):
 @pytest.mark.parametrize("penalty,T,top_k,top_p", [(1.3, 1.0, 0, 1.0), (0.8, 0.7, 5, 0.9), (2.0, 1.5, 0, 0.8)])
 def test_processing_matches_hugging_face(penalty, T, top_k, top_p):
     """Repetition penalty, temperature, top-k, top-p: the same law as transformers' processors."""
-    from transformers import (RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper,
-                              TopPLogitsWarper)
+    from transformers import (
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     gen = torch.Generator().manual_seed(0)
     V, context = 20, [3, 7, 7, 12, 0]

@@ -8,9 +8,10 @@ import itertools
 import math
 import random
 
-import draftlattice as dl
 import numpy as np
 import pytest
+
+import draftlattice as dl
 from arpa_writer import random_arpa
 from draftlattice.sample import sample_from_heads
 from ngram_reference import BruteForceLM

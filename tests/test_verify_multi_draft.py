@@ -9,9 +9,10 @@ import random
 
 import pytest
 import torch
+from scipy.stats import chi2
+
 from _verify_helpers import ContextModel
 from draftlattice.verify import multi_draft_verify, multi_draft_verify_distribution
-from scipy.stats import chi2
 
 F64 = torch.float64
 DEVICES = [
@@ -223,7 +224,8 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
     q = None if rule == "tree" else q
     wor = rule == "wor"
     law = multi_draft_verify_distribution(X, tp, q, wor)
-    rep = lambda t: t.repeat_interleave(n, dim=0).to(device)
+    def rep(t):
+        return t.repeat_interleave(n, dim=0).to(device)
     gen = torch.Generator(device=device).manual_seed(99)
     res = multi_draft_verify(rep(X), rep(tp).to(dtype), gen, None if q is None else rep(q).to(dtype), wor)
     assert all(t.device.type == torch.device(device).type and t.dtype == torch.int64 for t in res)
