@@ -111,6 +111,9 @@ class ComposedLattice {
     return arcs_[static_cast<size_t>(node) * lattice_.k + rank].child >= 0;
   }
 
+  // The node (t, state), created if new (sample.h's "other" arcs lead to a fixed state).
+  int32_t NodeAt(int t, const LmState& state) { return AddNode(t, state); }
+
   // Nodes of layer t in creation order.
   const std::vector<int32_t>& LayerNodes(int t) const { return layers_[t]; }
 

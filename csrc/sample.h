@@ -8,9 +8,21 @@
 // exact conditional probability q(r) = exp(logprob(t, r) + alpha * lm(v, r) + beta(child) - beta(v)),
 // which is returned for every position (the verifier scatters it over the vocabulary); the
 // product of a draft's q equals P(d).
-// Cost: one LM Score per arc of the composed lattice (nodes * k, nodes <= 1 + sum_t k^min(t, n-1))
-// plus O(n_samples * h * k). Randomness: a 64-bit seed (splitmix64 -> xoshiro-style stream),
-// identical on every platform.
+//
+// Full support (other_ln != nullptr): every position also has an "other" arc, rank k, standing
+// for all the vocabulary outside the head's top-k. Its lattice log-prob is other_ln[t] (the
+// head's mass outside the top-k, natural log; -inf = no mass). Its LM log-prob is the LM's
+// probability of that event, ln(1 - sum_r p_LM(candidate r | state)), floored at
+// kOtherLmFloor (an inconsistent LM can give the candidates a mass >= 1). After it the LM state
+// restarts from an empty context (no <s>), as after an unknown word, so the weights of the later
+// positions do not depend on which concrete token the arc stands for: the caller draws that
+// token from the head restricted to the complement of the top-k, and the proposal law of the
+// concrete draft is q(other) * head(token) / head mass outside the top-k, exactly.
+// Sampled "other" positions have rank k and token -1; q has k + 1 columns.
+//
+// Cost: one LM Score per arc of the composed lattice (nodes * k, nodes <= 1 + sum_t k^min(t, n-1),
+// plus one restarted-state node per layer with full support) plus O(n_samples * h * k).
+// Randomness: a 64-bit seed (splitmix64 -> xoshiro-style stream), identical on every platform.
 #pragma once
 
 #include <algorithm>
@@ -26,13 +38,16 @@ namespace dl {
 
 struct DraftSamples {
   int64_t n = 0;
-  int h = 0, k = 0;
-  std::vector<int32_t> tokens;  // [n * h]
+  int h = 0, k = 0;             // k: columns of q (the lattice's k, plus 1 with full support)
+  std::vector<int32_t> tokens;  // [n * h], -1 where the "other" arc was drawn
   std::vector<int32_t> ranks;   // [n * h]
   std::vector<double> q;        // [n * h * k] conditional distribution of each head's candidates
   std::vector<double> logprobs; // [n] ln P(d) of each sampled draft (sum of ln q)
   double log_z = 0;             // ln Z, the log-partition of the rescored lattice
 };
+
+// LM probability given to an "other" arc when the LM's candidates already hold all its mass.
+constexpr double kOtherLmFloor = 1e-10;
 
 // Deterministic 64-bit generator (splitmix64): small, fast, platform-independent.
 class SplitMix64 {
@@ -48,24 +63,42 @@ class SplitMix64 {
 template <typename Lm>
 DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
                           size_t context_size, const RescoreOptions& options, int64_t n,
-                          uint64_t seed) {
+                          uint64_t seed, const double* other_ln = nullptr) {
   options.Validate();
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
   const int h = lattice.h, k = lattice.k;
+  const bool other = other_ln != nullptr;
+  if (other)
+    for (int t = 0; t < h; ++t)
+      if (std::isnan(other_ln[t]) || other_ln[t] > 1e-9)
+        throw InvalidArgument(Message("other-mass log-prob of position ", t, " must be <= 0 or -inf, got ", other_ln[t]));
+  const int columns = k + (other ? 1 : 0);
   ComposedLattice<Lm> graph(lattice, lm, context, context_size, options.bos);
+  const LmState restart = lm.Start(nullptr, 0, false);
   std::vector<int32_t> all_ranks(k);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;
   for (int t = 0; t < h; ++t)
-    for (size_t i = 0; i < graph.LayerNodes(t).size(); ++i)  // the layer after t grows meanwhile
+    for (size_t i = 0; i < graph.LayerNodes(t).size(); ++i) {  // the layer after t grows meanwhile
       graph.ScoreArcs(graph.LayerNodes(t)[i], all_ranks.data(), k);
+      if (other) graph.NodeAt(t + 1, restart);
+    }
 
   std::vector<double> beta(graph.num_nodes(), 0.0);
-  std::vector<double> weight(k);
+  std::vector<double> weight(columns);
   auto arc_weights = [&](int32_t node, int t) {  // weight[r] = total of arc r + beta(child)
+    double lm_mass = 0;
     for (int r = 0; r < k; ++r) {
       const auto& arc = graph.GetArc(node, r);
       weight[r] = lattice.logprob(t, r) + options.alpha * arc.lm_ln + beta[arc.child];
+      lm_mass += std::exp(static_cast<double>(arc.lm_ln));
     }
+    if (other) {
+      const double lm_other = std::log(std::max(1.0 - lm_mass, kOtherLmFloor));
+      weight[k] = other_ln[t] + options.alpha * lm_other + beta[graph.NodeAt(t + 1, restart)];
+    }
+  };
+  auto child_of = [&](int32_t node, int t, int r) {
+    return r < k ? graph.GetArc(node, r).child : graph.NodeAt(t + 1, restart);
   };
   for (int t = h - 1; t >= 0; --t)
     for (int32_t node : graph.LayerNodes(t)) {
@@ -79,33 +112,33 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
   DraftSamples out;
   out.n = n;
   out.h = h;
-  out.k = k;
+  out.k = columns;
   out.log_z = beta[graph.root()];
   out.tokens.resize(static_cast<size_t>(n) * h);
   out.ranks.resize(static_cast<size_t>(n) * h);
-  out.q.resize(static_cast<size_t>(n) * h * k);
+  out.q.resize(static_cast<size_t>(n) * h * columns);
   out.logprobs.assign(n, 0.0);
   SplitMix64 rng(seed);
   for (int64_t s = 0; s < n; ++s) {
     int32_t node = graph.root();
     for (int t = 0; t < h; ++t) {
       arc_weights(node, t);
-      double* q = &out.q[(static_cast<size_t>(s) * h + t) * k];
+      double* q = &out.q[(static_cast<size_t>(s) * h + t) * columns];
       double sum = 0;
-      for (int r = 0; r < k; ++r) sum += (q[r] = std::exp(weight[r] - beta[node]));
-      for (int r = 0; r < k; ++r) q[r] /= sum;  // removes the rounding of beta
+      for (int r = 0; r < columns; ++r) sum += (q[r] = std::exp(weight[r] - beta[node]));
+      for (int r = 0; r < columns; ++r) q[r] /= sum;  // removes the rounding of beta
       const double u = rng.Uniform();
-      int chosen = k - 1;
+      int chosen = columns - 1;
       double cumulative = 0;
-      for (int r = 0; r < k; ++r) {
+      for (int r = 0; r < columns; ++r) {
         cumulative += q[r];
         if (u < cumulative && q[r] > 0) { chosen = r; break; }
       }
       while (q[chosen] <= 0 && chosen > 0) --chosen;  // u beyond the rounded total mass
       out.ranks[s * h + t] = chosen;
-      out.tokens[s * h + t] = lattice.token(t, chosen);
+      out.tokens[s * h + t] = chosen < k ? lattice.token(t, chosen) : -1;
       out.logprobs[s] += std::log(q[chosen]);
-      node = graph.GetArc(node, chosen).child;
+      node = child_of(node, t, chosen);
     }
   }
   return out;

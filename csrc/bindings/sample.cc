@@ -1,8 +1,11 @@
-// Binds exact draft sampling (sample.h), single and batched over a dl::TokenLm. The GIL is
-// released around all compute. (Moved unchanged from rescore.cc: one binding file per concept.)
+// Binds exact draft sampling (sample.h), single and batched over a dl::TokenLm, optionally with
+// the full-support "other" arcs (other_logprobs [h] per lattice). The GIL is released around all
+// compute.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <optional>
 
 #include "batch.h"
 #include "bindings/convert.h"
@@ -49,33 +52,54 @@ py::tuple SamplesToPython(const DraftSamples& s) {
                         ToNumpy(s.logprobs, {s.n}), s.log_z);
 }
 
+// The "other"-arc log-probs of one lattice ([h] float64, see sample.h), empty when absent.
+std::vector<double> OtherLogprobs(const std::optional<CArray<double>>& array, const Lattice& lattice) {
+  if (!array) return {};
+  if (array->ndim() != 1 || array->shape(0) != lattice.h)
+    throw InvalidArgument(Message("other_logprobs must have shape [h] = [", lattice.h, "], got ",
+                                  array->ndim(), " dimensions of size ", array->ndim() ? array->shape(0) : 0));
+  return std::vector<double>(array->data(), array->data() + lattice.h);
+}
+
+const double* OrNull(const std::vector<double>& values) { return values.empty() ? nullptr : values.data(); }
+
 py::tuple Sample(const Lattice& lattice, const TokenLm& lm, int64_t n, double alpha,
-                 const CArray<int32_t>& context_array, bool bos, uint64_t seed) {
+                 const CArray<int32_t>& context_array, bool bos, uint64_t seed,
+                 const std::optional<CArray<double>>& other_array) {
   const RescoreOptions options = Options(alpha, bos);
   const auto context = ContextVector(context_array, "context");
   CheckInputs(lm, lattice, context);
+  const auto other = OtherLogprobs(other_array, lattice);
   DraftSamples samples;
   {
     py::gil_scoped_release release;
-    samples = SampleDrafts(lattice, lm, context.data(), context.size(), options, n, seed);
+    samples = SampleDrafts(lattice, lm, context.data(), context.size(), options, n, seed, OrNull(other));
   }
   return SamplesToPython(samples);
 }
 
 py::list SampleBatch(const std::vector<const Lattice*>& lattices, const TokenLm& lm, int64_t n,
                      double alpha, const std::vector<CArray<int32_t>>& context_arrays, bool bos,
-                     const std::vector<uint64_t>& seeds, int threads) {
+                     const std::vector<uint64_t>& seeds, int threads,
+                     const std::optional<std::vector<CArray<double>>>& other_arrays) {
   const RescoreOptions options = Options(alpha, bos);
   const auto contexts = Contexts(context_arrays, lattices.size());
   if (seeds.size() != lattices.size())
     throw InvalidArgument(Message("got ", seeds.size(), " seeds for ", lattices.size(), " lattices"));
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
-  for (size_t b = 0; b < lattices.size(); ++b) CheckInputs(lm, *lattices[b], contexts[b]);
+  if (other_arrays && other_arrays->size() != lattices.size())
+    throw InvalidArgument(Message("got ", other_arrays->size(), " other_logprobs for ", lattices.size(), " lattices"));
+  std::vector<std::vector<double>> others(lattices.size());
+  for (size_t b = 0; b < lattices.size(); ++b) {
+    CheckInputs(lm, *lattices[b], contexts[b]);
+    if (other_arrays) others[b] = OtherLogprobs((*other_arrays)[b], *lattices[b]);
+  }
   std::vector<DraftSamples> results(lattices.size());
   {
     py::gil_scoped_release release;
     ParallelFor(static_cast<int64_t>(lattices.size()), threads, [&](int64_t b) {
-      results[b] = SampleDrafts(*lattices[b], lm, contexts[b].data(), contexts[b].size(), options, n, seeds[b]);
+      results[b] = SampleDrafts(*lattices[b], lm, contexts[b].data(), contexts[b].size(), options, n,
+                                seeds[b], OrNull(others[b]));
     });
   }
   py::list out;
@@ -87,9 +111,10 @@ py::list SampleBatch(const std::vector<const Lattice*>& lattices, const TokenLm&
 
 void BindSample(py::module_& m) {
   m.def("sample_drafts", &Sample, py::arg("lattice"), py::arg("lm"), py::arg("n"), py::arg("alpha"),
-        py::arg("context"), py::arg("bos"), py::arg("seed"));
+        py::arg("context"), py::arg("bos"), py::arg("seed"), py::arg("other_logprobs") = py::none());
   m.def("sample_drafts_batch", &SampleBatch, py::arg("lattices"), py::arg("lm"), py::arg("n"),
-        py::arg("alpha"), py::arg("contexts"), py::arg("bos"), py::arg("seeds"), py::arg("num_threads"));
+        py::arg("alpha"), py::arg("contexts"), py::arg("bos"), py::arg("seeds"), py::arg("num_threads"),
+        py::arg("other_logprobs") = py::none());
 }
 
 }  // namespace dl::bindings

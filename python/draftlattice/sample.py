@@ -7,6 +7,13 @@ every position the exact conditional distribution ``q`` over that head's k candi
 sampled prefix (columns aligned with :attr:`Lattice.tokens`), so a verifier can scatter it over
 the vocabulary: ``prod_t q[t, rank_t] = P(d)``.
 
+Full support (:func:`sample_from_heads`): the lattice also carries, at every position, one
+"other" arc for the head's probability mass outside its top-k, so the proposal never has less
+support than the head. The arc's LM score is the LM's probability of "a token outside the
+candidates" and the LM restarts from an empty context after it (see csrc/sample.h); the concrete
+token is then drawn from the head restricted to the complement of its top-k. The returned ``q``
+is the exact law of the concrete draft over the whole vocabulary.
+
 Randomness: one uint64 seed per lattice, drawn from the caller's ``torch.Generator`` or
 ``numpy.random.Generator`` (or given as an int), expanded by splitmix64 in the core; results are
 identical across platforms and thread counts.
@@ -15,8 +22,9 @@ identical across platforms and thread counts.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,24 +86,112 @@ def _samples(raw: tuple) -> DraftSamples:
 
 def sample_drafts(lattice: Lattice, lm: Any, n: int = 1, alpha: float = 1.0,
                   context: Sequence[int] | np.ndarray = (), bos: bool = False,
-                  generator: Any = None) -> DraftSamples:
-    """n drafts drawn exactly from ``P(d) ∝ exp(lattice(d) + alpha * ln p_LM(d | context))``."""
+                  generator: Any = None, other_logprobs: Any = None) -> DraftSamples:
+    """n drafts drawn exactly from ``P(d) ∝ exp(lattice(d) + alpha * ln p_LM(d | context))``.
+
+    ``other_logprobs`` [h] (natural log, ``-inf`` allowed) adds the "other" arc of each position
+    (module docstring): ``q`` then has ``k + 1`` columns, the last one the other arc, and a
+    drawn other arc shows as token ``-1``. :func:`sample_from_heads` builds on it."""
+    other = None if other_logprobs is None else _other_array(other_logprobs)
     raw = _core.sample_drafts(core_lattice(lattice), check_lm(lm), _count(n), check_alpha(alpha),
-                              context_array(context), bool(bos), draw_seed(generator))
+                              context_array(context), bool(bos), draw_seed(generator), other)
     return _samples(raw)
+
+
+def _other_array(values: Any) -> np.ndarray:
+    array = np.ascontiguousarray(to_numpy(values, "other_logprobs"), dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"other_logprobs must be 1-d [h], got shape {list(array.shape)}")
+    return array
+
+
+@dataclass(frozen=True)
+class HeadDraftSamples:
+    """n drafts from the rescored lattice of the heads' distributions (:func:`sample_from_heads`).
+
+    Attributes:
+        tokens: [n, h] int64 concrete draft tokens.
+        q: [n, h, V] float64; ``q[i, t]`` is the exact law draft i's token t was drawn from, given
+            its earlier tokens (zero exactly where the head is zero).
+        lattice: the top-k lattice the LM rescored (``lattice.k`` may be below the requested k
+            when a head has fewer non-zero tokens).
+        arc_q: [n, h, k+1] the lattice-level conditionals (last column: the other arc; 0 when
+            ``full_support`` is off).
+    """
+
+    tokens: np.ndarray
+    q: np.ndarray
+    lattice: Lattice
+    arc_q: np.ndarray
+
+
+def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: float = 1.0,
+                      context: Sequence[int] | np.ndarray = (), bos: bool = False,
+                      generator: Any = None, full_support: bool = True) -> HeadDraftSamples:
+    """n drafts from the rescored top-k lattice of ``head_logprobs``, with an "other" arc per
+    position when ``full_support`` (the default; off: the proposal only has the top-k tokens).
+
+    Args:
+        head_logprobs: [h, V] natural-log head distributions (rows sum to 1 in probability;
+            ``-inf`` for tokens a head excludes, e.g. after top-p).
+        k: top-k candidates per head (capped at the smallest number of non-zero tokens of a head).
+        lm, alpha, context, bos: as :func:`sample_drafts`.
+        generator: source of two seeds (the lattice walk, then the concrete "other" tokens).
+        full_support: add the "other" arcs.
+    Returns:
+        HeadDraftSamples; the law of a draft is ``prod_t q[i, t, tokens[i, t]]``.
+    """
+    logp = np.asarray(to_numpy(head_logprobs, "head_logprobs"), dtype=np.float64)
+    if logp.ndim != 2 or logp.shape[0] < 1 or logp.shape[1] < 1:
+        raise ValueError(f"head_logprobs must be [h, V] with h, V >= 1, got shape {list(logp.shape)}")
+    if np.isnan(logp).any() or (logp > 1e-6).any():
+        raise ValueError("head_logprobs must be log-probabilities (<= 0, no NaN)")
+    h, vocab = logp.shape
+    support = int(np.isfinite(logp).sum(axis=1).min())
+    if support < 1:
+        raise ValueError("every head needs at least one token of non-zero probability")
+    k = min(_count(k), support)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    order = np.lexsort((np.broadcast_to(np.arange(vocab), logp.shape), -logp), axis=1)[:, :k]  # best, then lower id
+    top = np.take_along_axis(logp, order, axis=1)
+    outside = logp.copy()
+    np.put_along_axis(outside, order, -np.inf, axis=1)
+    with np.errstate(divide="ignore"):
+        other = np.logaddexp.reduce(outside, axis=1)  # ln(mass outside the top-k), -inf if none
+    lattice = Lattice.from_topk(order.astype(np.int32), top.astype(np.float32))
+    if not full_support:
+        other = np.full(h, -np.inf)  # an "other" arc of probability 0 changes nothing else
+    drawn = sample_drafts(lattice, lm, n, alpha, context, bos, generator, other)
+    rng = np.random.default_rng(draw_seed(generator))
+    arc_q = drawn.q  # [n, h, k+1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rest = np.exp(outside - other[:, None])  # head restricted outside the top-k, [h, V]
+    rest[~np.isfinite(other)] = 0.0
+    if not full_support:
+        rest[:] = 0.0
+    q = arc_q[:, :, k : k + 1] * rest[None]  # [n, h, V]
+    for t in range(h):
+        q[:, t, lattice.tokens[t]] = arc_q[:, t, :k]
+    tokens = drawn.tokens.astype(np.int64)
+    for i, t in zip(*np.nonzero(tokens < 0)):
+        tokens[i, t] = rng.choice(vocab, p=rest[t] / rest[t].sum())
+    return HeadDraftSamples(tokens=tokens, q=q, lattice=lattice, arc_q=arc_q)
 
 
 def sample_drafts_batch(lattices: Any, lm: Any, contexts: Any = None, n: int = 1,
                         alpha: float = 1.0, k: int | None = None, bos: bool = False,
                         temperature: float = 1.0, generator: Any = None,
-                        num_threads: int | None = None) -> list[DraftSamples]:
+                        num_threads: int | None = None, other_logprobs: Any = None) -> list[DraftSamples]:
     """:func:`sample_drafts` over B lattices in parallel; one seed per lattice is drawn from
-    ``generator`` in order, so the result equals B single calls with those seeds."""
+    ``generator`` in order, so the result equals B single calls with those seeds.
+    ``other_logprobs``: None or one [h] array per lattice (see :func:`sample_drafts`)."""
     built = as_lattices(lattices, k, temperature, num_threads)
     seeds = [draw_seed(generator) for _ in built]
+    other = None if other_logprobs is None else [_other_array(o) for o in other_logprobs]
     raw = _core.sample_drafts_batch([lat._core for lat in built], check_lm(lm), _count(n),
                                     check_alpha(alpha), contexts_list(contexts, len(built)),
-                                    bool(bos), seeds, threads_arg(num_threads))
+                                    bool(bos), seeds, threads_arg(num_threads), other)
     return [_samples(r) for r in raw]
 
 

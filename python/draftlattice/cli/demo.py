@@ -37,6 +37,10 @@ def register(subparsers) -> None:
                    "data directory, $DRAFTLATTICE_DATA)")
     p.add_argument("--examples", type=int, default=3, help="drafts before/after rescoring to show")
     p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
+    p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy "
+                   "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
+    p.add_argument("--sample-alpha", type=float, default=0.2, help="n-gram LM weight of sampled drafts")
     p.set_defaults(func=_demo)
 
 
@@ -58,6 +62,14 @@ def _demo(args: argparse.Namespace) -> int:
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,
     )
     torch.set_num_threads(min(torch.get_num_threads(), 2))
+    if args.temperature is not None:
+        from ..apps.sampling_demo import run_sampling_demo
+        from ..decode.sampling import SamplingConfig
+
+        sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
+        print(run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
+                                args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch).render())
+        return 0
     report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress(),
                       allow_mismatch=args.allow_mismatch)
     print(report.render(args.examples))

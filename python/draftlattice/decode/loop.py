@@ -28,13 +28,14 @@ import torch
 
 from .. import verify
 from .drafters.base import Drafter, Drafts, empty_drafts
-from .sampling import SamplingConfig, sample_categorical
+from .sampling import SamplingConfig, sample_categorical, seen_tokens
+from .sampling_step import SAMPLING_VERIFIERS, draft_for_sampling, sampling_step
 from .stats import DecodeStats
 from .target import BlockwiseTarget, check_positions, check_target
 
 logger = logging.getLogger(__name__)
 
-VERIFIERS = ("greedy", "tree", "token", "block")
+VERIFIERS = ("greedy", "tree", *SAMPLING_VERIFIERS)
 
 
 @dataclass
@@ -56,8 +57,11 @@ class BlockwiseDecoder:
         verifier: "greedy" (drafts verified as p batched rows), "tree" (the drafts' prefix tree in
             one row with a tree attention mask) -- both greedy decoding; "block" (block
             verification, Sun et al. 2024) or "token" (token-by-token speculative sampling) --
-            lossless sampling, one draft per step.
-        sampling: the target's sampling settings for "block"/"token" (default: temperature 1).
+            lossless sampling, one draft per step; "multi" (p sampled drafts, recursive rejection
+            sampling), "multi-wor" (p drafts with distinct first tokens, without replacement) or
+            "tree-sample" (the p greedy drafts, tree rule) -- lossless sampling with several
+            drafts (see ``sampling_step``).
+        sampling: the target's sampling settings for the sampling verifiers (default: temperature 1).
     """
 
     def __init__(
@@ -70,11 +74,11 @@ class BlockwiseDecoder:
         if verifier not in VERIFIERS:
             raise ValueError(f"verifier must be one of {VERIFIERS}, got {verifier!r}")
         if verifier in ("greedy", "tree") and sampling is not None:
-            raise ValueError(f"verifier {verifier!r} decodes greedily; use 'block' or 'token' to sample")
+            raise ValueError(f"verifier {verifier!r} decodes greedily; use one of {SAMPLING_VERIFIERS} to sample")
         self.model = check_target(model)
         self.drafter = drafter
         self.verifier = verifier
-        self.sampling = (sampling or SamplingConfig()) if verifier in ("token", "block") else None
+        self.sampling = (sampling or SamplingConfig()) if verifier in SAMPLING_VERIFIERS else None
         self.h = int(model.config.num_heads)
         self.vocab_size = int(model.config.vocab_size)
 
@@ -108,7 +112,7 @@ class BlockwiseDecoder:
         cache = self.model.new_cache()
         prompt_ids = torch.tensor([prompt], device=self.model.device)
         heads = _StepOutput(self.model, prompt_ids, cache).heads(0, len(prompt) - 1)  # [h, V]
-        pending = self._first_token(heads[0], generator)
+        pending = self._first_token(heads[0], prompt, generator)
         stats.serial_calls += 1
         stats.prefill_calls += 1
         stats.prefill_seconds += time.perf_counter() - start
@@ -123,7 +127,7 @@ class BlockwiseDecoder:
             stats.drafting_seconds += time.perf_counter() - start
 
             start = time.perf_counter()
-            accepted, pending, heads = self._verify_step(cache, context[-1], drafts, generator)
+            accepted, pending, heads = self._verify_step(cache, context, drafts, generator)
             stats.verification_seconds += time.perf_counter() - start
             stats.serial_calls += 1
             stats.record_step(1 + len(accepted))
@@ -145,10 +149,11 @@ class BlockwiseDecoder:
 
     # -- one step ------------------------------------------------------------------------------
 
-    def _first_token(self, head1_logits: torch.Tensor, generator: torch.Generator | None) -> int:
+    def _first_token(self, head1_logits: torch.Tensor, prompt: list[int], generator: torch.Generator | None) -> int:
         if self.sampling is None:
             return int(head1_logits.argmax())
-        return int(sample_categorical(self.sampling.distribution(head1_logits.float()), generator))
+        seen = seen_tokens(prompt, self.vocab_size, device=head1_logits.device)
+        return int(sample_categorical(self.sampling.distribution(head1_logits.float(), seen), generator))
 
     def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:
         """The drafter's drafts, on the target's device (drafters backed by the C++ core return
@@ -157,19 +162,20 @@ class BlockwiseDecoder:
             return empty_drafts(self.vocab_size, self.sampling is not None, head_logits.device)
         if self.sampling is None:
             drafts = self.drafter.propose(head_logits, context)
+            _check_drafts(drafts, head_logits.shape[0])
         else:
-            drafts = self.drafter.sample(head_logits, context, self.sampling, generator)
-        _check_drafts(drafts, head_logits.shape[0], self.vocab_size, self.sampling is not None)
+            drafts = draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
         device = self.model.device
         return Drafts(drafts.tokens.to(device), None if drafts.q is None else drafts.q.to(device))
 
-    def _verify_step(self, cache, pending: int, drafts: Drafts, generator):
+    def _verify_step(self, cache, context: list[int], drafts: Drafts, generator):
         """Returns (accepted draft tokens, next pending token, heads [h, V] for the next block)."""
         if self.verifier == "tree":
-            return _tree_step(self.model, cache, pending, drafts.tokens)
+            return _tree_step(self.model, cache, context[-1], drafts.tokens)
         if self.verifier == "greedy":
-            return _batched_greedy_step(self.model, cache, pending, drafts.tokens)
-        return _sampling_step(self.model, cache, pending, drafts, self.sampling, self.verifier, generator)
+            return _batched_greedy_step(self.model, cache, context[-1], drafts.tokens)
+        forward = lambda rows, kv: _StepOutput(self.model, rows, kv)  # noqa: E731
+        return sampling_step(forward, cache, context, drafts, self.sampling, self.verifier, generator)
 
 
 class _StepOutput:
@@ -226,24 +232,6 @@ def _tree_step(target: BlockwiseTarget, cache, pending: int, drafts: torch.Tenso
     return tree.tokens[path[1:]].tolist(), int(result.next_token), out.heads(0, int(result.last_node))
 
 
-def _sampling_step(target: BlockwiseTarget, cache, pending: int, drafts: Drafts, sampling, verifier: str, generator):
-    """Verifies one sampled draft [1, g] with block or token verification (lossless)."""
-    prefix = cache.length
-    tokens = drafts.tokens
-    root = torch.full((1, 1), pending, dtype=torch.int64, device=tokens.device)
-    rows = torch.cat([root, tokens], dim=1)  # [1, g+1]
-    out = _StepOutput(target, rows, cache)
-    p = sampling.distribution(out.head1().float())  # [1, g+1, V]
-    if tokens.shape[1] == 0:  # nothing drafted: the next token comes straight from the target
-        a, next_token = 0, sample_categorical(p[:, 0], generator)
-    else:
-        verify_fn = verify.block_verify if verifier == "block" else verify.token_verify
-        num_accepted, next_token = verify_fn(tokens, drafts.q, p, generator)
-        a = int(num_accepted[0])
-    cache.crop(prefix + 1 + a)
-    return tokens[0, :a].tolist(), int(next_token.reshape(-1)[0]), out.heads(0, a)
-
-
 def _as_prompt(prompt_ids, vocab: int) -> list[int]:
     ids = prompt_ids.tolist() if isinstance(prompt_ids, torch.Tensor) else list(prompt_ids)
     if not ids or any(not isinstance(t, int) for t in ids):
@@ -254,11 +242,7 @@ def _as_prompt(prompt_ids, vocab: int) -> list[int]:
     return ids
 
 
-def _check_drafts(drafts: Drafts, g: int, vocab: int, sampling: bool) -> None:
+def _check_drafts(drafts: Drafts, g: int) -> None:
     tokens = drafts.tokens
     if tokens.dim() != 2 or tokens.shape[1] != g or tokens.shape[0] < 1:
         raise ValueError(f"drafter returned tokens of shape {tuple(tokens.shape)}, expected [p, {g}]")
-    if sampling:
-        if tokens.shape[0] != 1 or drafts.q is None or drafts.q.shape != (1, g, vocab):
-            shape = None if drafts.q is None else tuple(drafts.q.shape)
-            raise ValueError(f"sampling mode needs one draft with q [1, {g}, {vocab}], got q {shape}")

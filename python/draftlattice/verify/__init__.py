@@ -7,6 +7,9 @@
   :func:`block_verify` (Sun et al. 2024), with their deterministic parts
   (:func:`token_accept_probs`, :func:`block_accept_probs`, :func:`residual_distribution`) and
   exact output laws (:func:`token_verify_distribution`, :func:`block_verify_distribution`).
+* Several drafts, lossless sampling: :func:`multi_draft_verify` (a deterministic token tree, or
+  i.i.d. sampled drafts by recursive rejection sampling) with its exact law
+  :func:`multi_draft_verify_distribution`.
 * :func:`sampling_distribution`: temperature / top-k / top-p, to turn logits into ``p`` and ``q``.
 
 One tree-verification step with a Hugging Face model whose cache holds ``past`` context tokens
@@ -29,6 +32,7 @@ Sampling: ``p = sampling_distribution(target_logits, T, top_k, top_p)`` with the
 
 from ._common import residual_distribution, sampling_distribution
 from .greedy import GreedyResult, greedy_accept, target_tokens
+from .multi_draft import MultiDraftResult, multi_draft_verify, multi_draft_verify_distribution
 from .sampling import (
     BlockProbs,
     block_accept_probs,
@@ -51,6 +55,7 @@ from .tree import (
 __all__ = [
     "BlockProbs",
     "GreedyResult",
+    "MultiDraftResult",
     "TokenTree",
     "TreeAcceptResult",
     "block_accept_probs",
@@ -60,6 +65,8 @@ __all__ = [
     "draft_logits_from_tree",
     "gather_tree_kv",
     "greedy_accept",
+    "multi_draft_verify",
+    "multi_draft_verify_distribution",
     "residual_distribution",
     "sampling_distribution",
     "target_tokens",

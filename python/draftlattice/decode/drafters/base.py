@@ -39,7 +39,7 @@ class Drafter(Protocol):
     """Common interface of the drafters (vanilla, n-gram lattice, neural, oracle)."""
 
     name: str
-    num_drafts: int  # p, drafts per step in greedy mode (sampling mode always proposes one)
+    num_drafts: int  # p, drafts per step (greedy, "tree-sample" and "multi" sampling verifiers)
 
     def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
         """Greedy drafts.
@@ -58,8 +58,10 @@ class Drafter(Protocol):
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
     ) -> Drafts:
-        """One sampled draft with its exact conditional distributions (tokens [1, g], q [1, g, V])."""
+        """n independent sampled drafts with their exact conditional distributions (tokens [n, g],
+        q [n, g, V]); drafters that only sample one draft raise ValueError for n > 1."""
         ...
 
 

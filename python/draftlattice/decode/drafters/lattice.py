@@ -3,9 +3,12 @@
 The heads' top-k candidates form a sausage lattice of k**g drafts; each draft d is scored
     total(d) = sum_i log p_head(d_i) + alpha * ln p_LM(d | committed text)
 by a backoff n-gram LM over the model's tokenizer (C++ core, ``draftlattice.rescore``). Greedy
-mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws one
-draft from P(d) proportional to exp(total(d)) and hands the verifier the exact conditional
-distribution of every drawn token (``draftlattice.sample_drafts``, forward-backward).
+mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws drafts
+from P(d) proportional to exp(total(d)) with its own LM weight ``sample_alpha``, over the heads'
+distributions processed like the target's (``SamplingConfig.distribution``), by default with
+full support (an "other" arc per position for the head's mass outside the top-k), and hands the
+verifier the exact conditional distribution of every drawn token over the whole vocabulary
+(``draftlattice.sample.sample_from_heads``, forward-backward).
 
 Greedy mode keeps the LM state of the committed text (:class:`CommittedLmState`) and advances it
 by the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
@@ -22,8 +25,8 @@ from ... import _core
 from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
-from ...sample import sample_drafts
-from ..sampling import SamplingConfig, scatter_candidates
+from ...sample import sample_from_heads
+from ..sampling import SamplingConfig, draw_distinct, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -34,17 +37,24 @@ class LatticeDrafter:
         lm: ``draftlattice.NgramLM`` whose token ids are the model's (same tokenizer).
         k: candidates per head (>= 1; capped at the vocabulary size).
         p: drafts per step in greedy mode (verified together as rows or as a tree).
-        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only).
+        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only) in greedy mode.
         bos: the committed text starts a sentence/line (``<s>`` before the context).
+        sample_alpha: the LM weight in sampling mode (>= 0; 0 = the heads' own law).
+        full_support: sampled drafts can take any token the head allows (an "other" arc per
+            position); off, only the heads' top-k.
     """
 
     name = "ngram"
 
-    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True) -> None:
+    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True,
+                 sample_alpha: float = 0.2, full_support: bool = True) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         _core.check_rescore_options(p, alpha)  # the core's checks, at construction
+        if not sample_alpha >= 0:
+            raise ValueError(f"sample_alpha must be >= 0, got {sample_alpha}")
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
+        self.sample_alpha, self.full_support = float(sample_alpha), bool(full_support)
         self.committed = CommittedLmState(lm, bos)
 
     def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
@@ -64,13 +74,37 @@ class LatticeDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
-        lattice = self.lattice(head_logits, sampling.temperature)
-        drawn = sample_drafts(lattice, self.lm, 1, self.alpha, np.asarray(context, dtype=np.int32),
-                              self.bos, generator)
-        candidates = torch.from_numpy(lattice.tokens.astype(np.int64))  # [g, k]
-        q = scatter_candidates(candidates, torch.from_numpy(drawn.q[0]), head_logits.shape[1])
-        return Drafts(torch.from_numpy(drawn.tokens.astype(np.int64)), q[None])
+        """n drafts [n, g] with their exact conditionals q [n, g, V] (float32): i.i.d. samples, or
+        with ``distinct_first`` min(n, support) drafts whose first tokens are drawn without
+        replacement from the first position's law and whose rest follows the lattice given that
+        first token (q[:, 0] is then that law itself, before any removal)."""
+        check_head_logits(head_logits)
+        vocab = head_logits.shape[1]
+        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab, device=head_logits.device))
+        logp = probs.log().cpu().numpy()
+        ctx = np.asarray(context, dtype=np.int32)
+        drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, ctx,
+                                  self.bos, generator, self.full_support)
+        if not distinct_first:
+            return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
+        q0 = torch.from_numpy(drawn.q[0, 0])
+        firsts = draw_distinct(q0, n, generator).tolist()
+        tokens, q = [], []
+        for c in firsts:
+            row, law = [c], [drawn.q[0, 0]]
+            if logp.shape[0] > 1:  # the rest given c: the lattice of heads 2.. after c's LM state
+                known = c in drawn.lattice.tokens[0]  # else an "other" token: the LM restarts
+                rest = sample_from_heads(logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha,
+                                         np.append(ctx, np.int32(c)) if known else ctx[:0], self.bos and known,
+                                         generator, self.full_support)
+                row += rest.tokens[0].tolist()
+                law += list(rest.q[0])
+            tokens.append(row)
+            q.append(np.stack(law))
+        return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
 
 
 class CommittedLmState:

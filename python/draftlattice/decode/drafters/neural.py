@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..sampling import SamplingConfig, sample_categorical, scatter_candidates
+from ..sampling import SamplingConfig, sample_categorical, scatter_candidates, seen_tokens
 from .base import Drafts, check_head_logits
 
 
@@ -55,8 +55,15 @@ class NeuralDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
-        tokens, q = self._run(head_logits / sampling.temperature, context, sampling, generator)
+        if n != 1 or distinct_first:
+            raise ValueError(f"the neural drafter samples one draft per step (verifier 'block' or 'token'), got n={n}")
+        check_head_logits(head_logits)
+        seen = seen_tokens(context, head_logits.shape[1], device=head_logits.device)
+        head_logprobs = sampling.distribution(head_logits.float(), seen).log()  # processed like the target
+        tokens, q = self._run(head_logprobs, context, sampling, generator)
         return Drafts(tokens[None], q[None])
 
     @torch.inference_mode()

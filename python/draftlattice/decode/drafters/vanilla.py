@@ -6,13 +6,14 @@ from collections.abc import Sequence
 
 import torch
 
-from ..sampling import SamplingConfig, sample_categorical
+from ..sampling import SamplingConfig, draw_distinct, sample_categorical, seen_tokens
 from .base import Drafts, check_head_logits
 
 
 class VanillaDrafter:
     """Greedy: the argmax of each head (one draft). Sampling: each head's token drawn independently
-    from the head's distribution under the target's sampling settings, q = that distribution."""
+    from the head's distribution under the target's sampling settings (repetition penalty over
+    the committed context), q = that distribution; n drafts are n independent draws."""
 
     name = "vanilla"
     num_drafts = 1
@@ -27,7 +28,17 @@ class VanillaDrafter:
         context: Sequence[int],
         sampling: SamplingConfig,
         generator: torch.Generator | None,
+        n: int = 1,
+        distinct_first: bool = False,
     ) -> Drafts:
+        """n drafts; with ``distinct_first``, min(n, support) drafts whose first tokens are drawn
+        without replacement from head 2's law (q[:, 0] is that law, before any removal)."""
         check_head_logits(head_logits)
-        q = sampling.distribution(head_logits.float())  # [g, V]
-        return Drafts(sample_categorical(q, generator)[None], q[None])
+        seen = seen_tokens(context, head_logits.shape[1], device=head_logits.device)
+        law = sampling.distribution(head_logits.float(), seen)  # [g, V]
+        firsts = draw_distinct(law[0], n, generator) if distinct_first else None
+        q = law.expand(n if firsts is None else len(firsts), *law.shape)  # [n, g, V]
+        tokens = sample_categorical(q, generator)
+        if firsts is not None:
+            tokens[:, 0] = firsts
+        return Drafts(tokens, q)

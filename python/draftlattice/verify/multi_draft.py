@@ -1,0 +1,234 @@
+"""Lossless verification of several drafts at once: a deterministic token tree, i.i.d. drafts,
+or a tree drawn without replacement.
+
+Inputs (per batch row ``b``): ``p`` drafts of ``g`` tokens, ``drafts [B, p, g]``, and the
+target's law after every draft prefix, ``target_probs [B, p, g+1, V]``: ``target_probs[b, i, j]``
+is the target's distribution of the token after row ``i``'s first ``j`` tokens.  Rows that share
+their first ``j`` tokens describe the same tree node; the verifiers read that node's law from the
+**lowest-index** row through it (the other rows' copies are not read, so they must be equal
+for the result to mean anything; a batched target forward over the rows gives equal copies).
+
+Three rules, one function, :func:`multi_draft_verify`:
+
+* ``q=None`` -- the drafts are a deterministic function of the context (e.g. the p best drafts
+  of a rescored lattice).  Tree rule: at the root draw one token ``y`` from the target's law;
+  if ``y`` is a child of the node (the next token of some row through it) the walk descends,
+  otherwise ``y`` is the next token; at depth ``g`` the draw is the next token.  The output is a
+  plain sample of the target, for any fixed tree; the expected number of accepted tokens is the
+  target mass the tree covers.
+* ``q [B, p, g, V]`` -- the rows are independent samples of the drafter's law:
+  row ``i``'s token ``j`` was drawn from ``q[b, i, j]``, the drafter's law given row ``i``'s first
+  ``j`` tokens (with replacement: rows may coincide).  Rule: recursive rejection sampling
+  (SpecInfer's multi-round speculative sampling; Miao et al. 2024, Jeon et al. 2024 "with
+  replacement") at every node: with ``p_1`` the target's law there and the node's live rows in
+  index order, try each live row's token ``x``: accept with ``min(1, p_r(x) / q(x))`` (the walk
+  descends into ``x`` with every live row whose token is ``x``), else ``p_{r+1} =
+  normalize(max(p_r - q, 0))`` (``p_r`` itself if that is empty); if every live row is
+  rejected, the next token is drawn from the last ``p_r``.  At depth ``g`` the next token comes
+  from the target's law.  The live rows' tokens at a node are i.i.d. from ``q`` given the node
+  (their selection depends only on earlier tokens), so every node's output is exactly the
+  target's law there: the whole rule is lossless.
+* ``q`` with ``without_replacement=True`` -- the rows form a tree whose nodes' children were
+  drawn without replacement: at every node, the distinct tokens its rows take next (its
+  children, in order of first appearance by row index) were drawn one after another from ``q``
+  at the node with the earlier children removed and the rest renormalised, and the number of
+  children of a node does not depend on the drawn tokens (a fixed branching schedule, e.g. row
+  ``i`` copies the prefix of an earlier row up to a fixed depth, then draws a new token there
+  excluding its siblings, then continues from ``q``). Rule: recursive rejection sampling without
+  replacement (Jeon et al. 2024, "Recursive Speculative Decoding"): the children are tried in
+  order, child ``m`` accepted with ``min(1, p_m(x) / q_m(x))``; on rejection ``p_{m+1} =
+  normalize(max(p_m - q_m, 0))`` and ``q_{m+1}`` is ``q_m`` with ``x`` removed, renormalised.
+
+All return :class:`MultiDraftResult` ``(best_draft, num_accepted, next_token)``: the output is
+``drafts[b, best_draft, :num_accepted]`` then ``next_token``, ``best_draft`` the lowest-index
+row through the last accepted node.  :func:`multi_draft_verify_distribution` is the exact law
+``Pr(best_draft = i, num_accepted = k, next_token = y)`` of the same rule, ``[B, p, g+1, V]``.
+Randomness comes only from ``generator``; the number of draws does not depend on the outcome.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from ._common import residual_distribution
+
+__all__ = ["MultiDraftResult", "multi_draft_verify", "multi_draft_verify_distribution"]
+
+
+class MultiDraftResult(NamedTuple):
+    best_draft: Tensor  #: [B] int64, lowest-index row through the last accepted node
+    num_accepted: Tensor  #: [B] int64, accepted draft tokens (0..g)
+    next_token: Tensor  #: [B] int64, the token after them
+
+
+def _check(drafts: Tensor, target_probs: Tensor, q: Tensor | None, without_replacement: bool = False) -> tuple[int, int, int, int]:
+    if without_replacement and q is None:
+        raise ValueError("without_replacement needs q (the law the children were drawn from)")
+    if drafts.dim() != 3 or target_probs.dim() != 4:
+        raise ValueError(
+            f"expected drafts [B, p, g] and target_probs [B, p, g+1, V], got "
+            f"{tuple(drafts.shape)} and {tuple(target_probs.shape)}"
+        )
+    B, p, g = drafts.shape
+    V = target_probs.shape[-1]
+    if target_probs.shape != (B, p, g + 1, V) or p < 1:
+        raise ValueError(f"target_probs must be [B, p, g+1, V] = [{B}, {p}, {g + 1}, V] with p >= 1, got {tuple(target_probs.shape)}")
+    if q is not None and q.shape != (B, p, g, V):
+        raise ValueError(f"q must be [B, p, g, V] = [{B}, {p}, {g}, {V}], got {tuple(q.shape)}")
+    if drafts.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"drafts must hold integer token ids, got {drafts.dtype}")
+    if drafts.numel() and (int(drafts.min()) < 0 or int(drafts.max()) >= V):
+        raise ValueError(f"draft token ids must be in [0, {V}), got range [{int(drafts.min())}, {int(drafts.max())}]")
+    return B, p, g, V
+
+
+def _row_law(x: Tensor, row: Tensor, j: int) -> Tensor:
+    """x[b, row[b], j, :] for x [B, p, n, V] and row [B]."""
+    B, _, _, V = x.shape
+    return x[:, :, j].gather(1, row.view(B, 1, 1).expand(B, 1, V)).squeeze(1)
+
+
+def _accept_prob(p_cur: Tensor, q_node: Tensor, x: Tensor) -> Tensor:
+    """min(1, p(x)/q(x)), 1 where q(x) = 0 (a token the drafter cannot draw), [B]."""
+    px = p_cur.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+    qx = q_node.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+    return torch.where(px >= qx, torch.ones_like(px), px / torch.where(qx > 0, qx, torch.ones_like(qx)))
+
+
+def multi_draft_verify(
+    drafts: Tensor,
+    target_probs: Tensor,
+    generator: torch.Generator | None = None,
+    q: Tensor | None = None,
+    without_replacement: bool = False,
+) -> MultiDraftResult:
+    """Verifies ``p`` drafts per batch row losslessly (see the module docstring for both rules).
+
+    Args:
+        drafts: [B, p, g] int token ids.
+        target_probs: [B, p, g+1, V] target's law after each row's first j tokens.
+        generator: ``torch.Generator`` on the tensors' device (None: the global one).
+        q: None (deterministic drafts: tree rule) or [B, p, g, V] (i.i.d. rows: recursive
+            rejection sampling).
+        without_replacement: with q, the rows' children were drawn without replacement (module
+            docstring); the rule removes each rejected child from q.
+    Returns:
+        MultiDraftResult (best_draft [B], num_accepted [B], next_token [B]), int64.
+    """
+    B, p, g, _ = _check(drafts, target_probs, q, without_replacement)
+    device = target_probs.device
+    drafts = drafts.to(torch.int64)
+    live = torch.ones(B, p, dtype=torch.bool, device=device)  # rows through the current node
+    walking = torch.ones(B, dtype=torch.bool, device=device)
+    num = torch.zeros(B, dtype=torch.int64, device=device)
+    nxt = torch.zeros(B, dtype=torch.int64, device=device)
+    for j in range(g + 1):
+        first = live.to(torch.int8).argmax(-1)  # lowest-index live row
+        law = _row_law(target_probs, first, j)
+        if j < g and q is not None:
+            child, law = _recursive_rejection(drafts[:, :, j], live, law, _row_law(q, first, j), generator,
+                                              without_replacement)
+        else:
+            child = None
+        y = torch.multinomial(law, 1, generator=generator).squeeze(-1)  # next token if not descending
+        if j == g:
+            nxt = torch.where(walking, y, nxt)
+            break
+        if child is None:  # tree rule: the draw itself picks the child
+            child = y
+        match = live & (drafts[:, :, j] == child.unsqueeze(-1))
+        descend = walking & match.any(-1)
+        stop = walking & ~descend
+        nxt = torch.where(stop, y, nxt)
+        live = torch.where(descend.unsqueeze(-1), match, live)
+        num += descend.to(torch.int64)
+        walking = descend
+    best = live.to(torch.int8).argmax(-1)
+    return MultiDraftResult(best, num, nxt)
+
+
+def _recursive_rejection(
+    tokens: Tensor, live: Tensor, p_node: Tensor, q_node: Tensor, generator, without_replacement: bool
+) -> tuple[Tensor, Tensor]:
+    """One node of recursive rejection sampling for every batch row.
+
+    Returns (accepted token [B], -1 where every live row was rejected; law [B, V] of the next
+    token for the rows that reject everything)."""
+    B, p = tokens.shape
+    accepted = torch.full((B,), -1, dtype=torch.int64, device=tokens.device)
+    p_cur, q_cur = p_node, q_node
+    for i in range(p):
+        trying = live[:, i] & (accepted < 0)
+        x = tokens[:, i]
+        if without_replacement:  # only a child's first row tries it
+            earlier = live[:, :i] & (tokens[:, :i] == x.unsqueeze(-1))
+            trying &= ~earlier.any(-1)
+        a = _accept_prob(p_cur, q_cur, x)
+        u = torch.rand(B, generator=generator, device=tokens.device, dtype=a.dtype)
+        ok = trying & (u < a)
+        accepted = torch.where(ok, x, accepted)
+        rejected = (trying & ~ok).unsqueeze(-1)
+        p_cur = torch.where(rejected, residual_distribution(p_cur, q_cur), p_cur)
+        if without_replacement:
+            q_cur = torch.where(rejected, _remove(q_cur, x), q_cur)
+    return accepted, p_cur
+
+
+def _remove(q: Tensor, x: Tensor) -> Tensor:
+    """q with token x [...] set to 0 and the rest renormalised (all zero if nothing is left)."""
+    out = q.scatter(-1, x.unsqueeze(-1), 0.0)
+    s = out.sum(-1, keepdim=True)
+    return out / torch.where(s > 0, s, torch.ones_like(s))
+
+
+def multi_draft_verify_distribution(
+    drafts: Tensor, target_probs: Tensor, q: Tensor | None = None, without_replacement: bool = False
+) -> Tensor:
+    """Exact law of :func:`multi_draft_verify`'s output given the drafts, ``[B, p, g+1, V]``:
+    ``P[b, i, k, y] = Pr(best_draft = i, num_accepted = k, next_token = y)``.
+
+    Computed node by node over each row's draft tree (at most ``1 + p*g`` nodes, a loop in
+    Python over nodes and rows: meant for tests and small inputs)."""
+    B, p, g, V = _check(drafts, target_probs, q, without_replacement)
+    out = torch.zeros(B, p, g + 1, V, dtype=target_probs.dtype, device=target_probs.device)
+    rows = drafts.to(torch.int64).tolist()
+    for b in range(B):
+        q_b = None if q is None else q[b]
+        _node_law(out[b], rows[b], target_probs[b], q_b, list(range(p)), 0, 1.0, without_replacement)
+    return out
+
+
+def _node_law(out: Tensor, rows: list, tp: Tensor, q: Tensor | None, live: list[int], j: int, mass, wor: bool) -> None:
+    """Adds the law of the walk from the node (live rows, depth j), reached with ``mass``."""
+    g = len(rows[0])
+    first = live[0]
+    law = tp[first, j]
+    if j == g:
+        out[first, g] += mass * law
+        return
+    through = {}
+    for r in live:
+        through.setdefault(rows[r][j], []).append(r)
+    if q is None:  # the target's draw picks the child; a non-child draw is the next token
+        rest = law.clone()
+        for x, sub in through.items():
+            _node_law(out, rows, tp, q, sub, j + 1, mass * law[x], wor)
+            rest[x] = 0
+        out[first, j] += mass * rest
+        return
+    q_node = q[first, j]
+    reach = mass
+    tried = list(through) if wor else [rows[r][j] for r in live]  # children once, or every row
+    for x in tried:  # recursive rejection: try them in order
+        idx = torch.tensor([x], device=law.device)
+        a = _accept_prob(law[None], q_node[None], idx)[0]
+        if a > 0:
+            _node_law(out, rows, tp, q, through[x], j + 1, reach * a, wor)
+        reach = reach * (1 - a)
+        law = residual_distribution(law, q_node)
+        if wor:
+            q_node = _remove(q_node[None], idx)[0]
+    out[first, j] += reach * law

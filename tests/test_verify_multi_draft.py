@@ -1,0 +1,275 @@
+"""Multi-draft verification: the tree rule (deterministic drafts) and recursive rejection sampling
+(i.i.d. drafts) are lossless by exact enumeration of a whole speculative loop, their exact laws
+match the samplers by Monte Carlo, and the tree rule covers the target mass of its tree."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+from scipy.stats import chi2
+
+from _verify_helpers import ContextModel
+from draftlattice.verify import multi_draft_verify, multi_draft_verify_distribution
+
+F64 = torch.float64
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="not applicable: CUDA is not available"),
+    ),
+]
+
+
+def deterministic_tree(s: tuple, V: int, p: int, g: int, seed: int) -> list[list[int]]:
+    """A fixed (context-dependent) tree of p drafts: shared prefixes, duplicates, distinct rows."""
+    rng = random.Random(f"{seed}:{s}")
+    rows = []
+    for _ in range(p):
+        if rows and rng.random() < 0.5:
+            base = list(rng.choice(rows))
+            cut = rng.randrange(g + 1)
+            base[cut:] = [rng.randrange(V) for _ in range(g - cut)]
+        else:
+            base = [rng.randrange(V) for _ in range(g)]
+        rows.append(base)
+    return rows
+
+
+def iid_drafts(model: ContextModel, s: tuple, p: int, g: int):
+    """Every p-tuple of drafts drawn i.i.d. from q, with its probability."""
+    V = model.V
+    singles = []
+    for X in itertools.product(range(V), repeat=g):
+        pr = 1.0
+        for i in range(g):
+            pr *= model.q(s + X[:i])[X[i]]
+        if pr > 0:
+            singles.append((list(X), pr))
+    for combo in itertools.product(singles, repeat=p):
+        pr = 1.0
+        for _, w in combo:
+            pr *= w
+        yield [X for X, _ in combo], pr
+
+
+class PositiveQ(ContextModel):
+    """ContextModel whose drafter gives every token some probability (branches always possible)."""
+
+    def q(self, s: tuple) -> list[float]:
+        return [0.8 * x + 0.2 / self.V for x in super().q(s)]
+
+
+def schedule(p: int, g: int) -> list[tuple[int, int]]:
+    """Fixed branching schedule of rows 1..p-1: (row to copy the prefix of, branching depth)."""
+    return [(0 if i % 2 else i - 1, min(i // 2, g - 1)) for i in range(1, p)]
+
+
+def wor_drafts(model: ContextModel, s: tuple, p: int, g: int):
+    """Every tree of p rows the without-replacement drafter can build, with its probability: row i
+    copies its parent's prefix, draws the branching token from q without its siblings, then
+    continues from q."""
+    V, plan = model.V, schedule(p, g)
+
+    def extend(rows, prob, i):
+        if i == p:
+            yield rows, prob
+            return
+        parent, depth = (0, 0) if i == 0 else plan[i - 1]
+        prefix = [] if i == 0 else rows[parent][:depth]
+        siblings = {r[depth] for r in rows if r[:depth] == prefix}
+        qd = model.q(s + tuple(prefix))
+        left = 1 - sum(qd[x] for x in siblings)
+        for x in range(V):
+            if x in siblings or qd[x] == 0:
+                continue
+            for tail in itertools.product(range(V), repeat=g - depth - 1):
+                row, pr = prefix + [x] + list(tail), prob * qd[x] / left
+                for t in range(depth + 1, g):
+                    pr *= model.q(s + tuple(row[:t]))[row[t]]
+                if pr > 0:
+                    yield from extend(rows + [row], pr, i + 1)
+
+    yield from extend([], 1.0, 0)
+
+
+def tensors(model: ContextModel, s: tuple, drafts: list[list[int]]):
+    g = len(drafts[0])
+    tp = [[model.p(s + tuple(X[:j])) for j in range(g + 1)] for X in drafts]
+    q = [[model.q(s + tuple(X[:j])) for j in range(g)] for X in drafts]
+    return torch.tensor(drafts), torch.tensor(tp, dtype=F64), torch.tensor(q, dtype=F64)
+
+
+def step_cases(model, s, rule, p, g, seed):
+    """(drafts [p, g], probability) of every draft set the drafter can propose after s."""
+    if rule == "tree":
+        return [(deterministic_tree(s, model.V, p, g, seed), 1.0)]
+    if rule == "wor":
+        return list(wor_drafts(model, s, p, g))
+    return list(iid_drafts(model, s, p, g))
+
+
+def law_of(rule, X, tp, q):
+    return multi_draft_verify_distribution(X, tp, None if rule == "tree" else q, without_replacement=rule == "wor")
+
+
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+@pytest.mark.parametrize("V,p,g,N,seed", [(3, 2, 2, 4, 0), (3, 3, 2, 3, 1), (4, 2, 1, 3, 2), (2, 3, 3, 4, 3)])
+def test_speculative_loop_is_exact(rule, V, p, g, N, seed):
+    """Draft p rows, verify, append, repeat until N tokens: the law of the first N tokens is the
+    target's, by exact enumeration of drafts and verifier outcomes in float64."""
+    model = (PositiveQ if rule == "wor" else ContextModel)(V, seed)
+    mass: dict[tuple, float] = {(): 1.0}
+    final: dict[tuple, float] = {}
+    while mass:
+        s = min(mass, key=len)
+        m = mass.pop(s)
+        cases = step_cases(model, s, rule, p, g, seed)
+        X, tp, q = zip(*(tensors(model, s, d) for d, _ in cases))
+        X, tp, q = torch.stack(X), torch.stack(tp), torch.stack(q)
+        law = law_of(rule, X, tp, q)
+        assert law.shape == (len(cases), p, g + 1, V)
+        for c, (_, prob) in enumerate(cases):
+            assert abs(float(law[c].sum()) - 1) < 1e-12
+            for i, k, y in zip(*torch.nonzero(law[c], as_tuple=True)):
+                pr = float(law[c, i, k, y]) * prob * m
+                t = (s + tuple(X[c, i, :k].tolist()) + (int(y),))[:N]
+                bucket = final if len(t) == N else mass
+                bucket[t] = bucket.get(t, 0.0) + pr
+    worst = 0.0
+    for seq in itertools.product(range(V), repeat=N):
+        target = 1.0
+        for i in range(N):
+            target *= model.p(seq[:i])[seq[i]]
+        worst = max(worst, abs(final.get(seq, 0.0) - target))
+    assert abs(sum(final.values()) - 1) < 1e-12
+    assert worst < 1e-9, worst
+
+
+def test_law_is_reported_on_the_lowest_row_of_the_path():
+    X = torch.tensor([[[0, 1], [0, 1], [1, 0]]])
+    tp = torch.full((1, 3, 3, 2), 0.5, dtype=F64)
+    law = multi_draft_verify_distribution(X, tp)
+    assert float(law[0, 1].abs().sum()) == 0.0  # row 1 duplicates row 0
+    torch.testing.assert_close(law[0].sum((0, 2)), torch.tensor([0.0, 0.5, 0.5], dtype=F64))
+
+
+def test_tree_rule_accepts_the_covered_mass():
+    """E[num_accepted] = sum over tree nodes at depth >= 1 of the target probability of the path."""
+    rng = random.Random(4)
+    for case in range(20):
+        V, p, g = 4, rng.randint(1, 4), rng.randint(1, 3)
+        model = ContextModel(V, case)
+        X, tp, _ = tensors(model, (), deterministic_tree((), V, p, g, case))
+        law = multi_draft_verify_distribution(X[None], tp[None])[0]
+        expected = float((law.sum((0, 2)) * torch.arange(g + 1, dtype=F64)).sum())
+        nodes = {tuple(row[:j]) for row in X.tolist() for j in range(1, g + 1)}
+        covered = 0.0
+        for node in nodes:
+            pr = 1.0
+            for i in range(len(node)):
+                pr *= model.p(node[:i])[node[i]]
+            covered += pr
+        assert abs(expected - covered) < 1e-12
+
+
+def test_more_iid_drafts_accept_more():
+    """Expected accepted length grows with the number of i.i.d. drafts (exact, averaged over q)."""
+    model = ContextModel(3, 11, same_prob=0.0)
+    means = []
+    for p in (1, 2, 3):
+        cases = list(iid_drafts(model, (), p, 2))
+        X, tp, q = (torch.stack(t) for t in zip(*(tensors(model, (), d) for d, _ in cases)))
+        law = multi_draft_verify_distribution(X, tp, q)
+        prob = torch.tensor([w for _, w in cases], dtype=F64)
+        means.append(float((prob[:, None] * law.sum((1, 3)) * torch.arange(3, dtype=F64)).sum()))
+    assert means[0] < means[1] < means[2], means
+
+
+def _chi2_pvalue(counts: torch.Tensor, expected_prob: torch.Tensor, n: int) -> float:
+    zero = expected_prob <= 1e-15
+    assert int(counts[zero].sum()) == 0, "sampled an outcome of probability 0"
+    exp = expected_prob[~zero] * n
+    stat = float((((counts[~zero] - exp) ** 2) / exp).sum())
+    dof = int((~zero).sum()) - 1
+    return float(chi2.sf(stat, dof)) if dof > 0 else 1.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_monte_carlo_matches_exact_law(device, rule, dtype):
+    V, p, g, n = 3, 3, 2, 20000
+    cases = []
+    for c in range(5):
+        model = PositiveQ(V, 30 + c, same_prob=0.1)
+        rng = random.Random(c)
+        if rule == "tree":
+            drafts = deterministic_tree((), V, p, g, c)
+        elif rule == "wor":
+            trees = list(wor_drafts(model, (), p, g))
+            drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
+        else:  # one i.i.d. draw of the p rows
+            drafts = []
+            for _ in range(p):
+                row: list[int] = []
+                for _ in range(g):
+                    row.append(rng.choices(range(V), model.q(tuple(row)))[0])
+                drafts.append(row)
+        cases.append(tensors(model, (), drafts))
+    X, tp, q = (torch.stack(t) for t in zip(*cases))
+    q = None if rule == "tree" else q
+    wor = rule == "wor"
+    law = multi_draft_verify_distribution(X, tp, q, wor)
+    def rep(t):
+        return t.repeat_interleave(n, dim=0).to(device)
+    gen = torch.Generator(device=device).manual_seed(99)
+    res = multi_draft_verify(rep(X), rep(tp).to(dtype), gen, None if q is None else rep(q).to(dtype), wor)
+    assert all(t.device.type == torch.device(device).type and t.dtype == torch.int64 for t in res)
+    best, num, nxt = (t.cpu().view(len(cases), n) for t in res)
+    for c in range(len(cases)):
+        counts = torch.zeros(p, g + 1, V, dtype=F64)
+        counts.index_put_((best[c], num[c], nxt[c]), torch.ones(n, dtype=F64), accumulate=True)
+        assert _chi2_pvalue(counts.flatten(), law[c].flatten(), n) > 1e-4, c
+    gen2 = torch.Generator(device=device).manual_seed(99)
+    again = multi_draft_verify(rep(X), rep(tp).to(dtype), gen2, None if q is None else rep(q).to(dtype), wor)
+    assert torch.equal(again.num_accepted.cpu().view(len(cases), n), num)
+
+
+def test_empty_drafts_sample_the_target():
+    tp = torch.tensor([[[[0.0, 1.0]], [[0.0, 1.0]]]], dtype=F64)  # B=1, p=2, g=0
+    res = multi_draft_verify(torch.zeros(1, 2, 0, dtype=torch.int64), tp, torch.Generator().manual_seed(0))
+    assert res.num_accepted.tolist() == [0] and res.next_token.tolist() == [1]
+
+
+def test_bad_inputs_raise():
+    X = torch.zeros(1, 2, 2, dtype=torch.int64)
+    tp = torch.full((1, 2, 3, 4), 0.25)
+    with pytest.raises(ValueError, match="target_probs"):
+        multi_draft_verify(X, tp[:, :, :2])
+    with pytest.raises(ValueError, match="q must be"):
+        multi_draft_verify(X, tp, q=torch.full((1, 2, 3, 4), 0.25))
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        multi_draft_verify(X + 4, tp)
+    with pytest.raises(ValueError, match="integer"):
+        multi_draft_verify(X.float(), tp)
+    with pytest.raises(ValueError, match="without_replacement"):
+        multi_draft_verify(X, tp, without_replacement=True)
+
+
+def test_without_replacement_accepts_more_than_with():
+    """Same number of distinct first tokens (a root with 2 children): removing the rejected child
+    from q can only help (exact expected accepted length, drafts drawn by each drafter)."""
+    model = PositiveQ(3, 5, same_prob=0.0)
+    wor_trees = [(d, w) for d, w in wor_drafts(model, (), 2, 1)]
+    iid_trees = list(iid_drafts(model, (), 2, 1))
+    means = []
+    for rule, cases in (("rrs", iid_trees), ("wor", wor_trees)):
+        X, tp, q = (torch.stack(t) for t in zip(*(tensors(model, (), d) for d, _ in cases)))
+        law = law_of(rule, X, tp, q)
+        prob = torch.tensor([w for _, w in cases], dtype=F64)
+        means.append(float((prob[:, None] * law.sum((1, 3)) * torch.arange(2, dtype=F64)).sum()))
+    assert means[1] > means[0], means
