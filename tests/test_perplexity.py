@@ -96,3 +96,39 @@ def test_cli_json_on_shipped_model(tmp_path, capsys):
     assert set(report) == {"tokens", "model", "lms", "head_accuracy"}
     assert report["tokens"] > 10 and report["model"] > 1 and report["lms"][str(lm)] > 1
     assert len(report["head_accuracy"]) == 7
+
+
+def test_transformers_target_folder(tmp_path, capsys):
+    """A target folder (model/ + heads/, as build_model.sh writes it) is scored through the HF
+    adapter; head 1 is the transformers model's own next-token distribution."""
+    import shutil
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import draftlattice.hf as dlhf
+    from draftlattice.assets import model_asset
+    from draftlattice.cli.main import main
+
+    tokenizer = model_asset("tokenizer.json")
+    config = LlamaConfig(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(config).eval()
+    base.save_pretrained(tmp_path / "model")
+    shutil.copyfile(tokenizer, tmp_path / "model" / "tokenizer.json")
+    base = LlamaForCausalLM.from_pretrained(tmp_path / "model").eval()
+    dlhf.DraftHeads.for_model(base, horizon=3).save_pretrained(tmp_path / "heads")
+
+    target = dlhf.HFBlockwiseLM.from_pretrained(tmp_path)
+    docs = random_docs(7, count=5, vocab=4096)
+    result = target_perplexity(target, docs, EOS, seq_len=128, stride=64)
+    stream = _stream(docs, EOS)
+    with torch.inference_mode():
+        logp = base(stream[None, :-1]).logits[0].log_softmax(-1).gather(-1, stream[1:, None])
+    assert result.perplexity == pytest.approx(math.exp(-float(logp.sum()) / (stream.numel() - 1)), rel=1e-5)
+    assert len(result.head_accuracy) == 2
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat\n\nand then it left\n")
+    assert main(["model", "perplexity", "--model", str(tmp_path), "--text", str(text), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] > 5

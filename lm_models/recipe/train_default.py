@@ -28,6 +28,7 @@ import argparse
 import json
 import logging
 import math
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -126,6 +127,9 @@ def export(model: JointModel, tokenizer_path: Path, out: Path, history: list, ar
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_path), eos_token="<|endoftext|>",
                                         bos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>")
     tokenizer.save_pretrained(out / "model")
+    # save_pretrained re-serialises tokenizer.json; keep the original bytes, whose sha256 the
+    # n-gram LMs record (draftlattice.pairing).
+    shutil.copyfile(tokenizer_path, out / "model" / "tokenizer.json")
     heads_dir = out / "heads"
     heads_dir.mkdir(parents=True, exist_ok=True)
     state = {f"heads.{k}": v.detach().to(torch.float16).contiguous() for k, v in model.heads.state_dict().items()}
@@ -133,7 +137,7 @@ def export(model: JointModel, tokenizer_path: Path, out: Path, history: list, ar
     config = {"format": "draftlattice-draft-heads", "version": 1, "horizon": len(model.heads) + 1,
               "hidden_size": base.config.hidden_size, "head_hidden": args.head_hidden,
               "vocab_size": base.config.vocab_size, "activation": "gelu",
-              "base_model_type": base.config.model_type, "base_model_name": "draftlattice-default"}
+              "base_model_type": base.config.model_type, "base_model_name": "model"}  # the folder beside heads/
     (heads_dir / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     (out / "train_log.json").write_text(json.dumps({"args": vars(args), "history": history}, indent=1, default=str) + "\n")
     plot_curve(history, out / "training_curve.png")

@@ -20,7 +20,8 @@ def register(subparsers) -> None:
         "end-of-document token), and the top-1 accuracy of heads 2..h.",
     )
     p.add_argument("--text", type=Path, required=True, help="UTF-8 text, one document per line")
-    p.add_argument("--model", type=Path, help="model directory (default: the shipped default model)")
+    p.add_argument("--model", type=Path, help="model directory: a BlockwiseLM folder, or a target folder with "
+                   "model/ (transformers) and heads/ (DraftHeads) (default: the shipped default model)")
     p.add_argument("--lm", type=Path, action="append", default=[], metavar="PATH",
                    help="n-gram LM over the model's tokens (.dlm or ARPA; repeatable)")
     p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
@@ -53,8 +54,14 @@ def run_perplexity(args: argparse.Namespace) -> int:
         from ..assets import model_asset
 
         model_dir = model_asset("default")
-    model = BlockwiseLM.from_pretrained(model_dir)
-    tokenizer_path = tokenizer_file(model_dir)
+    if (Path(model_dir) / "heads").is_dir():  # a transformers model + DraftHeads (build_model.sh)
+        from ..hf import HFBlockwiseLM
+
+        model = HFBlockwiseLM.from_pretrained(model_dir)
+        tokenizer_path = tokenizer_file(Path(model_dir) / "model")
+    else:
+        model = BlockwiseLM.from_pretrained(model_dir)
+        tokenizer_path = tokenizer_file(model_dir)
     tokenizer = load_tokenizer(tokenizer_path)
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
     lms = {}

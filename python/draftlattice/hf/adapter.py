@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
 from ..model.heads import ResidualHead
+from .heads import DraftHeads
 from .verification import cache_keyword
 
 
@@ -73,19 +76,41 @@ class HFBlockwiseLM(nn.Module):
         hf_model: a ``transformers`` ``*ForCausalLM`` (eval mode is set by the decoder).
         num_heads: h >= 1 (1 = the HF model alone; the decoder then verifies empty drafts).
         head_hidden: hidden width of heads 2..h (default: the model's hidden size).
+        heads: trained :class:`~draftlattice.hf.DraftHeads` of this model to use as heads 2..h
+            (then ``num_heads``/``head_hidden`` come from them): the same heads ``dlhf.generate``
+            uses, so both decoders run one model.
     """
 
-    def __init__(self, hf_model: nn.Module, num_heads: int = 1, head_hidden: int | None = None) -> None:
+    def __init__(self, hf_model: nn.Module, num_heads: int = 1, head_hidden: int | None = None,
+                 heads: DraftHeads | None = None) -> None:
         super().__init__()
+        if heads is not None:
+            num_heads = heads.horizon
         if num_heads < 1:
             raise ValueError(f"num_heads must be >= 1, got {num_heads}")
         self.hf = hf_model
         cfg = hf_model.config
         width = cfg.hidden_size
-        self.heads = nn.ModuleList(ResidualHead(width, head_hidden or width) for _ in range(num_heads - 1))
+        if heads is not None:
+            self.heads = heads.heads
+        else:
+            self.heads = nn.ModuleList(ResidualHead(width, head_hidden or width) for _ in range(num_heads - 1))
         limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
         self.config = SimpleNamespace(num_heads=num_heads, vocab_size=hf_model.get_output_embeddings().out_features,
                                       max_seq_len=limit)
+
+    @classmethod
+    def from_pretrained(cls, directory, dtype: torch.dtype = torch.float32, device="cpu") -> HFBlockwiseLM:
+        """A target folder: ``DIR/model`` (a transformers causal LM with its tokenizer) and
+        ``DIR/heads`` (its DraftHeads), as ``lm_models/build_model.sh`` writes them."""
+        from transformers import AutoModelForCausalLM
+
+        directory = Path(directory)
+        for part in ("model", "heads"):
+            if not (directory / part / "config.json").is_file():
+                raise FileNotFoundError(f"{directory}: not a draftlattice target folder (no {part}/config.json)")
+        model = AutoModelForCausalLM.from_pretrained(directory / "model", dtype=dtype).to(device).eval()
+        return cls(model, heads=DraftHeads.from_pretrained(directory / "heads", model))
 
     @property
     def device(self) -> torch.device:
