@@ -126,7 +126,9 @@ def test_seeds_are_deterministic_and_batch_equals_singles(models):
 def test_bad_inputs_raise(models):
     lm, _ = models[0]
     lattice = random_lattice(random.Random(0), 2, 2)
-    for kwargs, words in [({"n": -1}, "n"), ({"n": 1.5}, "n"), ({"alpha": -1.0}, "alpha"),
+    with pytest.raises(TypeError, match="n must be an integer"):  # a wrong type, as for rescore's p
+        dl.sample_drafts(lattice, lm, n=1.5)
+    for kwargs, words in [({"n": -1}, "number of samples"), ({"alpha": -1.0}, "alpha"),
                           ({"alpha": float("nan")}, "alpha"), ({"generator": "x"}, "generator"),
                           ({"generator": -5}, "seed"), ({"context": [-1]}, "-1")]:
         with pytest.raises(ValueError, match=words):

@@ -63,10 +63,11 @@ std::vector<double> OtherLogprobs(const std::optional<CArray<double>>& array, co
 
 const double* OrNull(const std::vector<double>& values) { return values.empty() ? nullptr : values.data(); }
 
-py::tuple Sample(const Lattice& lattice, const TokenLm& lm, int64_t n, double alpha,
+py::tuple Sample(const Lattice& lattice, const TokenLm& lm, py::handle n_arg, py::handle alpha,
                  const CArray<int32_t>& context_array, bool bos, uint64_t seed,
                  const std::optional<CArray<double>>& other_array) {
-  const RescoreOptions options = Options(alpha, bos);
+  const int64_t n = IntArg<int64_t>(n_arg, "n");
+  const RescoreOptions options = Options(RealArg(alpha, "alpha"), bos);
   const auto context = ContextVector(context_array, "context");
   CheckInputs(lm, lattice, context);
   const auto other = OtherLogprobs(other_array, lattice);
@@ -78,11 +79,12 @@ py::tuple Sample(const Lattice& lattice, const TokenLm& lm, int64_t n, double al
   return SamplesToPython(samples);
 }
 
-py::list SampleBatch(const std::vector<const Lattice*>& lattices, const TokenLm& lm, int64_t n,
-                     double alpha, const std::vector<CArray<int32_t>>& context_arrays, bool bos,
+py::list SampleBatch(const std::vector<const Lattice*>& lattices, const TokenLm& lm, py::handle n_arg,
+                     py::handle alpha, const std::vector<CArray<int32_t>>& context_arrays, bool bos,
                      const std::vector<uint64_t>& seeds, int threads,
                      const std::optional<std::vector<CArray<double>>>& other_arrays) {
-  const RescoreOptions options = Options(alpha, bos);
+  const int64_t n = IntArg<int64_t>(n_arg, "n");
+  const RescoreOptions options = Options(RealArg(alpha, "alpha"), bos);
   const auto contexts = Contexts(context_arrays, lattices.size());
   if (seeds.size() != lattices.size())
     throw InvalidArgument(Message("got ", seeds.size(), " seeds for ", lattices.size(), " lattices"));

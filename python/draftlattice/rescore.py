@@ -63,16 +63,6 @@ def core_lattice(lattice: Any) -> _core.Lattice:
     raise TypeError(f"lattice must be a draftlattice.Lattice, got {type(lattice).__name__}")
 
 
-def check_alpha(alpha: Any) -> Any:
-    """alpha unchanged (the core checks it); kept for callers that still convert through it."""
-    return alpha
-
-
-def check_lm(lm: Any) -> Any:
-    """lm unchanged (the bindings check its type); kept for callers that still convert through it."""
-    return lm
-
-
 def as_lattices(inputs: Any, k: int | None, temperature: float, num_threads: int | None,
                 what: str = "lattices") -> list[Lattice]:
     """Lattices from a list of Lattice, logits [B, h, V] (needs k) or (tokens, logprobs) [B, h, k]."""

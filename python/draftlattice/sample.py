@@ -31,7 +31,7 @@ import numpy as np
 from . import _core
 from ._arrays import context_array, int_array, to_numpy
 from .lattice import Lattice
-from .rescore import as_lattices, check_alpha, check_lm, contexts_list, core_lattice, threads_arg
+from .rescore import as_lattices, contexts_list, core_lattice, threads_arg
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def sample_drafts(lattice: Lattice, lm: Any, n: int = 1, alpha: float = 1.0,
     (module docstring): ``q`` then has ``k + 1`` columns, the last one the other arc, and a
     drawn other arc shows as token ``-1``. :func:`sample_from_heads` builds on it."""
     other = None if other_logprobs is None else _other_array(other_logprobs)
-    raw = _core.sample_drafts(core_lattice(lattice), check_lm(lm), _count(n), check_alpha(alpha),
+    raw = _core.sample_drafts(core_lattice(lattice), lm, n, alpha,
                               context_array(context), bool(bos), draw_seed(generator), other)
     return _samples(raw)
 
@@ -189,8 +189,8 @@ def sample_drafts_batch(lattices: Any, lm: Any, contexts: Any = None, n: int = 1
     built = as_lattices(lattices, k, temperature, num_threads)
     seeds = [draw_seed(generator) for _ in built]
     other = None if other_logprobs is None else [_other_array(o) for o in other_logprobs]
-    raw = _core.sample_drafts_batch([lat._core for lat in built], check_lm(lm), _count(n),
-                                    check_alpha(alpha), contexts_list(contexts, len(built)),
+    raw = _core.sample_drafts_batch([lat._core for lat in built], lm, n,
+                                    alpha, contexts_list(contexts, len(built)),
                                     bool(bos), seeds, threads_arg(num_threads), other)
     return [_samples(r) for r in raw]
 
