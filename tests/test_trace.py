@@ -117,3 +117,28 @@ def test_invalid_traces_are_refused():
     with pytest.raises(ValueError, match="entropy"):
         Trace(trace.prompts, trace.tokens, trace.topk_ids, trace.topk_logprobs,
               [e[:, :1] for e in trace.entropy], trace.vocab_size)
+
+
+@pytest.mark.parametrize("header,length", [
+    (b'{"num_heads": Infinity, "top_k": 1}', None),
+    (b"[" * 100000 + b"]" * 100000, None),
+    (b'{"num_heads": 1e400, "top_k": 1, "vocab_size": 1}', None),
+    (b'{"num_heads": 2.0, "top_k": 1, "vocab_size": 1}', None),
+    (b'{"num_heads": 99999999999999999999, "top_k": 1, "vocab_size": 1}', None),
+    (b"\xff\xfe", None),
+    (b"{}", 10**9),
+])
+def test_hostile_headers_are_format_errors(tmp_path, header, length):
+    """Non-finite or huge numbers, deep nesting, bad UTF-8 and an oversized header length are a
+    FormatError naming the file (the sha256 is valid: it detects corruption, not forgery)."""
+    import hashlib
+    import struct
+
+    from draftlattice import FormatError
+    from draftlattice.evaluate.trace import MAGIC, load_trace
+
+    body = MAGIC + struct.pack("<II", 1, len(header) if length is None else length) + header
+    path = tmp_path / "hostile.dltrace"
+    path.write_bytes(body + hashlib.sha256(body).digest())
+    with pytest.raises(FormatError, match="hostile.dltrace"):
+        load_trace(path)

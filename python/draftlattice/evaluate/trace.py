@@ -139,6 +139,21 @@ def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "floa
     os.replace(tmp, path)
 
 
+def _reject_constant(token: str):
+    raise ValueError(f"non-finite number {token} in the header")
+
+
+def _count_value(value, field: str) -> int:
+    """A header size: a JSON integer in [0, 2**40] (no float, bool or bignum)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**40:
+        raise ValueError(f"{field} must be an integer in [0, 2**40], got {value!r:.40}")
+    return value
+
+
+def _count(header: dict, field: str) -> int:
+    return _count_value(header[field], field)
+
+
 def load_trace(path: str | os.PathLike) -> Trace:
     """Reads a trace file; FormatError on any damage (names the file and the problem)."""
     name = os.fspath(path)
@@ -153,15 +168,18 @@ def load_trace(path: str | os.PathLike) -> Trace:
     body, digest = data[:-32], data[-32:]
     if hashlib.sha256(body).digest() != digest:
         raise FormatError(f"{name}: checksum mismatch (truncated or corrupted trace)")
+    if header_len > len(body) - fixed:
+        raise FormatError(f"{name}: header length {header_len} exceeds the file ({len(data)} bytes)")
     try:
-        header = json.loads(body[fixed: fixed + header_len].decode())
-        h, k, vocab = int(header["num_heads"]), int(header["top_k"]), int(header["vocab_size"])
+        header = json.loads(body[fixed: fixed + header_len].decode(), parse_constant=_reject_constant)
+        h, k, vocab = _count(header, "num_heads"), _count(header, "top_k"), _count(header, "vocab_size")
         lp_dtype = _LOGPROB_DTYPES[header["logprob_dtype"]]
-        plens = [int(x) for x in header["prompt_lengths"]]
-        tlens = [int(x) for x in header["num_tokens"]]
+        plens = [_count_value(x, "prompt_lengths") for x in header["prompt_lengths"]]
+        tlens = [_count_value(x, "num_tokens") for x in header["num_tokens"]]
         meta = dict(header.get("meta", {}))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
-        raise FormatError(f"{name}: malformed trace header ({error})") from None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as error:
+        # RecursionError: a header nested thousands deep (json recurses per level).
+        raise FormatError(f"{name}: malformed trace header ({type(error).__name__}: {error})") from None
     if h < 1 or k < 1 or vocab < 1 or len(plens) != len(tlens) or min(plens + tlens, default=0) < 1:
         raise FormatError(f"{name}: inconsistent header sizes (h={h}, K={k}, V={vocab})")
     sp, st = sum(plens), sum(tlens)
