@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,15 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
     vanilla = replay(trace, Vanilla(), prompts=[1], progress=False).block_efficiency
     assert result["table4"]["baseline (vanilla)"] == pytest.approx(vanilla)
     assert (out / "figure6_oracle.png").stat().st_size > 1000
+
+    # Without matplotlib the results are still written; only the figures are skipped.
+    bare = tmp_path / "no-matplotlib"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+        assert main(["eval", "--trace", str(trace_path), "--lm", str(ROOT / "lm_models" / "katz2.dlm"), "--k", "4",
+                     "--p", "4", "--ks", "1,4", "--ps", "1,4", "--alphas", "1", "-o", str(bare)]) == 0
+    assert json.loads((bare / "results.json").read_text())["table4"] and (bare / "tables.txt").stat().st_size
+    assert not (bare / "figure6_oracle.png").exists()
 
 
 def test_damaged_trace_is_an_error(tmp_path, capsys):

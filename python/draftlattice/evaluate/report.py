@@ -114,17 +114,25 @@ def format_tables(result: dict) -> str:
 
 
 def write_report(result: dict, out_dir: str | Path) -> list[Path]:
-    """results.json, tables.txt, figure6_oracle.png, figure7_pbest.png in ``out_dir``."""
-    import matplotlib
+    """results.json and tables.txt, then figure6_oracle.png and figure7_pbest.png, in ``out_dir``.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    The results are written first: without matplotlib (the ``eval`` extra) the figures are
+    skipped with a warning and the paths returned are the two text files.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "results.json", out / "tables.txt", out / "figure6_oracle.png", out / "figure7_pbest.png"]
     paths[0].write_text(json.dumps(result, indent=2, default=float) + "\n")
     paths[1].write_text(format_tables(result))
+    try:
+        import matplotlib
+    except ImportError:
+        logger.warning("matplotlib is not installed (pip install 'draftlattice[eval]'): figures skipped, "
+                       "results written to %s", out)
+        return paths[:2]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     base = result["table4"]["baseline (vanilla)"]
     for path, series, xlabel in ((paths[2], {"oracle": result["figure6_oracle"]}, "k (candidates per head)"),
                                  (paths[3], {f"alpha={result['alpha']:g}": result["figure7_pbest"],
