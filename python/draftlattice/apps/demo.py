@@ -117,6 +117,19 @@ def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -
     return lm
 
 
+LARGE_K = 256  # beyond this the top-k selection and the search dominate a step on a CPU
+
+
+def check_k(k: int, vocab_size: int, num_heads: int) -> None:
+    """ValueError if k exceeds the vocabulary (the lattice cannot hold more candidates than V);
+    a warning when k is large enough to make drafting slow (k ** (h - 1) lattice paths)."""
+    if k > vocab_size:
+        raise ValueError(f"--k {k} exceeds the model's vocabulary size {vocab_size}")
+    if k > LARGE_K:
+        logger.warning("k = %d: drafting searches a lattice of %d^%d paths per step and may take seconds "
+                       "per step; the paper uses k <= 16", k, k, num_heads - 1)
+
+
 def run_demo(
     model_dir: Path,
     lm_path: Path,
@@ -143,6 +156,7 @@ def run_demo(
         tokenizer_path = model_dir.parent / "tokenizer.json"
     tokenizer = load_tokenizer(tokenizer_path)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
+    check_k(settings.k, model.config.vocab_size, model.config.num_heads)
     lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
     prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
     st, recorders, notes = settings, [], []
