@@ -18,6 +18,11 @@ def _ints(text: str) -> list[int]:
 
 def _run(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.report import evaluate_trace, format_tables, write_report
+
+    from ._output import check_output
+
+    if args.output:  # checked before the evaluation, not after it
+        check_output(args.output, [p for p in (getattr(args, "trace", None), args.lm) if p], args.force)
     from draftlattice.evaluate.trace import load_trace
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
@@ -86,4 +91,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")
     parser.add_argument("--threads", type=int, default=0, help="rescoring threads (default: all)")
     parser.add_argument("-o", "--output", help="directory for results.json, tables.txt and PNGs")
+    parser.add_argument("--force", action="store_true", help="write into an existing output directory")
     parser.set_defaults(func=_run)

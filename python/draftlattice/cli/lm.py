@@ -100,8 +100,9 @@ def _score(args: argparse.Namespace) -> int:
 def _compile(args: argparse.Namespace) -> int:
     from draftlattice.ngram import NgramLM
 
-    if os.path.exists(args.output) and not args.force:
-        raise FileExistsError(f"{args.output}: file exists (use --force to replace it)")
+    from ._output import check_output
+
+    check_output(args.output, [args.arpa], args.force)
     start = time.perf_counter()
     lm = NgramLM(args.arpa)
     loaded = time.perf_counter()

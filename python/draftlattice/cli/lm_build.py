@@ -64,6 +64,9 @@ def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from ..ngram.build import build_lm
+    from ._output import check_output
+
+    check_output(args.output, [*args.corpus, *([args.tokenizer] if args.tokenizer else [])], args.force)
 
     result = build_lm(
         args.corpus,

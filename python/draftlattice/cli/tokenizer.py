@@ -32,8 +32,9 @@ def register(subparsers) -> None:
 def _train(args: argparse.Namespace) -> int:
     from draftlattice.tokenizer import DEFAULT_SPECIAL_TOKENS, tokenizer_sha256, train_tokenizer
 
-    if args.output.exists() and not args.force:
-        raise ValueError(f"{args.output} exists (use --force to overwrite)")
+    from ._output import check_output
+
+    check_output(args.output, args.corpus, args.force)
     special = args.special_tokens or list(DEFAULT_SPECIAL_TOKENS)
     tokenizer = train_tokenizer(
         args.corpus, args.vocab_size, args.output, special,

@@ -45,8 +45,11 @@ def record_from_args(args):
 def _record(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.trace import save_trace
 
+    from ._output import check_output
+
+    check_output(args.output, [p for p in (args.model, args.prompts) if p], args.force)  # before recording
     trace = record_from_args(args)
-    save_trace(trace, args.output, args.logprob_dtype)
+    save_trace(trace, args.output, args.logprob_dtype)  # atomic: temporary file, then rename
     print(f"{args.output}: {len(trace)} prompts, {trace.num_positions} positions, h={trace.num_heads}, K={trace.top_k}")
     return 0
 
@@ -69,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--logprob-dtype", choices=("float32", "float16"), default="float32")
     rec.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     rec.add_argument("-o", "--output", required=True, help="trace file to write")
+    rec.add_argument("--force", action="store_true", help="replace an existing trace file")
     rec.set_defaults(func=_record)
     info = sub.add_parser("info", help="sizes and metadata of a trace")
     info.add_argument("trace")

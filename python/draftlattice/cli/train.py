@@ -17,6 +17,7 @@ def register(subparsers) -> None:
     p.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.json")
     p.add_argument("--valid", type=Path, help="validation text for periodic evaluation")
     p.add_argument("-o", "--output", type=Path, required=True, help="model directory to write")
+    p.add_argument("--force", action="store_true", help="write into an existing model directory")
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--d-model", type=int, default=256)
@@ -43,6 +44,9 @@ def register(subparsers) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from ._output import check_output
+
+    check_output(args.output, [p for p in (args.corpus, args.tokenizer, args.valid) if p], args.force)
     from draftlattice.model.config import BlockwiseConfig
     from draftlattice.model.train import TrainOptions, train
     from draftlattice.tokenizer import load_tokenizer
