@@ -56,12 +56,19 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
   const double inv_temperature = 1.0 / static_cast<double>(temperature);
   for (int t = 0; t < h; ++t) {
     const float* row = logits + static_cast<size_t>(t) * vocab;
+    // -inf is a masked token (probability 0, as transformers' masks write it); NaN and +inf are
+    // errors. At least k tokens per head must be unmasked so every lattice arc is a real token.
     double max_logit = -INFINITY;
+    int unmasked = 0;
     for (int v = 0; v < vocab; ++v) {
-      if (!std::isfinite(row[v]))
-        throw InvalidArgument(Message("logits must be finite: head ", t, " token ", v, " is ", row[v]));
+      if (std::isnan(row[v]) || row[v] == INFINITY)
+        throw InvalidArgument(Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
+      if (row[v] == -INFINITY) continue;
+      ++unmasked;
       max_logit = std::max(max_logit, static_cast<double>(row[v]));
     }
+    if (unmasked < k)
+      throw InvalidArgument(Message("head ", t, " has ", unmasked, " tokens with a logit above -inf, fewer than k=", k));
     double sum = 0;
     for (int v = 0; v < vocab; ++v) sum += std::exp((row[v] - max_logit) * inv_temperature);
     const double log_normalizer = std::log(sum);

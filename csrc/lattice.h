@@ -28,7 +28,8 @@ struct Lattice {
   float logprob(int t, int rank) const { return logprobs[static_cast<size_t>(t) * k + rank]; }
 
   // logits: [h, vocab] row-major float32. Throws on h < 1, vocab < 1, k < 1, k > vocab,
-  // non-positive or non-finite temperature, NaN/inf logits.
+  // non-positive or non-finite temperature, NaN or +inf logits, fewer than k logits above -inf
+  // in a head. A -inf logit is a masked token (probability 0) and never a candidate.
   static Lattice FromLogits(const float* logits, int h, int vocab, int k, float temperature);
   // tokens, logprobs: [h, k] row-major. Throws on h < 1, k < 1, negative token ids, ids >=
   // vocab_size (when vocab_size >= 0; it must then be >= 1), a token repeated within a head, or a

@@ -60,6 +60,8 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+constexpr double kMaxSampleCells = 268435456.0;  // 2^28, see SampleDrafts
+
 template <typename Lm>
 DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
                           size_t context_size, const RescoreOptions& options, int64_t n,
@@ -68,6 +70,12 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
   const int h = lattice.h, k = lattice.k;
   const bool other = other_ln != nullptr;
+  // The result holds n * h * (k + 1) conditionals: bound it before allocating (2^28 doubles,
+  // 2 GiB), so a typo like n = 2**31 is an error, not a machine out of memory.
+  if (static_cast<double>(n) * h * (k + 1) > kMaxSampleCells)
+    throw InvalidArgument(Message("n=", n, " samples of ", h, " x ", k + (other ? 1 : 0),
+                                  " conditionals exceed the limit of ", kMaxSampleCells,
+                                  " values; draw them in batches"));
   if (other)
     for (int t = 0; t < h; ++t)
       if (std::isnan(other_ln[t]) || other_ln[t] > 1e-9)

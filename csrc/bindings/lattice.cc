@@ -21,9 +21,11 @@ Lattice FromLogits(const py::object& logits_obj, const py::object& k,
   const auto h = logits.shape(0), vocab = logits.shape(1);
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
-  const float* data = logits.data();
+  // A private copy: without the GIL another thread may write to the caller's array, and
+  // nth_element over values that change under it is undefined behaviour.
+  const std::vector<float> data(logits.data(), logits.data() + logits.size());
   py::gil_scoped_release release;
-  return Lattice::FromLogits(data, static_cast<int>(h), static_cast<int>(vocab), top, t);
+  return Lattice::FromLogits(data.data(), static_cast<int>(h), static_cast<int>(vocab), top, t);
 }
 
 std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::object& k,
@@ -34,11 +36,11 @@ std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::obj
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
   const int threads = ThreadsArg(num_threads);
-  const float* data = logits.data();
+  const std::vector<float> data(logits.data(), logits.data() + logits.size());  // see FromLogits
   std::vector<Lattice> out(batch);
   py::gil_scoped_release release;
   ParallelFor(batch, threads, [&](int64_t b) {
-    out[b] = Lattice::FromLogits(data + static_cast<size_t>(b) * h * vocab, static_cast<int>(h),
+    out[b] = Lattice::FromLogits(data.data() + static_cast<size_t>(b) * h * vocab, static_cast<int>(h),
                                  static_cast<int>(vocab), top, t);
   });
   return out;

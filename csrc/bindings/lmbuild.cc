@@ -96,8 +96,11 @@ void BindLmBuild(py::module_& m) {
               throw InvalidArgument(Message("add_token_batch needs 1-D ids and 1-D offsets (size >= 1), got ndim ",
                                             ids.ndim(), " and ", offsets.ndim()));
             }
-            const int32_t* id = ids.data();
-            const int64_t* off = offsets.data();
+            // Private copies: the checks below must still hold while the GIL is released.
+            const std::vector<int32_t> id_copy(ids.data(), ids.data() + ids.size());
+            const std::vector<int64_t> off_copy(offsets.data(), offsets.data() + offsets.size());
+            const int32_t* id = id_copy.data();
+            const int64_t* off = off_copy.data();
             const int64_t n = offsets.shape(0) - 1;
             const int64_t total = ids.shape(0);
             for (int64_t s = 0; s < n; ++s) {
