@@ -68,3 +68,22 @@ def test_logits_mutated_by_another_thread_while_the_core_reads_them():
     finally:
         stop.set()
         writer.join()
+
+
+def _arpa(tmp_path, text: str):
+    path = tmp_path / "hostile.arpa"
+    path.write_text(text)
+    return path
+
+
+def test_arpa_header_counts_are_bounded_by_the_file(tmp_path):
+    path = _arpa(tmp_path, "\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1\ta\n\n\\end\\\n")
+    with pytest.raises(dl.FormatError, match="more n-grams than the file's .* bytes can hold"):
+        dl.NgramLM(str(path))
+
+
+def test_a_numeric_word_cannot_size_the_token_map(tmp_path):
+    text = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1\t<s>\n-0.5\t</s>\n-0.2\t500000000\n\n\\end\\\n"
+    with pytest.raises(ValueError, match="beyond the .* ids"):
+        dl.NgramLM(str(_arpa(tmp_path, text)))
+    assert dl.NgramLM(str(_arpa(tmp_path, text.replace("500000000", "4000")))).mapped_words == 1

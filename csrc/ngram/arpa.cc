@@ -98,7 +98,7 @@ uint64_t ParseCount(std::string_view s, const LineReader& reader) {
 // Parses the text section by section and hands every n-gram to an NgramBuilder.
 class ArpaReader {
  public:
-  ArpaReader(std::string_view text, const std::string& name) : reader_(text, name) {}
+  ArpaReader(std::string_view text, const std::string& name) : reader_(text, name), bytes_(text.size()) {}
 
   std::unique_ptr<NgramLM> Run() {
     ReadHeader();
@@ -144,6 +144,17 @@ class ArpaReader {
     }
     if (counts_.empty()) reader_.Fail("\\data\\ section lists no 'ngram N=COUNT' lines");
     if (counts_[0] == 0) reader_.Fail("the model has no 1-grams");
+    CheckCountsFit();
+  }
+
+  // The tables are sized from the header before any entry is read: a header that claims more
+  // n-grams than the text can hold (an n-gram line takes at least 2n + 2 bytes: a digit, a tab,
+  // n one-byte words with spaces, a newline) would make a few bytes allocate gigabytes.
+  void CheckCountsFit() const {
+    double needed = 0;
+    for (size_t n = 1; n <= counts_.size(); ++n) needed += static_cast<double>(counts_[n - 1]) * (2.0 * n + 2);
+    if (needed > static_cast<double>(bytes_))
+      reader_.Fail("the header claims more n-grams than the file's ", bytes_, " bytes can hold");
   }
 
   // The \n-grams: section: header line, entries, blank line (or end of file).
@@ -188,6 +199,7 @@ class ArpaReader {
   }
 
   LineReader reader_;
+  size_t bytes_;  // size of the whole text
   std::vector<uint64_t> counts_;
   std::unordered_map<std::string, std::string> metadata_;
 };

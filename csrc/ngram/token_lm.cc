@@ -63,6 +63,13 @@ TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
     }
     int32_t max_id = -1;
     for (const auto& p : ids) max_id = std::max(max_id, p.first);
+    // The map is a dense table indexed by token id (the scoring hot path). Bound it by what
+    // the model can use, so one numeric word like '500000000' cannot allocate gigabytes.
+    const int64_t limit = std::max<int64_t>(int64_t{1} << 22, int64_t{4} * words);
+    if (max_id >= limit)
+      throw InvalidArgument(Message("the LM's word '", max_id, "' would be token id ", max_id,
+                                    ", beyond the ", limit, " ids a ", words,
+                                    "-word LM can map; pass vocab= to map its words explicitly"));
     token_to_word_.assign(static_cast<size_t>(max_id + 1), fallback_);
     for (const auto& p : ids) {
       token_to_word_[p.first] = p.second;
