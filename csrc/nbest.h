@@ -106,6 +106,9 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
   std::vector<double> finals;
   std::vector<int32_t> all_ranks(k);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;
+  next.reserve(static_cast<size_t>(width) * k);  // no regrowth inside the loop
+  finals.reserve(static_cast<size_t>(width) * k);
+  best.reserve(1 + static_cast<size_t>(h) * k * width);
   for (int t = 0; t < h; ++t) {
     next.clear();
     for (const auto& [g, node] : beam) {
