@@ -117,6 +117,22 @@ def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -
     return lm
 
 
+# Beyond this many candidates per head, each step's lattice work and the oracle search grow far
+# past the paper's settings (k <= 16): minutes per step on a CPU.
+LARGE_K = 256
+
+
+def check_candidates(k: int, p: int, vocab_size: int) -> None:
+    """ValueError unless 1 <= k <= V and p >= 1; a logged warning when k is large (cost)."""
+    if not 1 <= k <= vocab_size:
+        raise ValueError(f"k={k} candidates per head: must be between 1 and the vocabulary size {vocab_size}")
+    if p < 1:
+        raise ValueError(f"p={p} drafts: must be at least 1")
+    if k > LARGE_K:
+        logger.warning("k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
+                       "gets much slower (cost grows with k)", k)
+
+
 def run_demo(
     model_dir: Path,
     lm_path: Path,
@@ -143,6 +159,7 @@ def run_demo(
         tokenizer_path = model_dir.parent / "tokenizer.json"
     tokenizer = load_tokenizer(tokenizer_path)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
+    check_candidates(settings.k, settings.p, model.config.vocab_size)
     lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
     prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
     st, recorders, notes = settings, [], []

@@ -45,8 +45,12 @@ def record_from_args(args):
 def _record(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.trace import save_trace
 
+    from ._output import atomic_file, check_output
+
+    check_output(args.output, force=args.force, inputs=[args.model, args.prompts, args.wikitext_path])
     trace = record_from_args(args)
-    save_trace(trace, args.output, args.logprob_dtype)
+    with atomic_file(args.output) as tmp:
+        save_trace(trace, tmp, args.logprob_dtype)
     print(f"{args.output}: {len(trace)} prompts, {trace.num_positions} positions, h={trace.num_heads}, K={trace.top_k}")
     return 0
 
@@ -69,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--logprob-dtype", choices=("float32", "float16"), default="float32")
     rec.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     rec.add_argument("-o", "--output", required=True, help="trace file to write")
+    rec.add_argument("--force", action="store_true", help="overwrite an existing output (never an input)")
     rec.set_defaults(func=_record)
     info = sub.add_parser("info", help="sizes and metadata of a trace")
     info.add_argument("trace")

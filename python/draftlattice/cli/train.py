@@ -16,7 +16,9 @@ def register(subparsers) -> None:
     p.add_argument("corpus", type=Path, help="training text, one document per line")
     p.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.json")
     p.add_argument("--valid", type=Path, help="validation text for periodic evaluation")
-    p.add_argument("-o", "--output", type=Path, required=True, help="model directory to write")
+    p.add_argument("-o", "--output", type=Path, required=True, help="model directory to write (replaced only "
+                   "when training completes)")
+    p.add_argument("--force", action="store_true", help="replace an existing model directory (never an input)")
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--d-model", type=int, default=256)
@@ -47,6 +49,9 @@ def _train(args: argparse.Namespace) -> int:
     from draftlattice.model.train import TrainOptions, train
     from draftlattice.tokenizer import load_tokenizer
 
+    from ._output import atomic_dir, check_output
+
+    check_output(args.output, force=args.force, inputs=[args.corpus, args.tokenizer, args.valid])
     vocab = load_tokenizer(args.tokenizer).get_vocab_size()
     config = BlockwiseConfig(
         vocab_size=vocab, n_layer=args.n_layer, n_head=args.n_head, d_model=args.d_model,
@@ -59,7 +64,8 @@ def _train(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps, head_fraction=args.head_fraction, eval_every=args.eval_every, eval_windows=args.eval_windows,
         seed=args.seed, threads=args.threads, device=args.device,
     )
-    record = train(config, args.corpus, args.tokenizer, args.output, valid_corpus=args.valid,
-                   options=options, cache_dir=args.cache_dir)
+    with atomic_dir(args.output) as tmp:  # checkpoints go to the temporary folder meanwhile
+        record = train(config, args.corpus, args.tokenizer, tmp, valid_corpus=args.valid,
+                       options=options, cache_dir=args.cache_dir)
     print(json.dumps(record))
     return 0
