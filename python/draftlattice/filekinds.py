@@ -61,6 +61,17 @@ def _is_safetensors(head: bytes) -> bool:
     return len(head) > 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < 100_000_000
 
 
+def expect_lm(path: str | os.PathLike) -> None:
+    """ValueError unless ``path`` looks like an n-gram LM (.dlm, ARPA, compressed ARPA) or is missing."""
+    expect(path, "an n-gram LM (.arpa[.gz|.xz] or .dlm)",
+           ("a draftlattice binary n-gram LM", "an ARPA", "a gzip", "an xz", "a text file"))
+
+
+def expect_text(path: str | os.PathLike) -> None:
+    """ValueError unless ``path`` is a non-empty UTF-8 text file (judged on its first bytes) or is missing."""
+    expect(path, "a UTF-8 text file", ("a text file", "an ARPA", "a JSON"))
+
+
 def expect(path: str | os.PathLike, wanted: str, accepted: tuple[str, ...]) -> None:
     """ValueError "PATH: is K, expected WANTED" unless ``describe(path)`` starts with one of ``accepted``.
 

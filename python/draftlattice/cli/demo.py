@@ -53,10 +53,10 @@ def _demo(args: argparse.Namespace) -> int:
         args.prompts, args.max_new_tokens = 2, 16
     data = args.data or data_file(WIKITEXT_TEST)
     lm_path = Path(args.lm) if Path(args.lm).exists() else model_asset(args.lm, args.models)
-    from ..filekinds import expect
-    from .eval import LM_KINDS
+    from ..filekinds import expect_lm, expect_text
 
-    expect(lm_path, "an n-gram LM (.arpa[.gz|.xz] or .dlm)", LM_KINDS)
+    expect_lm(lm_path)
+    expect_text(data)
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,

@@ -21,14 +21,14 @@ def _ints(text: str) -> list[int]:
 
 def _run(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.report import evaluate_trace, format_tables, write_figures, write_results
-    from draftlattice.filekinds import expect
+    from draftlattice.filekinds import expect_lm
     from draftlattice.evaluate.trace import load_trace
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 
     if args.output:  # before the long work: refuse now, not after it
         check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
-    expect(args.lm, "an n-gram LM (.arpa[.gz|.xz] or .dlm)", LM_KINDS)
+    expect_lm(args.lm)
     if args.trace:
         trace = load_trace(args.trace)
     else:
@@ -60,10 +60,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.output:
         _write(result, args.output, write_results, write_figures)
     return 0
-
-
-# What `filekinds.describe` may call an n-gram LM file (compressed ARPA included).
-LM_KINDS = ("a draftlattice binary n-gram LM", "an ARPA", "a gzip", "an xz", "a text file")
 
 
 def _write(result: dict, output: str, write_results, write_figures) -> None:

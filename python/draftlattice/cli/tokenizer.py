@@ -34,7 +34,11 @@ def _train(args: argparse.Namespace) -> int:
 
     from ._output import atomic_file, check_output
 
+    from ..filekinds import expect_text
+
     check_output(args.output, force=args.force, inputs=args.corpus)
+    for path in args.corpus:
+        expect_text(path)
     special = args.special_tokens or list(DEFAULT_SPECIAL_TOKENS)
     with atomic_file(args.output) as tmp:
         tokenizer = train_tokenizer(

@@ -29,8 +29,13 @@ def record_from_args(args):
     from draftlattice.pairing import check_tokenizer_fits
     from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
 
+    from draftlattice.filekinds import expect_text
+
     if args.threads:
         torch.set_num_threads(args.threads)
+    for path in (args.prompts, args.wikitext_path):
+        if path:
+            expect_text(path)
     model = BlockwiseLM.from_pretrained(args.model)
     tok = tokenizer_file(args.model)
     tokenizer = load_tokenizer(tok)

@@ -51,7 +51,13 @@ def _train(args: argparse.Namespace) -> int:
 
     from ._output import atomic_dir, check_output
 
+    from ..filekinds import expect, expect_text
+
     check_output(args.output, force=args.force, inputs=[args.corpus, args.tokenizer, args.valid])
+    for path in (args.corpus, args.valid):
+        if path:
+            expect_text(path)
+    expect(args.tokenizer, "a tokenizer.json", ("a JSON file",))
     vocab = load_tokenizer(args.tokenizer).get_vocab_size()
     config = BlockwiseConfig(
         vocab_size=vocab, n_layer=args.n_layer, n_head=args.n_head, d_model=args.d_model,
