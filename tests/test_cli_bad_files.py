@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_trace import small_trace
 
 from draftlattice.cli.main import main
 from draftlattice.evaluate.trace import save_trace
 from draftlattice.model import BlockwiseConfig, BlockwiseLM
 from draftlattice.model.io import save_model
+from test_trace import small_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "lm_models"

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli_eval import model_dir  # noqa: F401 (fixture)
 
 from draftlattice.apps.demo import check_candidates
 from draftlattice.cli._output import atomic_dir, atomic_file, check_output
 from draftlattice.cli.main import main
 from draftlattice.filekinds import describe, expect
+from test_cli_eval import model_dir  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 KATZ2 = str(ROOT / "lm_models" / "katz2.dlm")

@@ -6,10 +6,10 @@ import struct
 
 import numpy as np
 import pytest
-from test_trace import small_trace
 
 from draftlattice import FormatError
 from draftlattice.evaluate.trace import MAGIC, VERSION, load_trace, save_trace
+from test_trace import small_trace
 
 
 def forge(path, header: bytes, payload: bytes = b"", header_len: int | None = None):

@@ -21,8 +21,8 @@ def _ints(text: str) -> list[int]:
 
 def _run(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.report import evaluate_trace, format_tables, write_figures, write_results
-    from draftlattice.filekinds import expect_lm
     from draftlattice.evaluate.trace import load_trace
+    from draftlattice.filekinds import expect_lm
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 

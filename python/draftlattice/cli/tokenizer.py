@@ -32,9 +32,8 @@ def register(subparsers) -> None:
 def _train(args: argparse.Namespace) -> int:
     from draftlattice.tokenizer import DEFAULT_SPECIAL_TOKENS, tokenizer_sha256, train_tokenizer
 
-    from ._output import atomic_file, check_output
-
     from ..filekinds import expect_text
+    from ._output import atomic_file, check_output
 
     check_output(args.output, force=args.force, inputs=args.corpus)
     for path in args.corpus:

@@ -24,12 +24,11 @@ def record_from_args(args):
     from draftlattice.assets import WIKITEXT_TEST, data_file
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
+    from draftlattice.filekinds import expect_text
     from draftlattice.model import BlockwiseLM
     from draftlattice.model.io import tokenizer_file
     from draftlattice.pairing import check_tokenizer_fits
     from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
-
-    from draftlattice.filekinds import expect_text
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -49,9 +49,8 @@ def _train(args: argparse.Namespace) -> int:
     from draftlattice.model.train import TrainOptions, train
     from draftlattice.tokenizer import load_tokenizer
 
-    from ._output import atomic_dir, check_output
-
     from ..filekinds import expect, expect_text
+    from ._output import atomic_dir, check_output
 
     check_output(args.output, force=args.force, inputs=[args.corpus, args.tokenizer, args.valid])
     for path in (args.corpus, args.valid):
