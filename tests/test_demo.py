@@ -57,13 +57,3 @@ def test_demo_names_a_missing_model_directory(tmp_path, capsys):
     assert main(["demo", "--quick", "--models", str(tmp_path)]) == 1
     assert str(tmp_path / "default") in capsys.readouterr().err
 
-
-def test_k_is_checked_against_the_vocabulary(caplog):
-    from draftlattice.apps.demo import check_k
-
-    with pytest.raises(ValueError, match="--k 5000 exceeds the model's vocabulary size 4096"):
-        check_k(5000, 4096, 8)
-    with caplog.at_level("WARNING"):
-        check_k(1000, 4096, 8)
-    assert "1000^7 paths" in caplog.text
-    check_k(16, 4096, 8)

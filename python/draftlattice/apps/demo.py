@@ -117,17 +117,20 @@ def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -
     return lm
 
 
-LARGE_K = 256  # beyond this the top-k selection and the search dominate a step on a CPU
+# Beyond this many candidates per head, each step's lattice work and the oracle search grow far
+# past the paper's settings (k <= 16): minutes per step on a CPU.
+LARGE_K = 256
 
 
-def check_k(k: int, vocab_size: int, num_heads: int) -> None:
-    """ValueError if k exceeds the vocabulary (the lattice cannot hold more candidates than V);
-    a warning when k is large enough to make drafting slow (k ** (h - 1) lattice paths)."""
-    if k > vocab_size:
-        raise ValueError(f"--k {k} exceeds the model's vocabulary size {vocab_size}")
+def check_candidates(k: int, p: int, vocab_size: int) -> None:
+    """ValueError unless 1 <= k <= V and p >= 1; a logged warning when k is large (cost)."""
+    if not 1 <= k <= vocab_size:
+        raise ValueError(f"k={k} candidates per head: must be between 1 and the vocabulary size {vocab_size}")
+    if p < 1:
+        raise ValueError(f"p={p} drafts: must be at least 1")
     if k > LARGE_K:
-        logger.warning("k = %d: drafting searches a lattice of %d^%d paths per step and may take seconds "
-                       "per step; the paper uses k <= 16", k, k, num_heads - 1)
+        logger.warning("k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
+                       "gets much slower (cost grows with k)", k)
 
 
 def run_demo(
@@ -156,7 +159,7 @@ def run_demo(
         tokenizer_path = model_dir.parent / "tokenizer.json"
     tokenizer = load_tokenizer(tokenizer_path)
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
-    check_k(settings.k, model.config.vocab_size, model.config.num_heads)
+    check_candidates(settings.k, settings.p, model.config.vocab_size)
     lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
     prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
     st, recorders, notes = settings, [], []

@@ -29,7 +29,8 @@ def load_lattices(logits: str | None, topk: str | None, k: int | None,
         if array.ndim == 3:
             return Lattice.batch_from_logits(array, k, temperature)
         raise ValueError(f"{logits}: logits must have shape [h, V] or [B, h, V], got {list(array.shape)}")
-    with np.load(topk, allow_pickle=False) as data:
+    # np.load leaves its own file open when the zip is damaged (ResourceWarning): we own it instead.
+    with open(topk, "rb") as file, np.load(file, allow_pickle=False) as data:
         missing = {"tokens", "logprobs"} - set(data.files)
         if missing:
             raise ValueError(f"{topk}: missing array(s) {sorted(missing)} (need 'tokens' and 'logprobs')")

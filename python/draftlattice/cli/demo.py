@@ -56,7 +56,11 @@ def _demo(args: argparse.Namespace) -> int:
     if args.quick:
         args.prompts, args.max_new_tokens = 2, 16
     data = args.data or data_file(WIKITEXT_TEST)
-    lm_path = Path(args.lm) if Path(args.lm).is_file() else model_asset(args.lm, args.models)
+    lm_path = Path(args.lm) if Path(args.lm).exists() else model_asset(args.lm, args.models)
+    from ..filekinds import expect_lm, expect_text
+
+    expect_lm(lm_path)
+    expect_text(data)
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,

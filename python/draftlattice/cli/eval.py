@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._output import FORCE_HELP, atomic_dir, check_output
 from .trace import WIKITEXT_HELP, record_from_args
 
 
@@ -17,16 +20,15 @@ def _ints(text: str) -> list[int]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from draftlattice.evaluate.report import evaluate_trace, format_tables, write_report
-
-    from ._output import check_output
-
-    if args.output:  # checked before the evaluation, not after it
-        check_output(args.output, [p for p in (getattr(args, "trace", None), args.lm) if p], args.force)
+    from draftlattice.evaluate.report import evaluate_trace, format_tables, write_figures, write_results
     from draftlattice.evaluate.trace import load_trace
+    from draftlattice.filekinds import expect_lm
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 
+    if args.output:  # before the long work: refuse now, not after it
+        check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
+    expect_lm(args.lm)
     if args.trace:
         trace = load_trace(args.trace)
     else:
@@ -56,9 +58,20 @@ def _run(args: argparse.Namespace) -> int:
                             num_threads=args.threads or None)
     print(format_tables(result), end="")
     if args.output:
-        for path in write_report(result, args.output):
-            print(f"wrote {path}")
+        _write(result, args.output, write_results, write_figures)
     return 0
+
+
+def _write(result: dict, output: str, write_results, write_figures) -> None:
+    """Results first (they need nothing), then the figures if matplotlib is there; all or nothing."""
+    with atomic_dir(output) as tmp:
+        names = [path.name for path in write_results(result, tmp)]
+        try:
+            names += [path.name for path in write_figures(result, tmp)]
+        except ImportError as error:
+            print(f"draftlattice: figures skipped: {error}", file=sys.stderr)
+    for name in names:
+        print(f"wrote {Path(output) / name}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--entropy-threshold", type=float, default=3.0, help="h_max threshold (nats)")
     parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")
     parser.add_argument("--threads", type=int, default=0, help="rescoring threads (default: all)")
-    parser.add_argument("-o", "--output", help="directory for results.json, tables.txt and PNGs")
-    parser.add_argument("--force", action="store_true", help="write into an existing output directory")
+    parser.add_argument("-o", "--output", help="directory for results.json, tables.txt and PNGs (PNGs need "
+                        "matplotlib: the `plot` extra)")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.set_defaults(func=_run)

@@ -102,7 +102,7 @@ def _compile(args: argparse.Namespace) -> int:
 
     from ._output import check_output
 
-    check_output(args.output, [args.arpa], args.force)
+    check_output(args.output, force=args.force, inputs=[args.arpa])
     start = time.perf_counter()
     lm = NgramLM(args.arpa)
     loaded = time.perf_counter()

@@ -66,7 +66,7 @@ def run_build(args: argparse.Namespace) -> int:
     from ..ngram.build import build_lm
     from ._output import check_output
 
-    check_output(args.output, [*args.corpus, *([args.tokenizer] if args.tokenizer else [])], args.force)
+    check_output(args.output, force=args.force, inputs=[*args.corpus, args.tokenizer])
 
     result = build_lm(
         args.corpus,

@@ -46,9 +46,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, OSError) as error:
-        print(f"draftlattice: error: {error}", file=sys.stderr)
+    except (ValueError, OSError, ImportError) as error:  # FormatError is a ValueError
+        print(f"draftlattice: error: {_one_line(error)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("draftlattice: interrupted (outputs are written by rename: none was left half-written)",
+              file=sys.stderr)
+        return 130
+
+
+def _one_line(error: BaseException) -> str:
+    """The message on one line; OSErrors without the file name in it get it added."""
+    text = str(error)
+    if isinstance(error, OSError) and error.filename and str(error.filename) not in text:
+        text = f"{error.filename}: {text}"
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

@@ -65,6 +65,11 @@ def run_perplexity(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(tokenizer_path)
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
     lms = {}
+    from ..filekinds import expect_lm, expect_text
+
+    expect_text(args.text)
+    for path in args.lm:
+        expect_lm(path)
     for path in args.lm:
         lm = NgramLM(str(path))
         check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),

@@ -24,7 +24,7 @@ def register(subparsers) -> None:
         help="special token (repeatable; default <|endoftext|>)",
     )
     train.add_argument("-o", "--output", type=Path, required=True, help="tokenizer.json to write")
-    train.add_argument("--force", action="store_true", help="overwrite an existing output")
+    train.add_argument("--force", action="store_true", help="overwrite an existing output (never an input)")
     train.set_defaults(func=_train)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -32,14 +32,18 @@ def register(subparsers) -> None:
 def _train(args: argparse.Namespace) -> int:
     from draftlattice.tokenizer import DEFAULT_SPECIAL_TOKENS, tokenizer_sha256, train_tokenizer
 
-    from ._output import check_output
+    from ..filekinds import expect_text
+    from ._output import atomic_file, check_output
 
-    check_output(args.output, args.corpus, args.force)
+    check_output(args.output, force=args.force, inputs=args.corpus)
+    for path in args.corpus:
+        expect_text(path)
     special = args.special_tokens or list(DEFAULT_SPECIAL_TOKENS)
-    tokenizer = train_tokenizer(
-        args.corpus, args.vocab_size, args.output, special,
-        min_frequency=args.min_frequency, show_progress=sys.stderr.isatty(),
-    )
+    with atomic_file(args.output) as tmp:
+        tokenizer = train_tokenizer(
+            args.corpus, args.vocab_size, tmp, special,
+            min_frequency=args.min_frequency, show_progress=sys.stderr.isatty(),
+        )
     print(f"wrote {args.output}: vocab {tokenizer.get_vocab_size()}, "
           f"sha256 {tokenizer_sha256(args.output)}")
     return 0

@@ -24,6 +24,7 @@ def record_from_args(args):
     from draftlattice.assets import WIKITEXT_TEST, data_file
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
+    from draftlattice.filekinds import expect_text
     from draftlattice.model import BlockwiseLM
     from draftlattice.model.io import tokenizer_file
     from draftlattice.pairing import check_tokenizer_fits
@@ -31,6 +32,9 @@ def record_from_args(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    for path in (args.prompts, args.wikitext_path):
+        if path:
+            expect_text(path)
     model = BlockwiseLM.from_pretrained(args.model)
     tok = tokenizer_file(args.model)
     tokenizer = load_tokenizer(tok)
@@ -45,11 +49,12 @@ def record_from_args(args):
 def _record(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.trace import save_trace
 
-    from ._output import check_output
+    from ._output import atomic_file, check_output
 
-    check_output(args.output, [p for p in (args.model, args.prompts) if p], args.force)  # before recording
+    check_output(args.output, force=args.force, inputs=[args.model, args.prompts, args.wikitext_path])
     trace = record_from_args(args)
-    save_trace(trace, args.output, args.logprob_dtype)  # atomic: temporary file, then rename
+    with atomic_file(args.output) as tmp:
+        save_trace(trace, tmp, args.logprob_dtype)
     print(f"{args.output}: {len(trace)} prompts, {trace.num_positions} positions, h={trace.num_heads}, K={trace.top_k}")
     return 0
 
@@ -72,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--logprob-dtype", choices=("float32", "float16"), default="float32")
     rec.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     rec.add_argument("-o", "--output", required=True, help="trace file to write")
-    rec.add_argument("--force", action="store_true", help="replace an existing trace file")
+    rec.add_argument("--force", action="store_true", help="overwrite an existing output (never an input)")
     rec.set_defaults(func=_record)
     info = sub.add_parser("info", help="sizes and metadata of a trace")
     info.add_argument("trace")

@@ -16,8 +16,9 @@ def register(subparsers) -> None:
     p.add_argument("corpus", type=Path, help="training text, one document per line")
     p.add_argument("--tokenizer", type=Path, required=True, help="tokenizer.json")
     p.add_argument("--valid", type=Path, help="validation text for periodic evaluation")
-    p.add_argument("-o", "--output", type=Path, required=True, help="model directory to write")
-    p.add_argument("--force", action="store_true", help="write into an existing model directory")
+    p.add_argument("-o", "--output", type=Path, required=True, help="model directory to write (replaced only "
+                   "when training completes)")
+    p.add_argument("--force", action="store_true", help="replace an existing model directory (never an input)")
     p.add_argument("--n-layer", type=int, default=4)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--d-model", type=int, default=256)
@@ -44,13 +45,18 @@ def register(subparsers) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from ._output import check_output
-
-    check_output(args.output, [p for p in (args.corpus, args.tokenizer, args.valid) if p], args.force)
     from draftlattice.model.config import BlockwiseConfig
     from draftlattice.model.train import TrainOptions, train
     from draftlattice.tokenizer import load_tokenizer
 
+    from ..filekinds import expect, expect_text
+    from ._output import atomic_dir, check_output
+
+    check_output(args.output, force=args.force, inputs=[args.corpus, args.tokenizer, args.valid])
+    for path in (args.corpus, args.valid):
+        if path:
+            expect_text(path)
+    expect(args.tokenizer, "a tokenizer.json", ("a JSON file",))
     vocab = load_tokenizer(args.tokenizer).get_vocab_size()
     config = BlockwiseConfig(
         vocab_size=vocab, n_layer=args.n_layer, n_head=args.n_head, d_model=args.d_model,
@@ -63,7 +69,8 @@ def _train(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps, head_fraction=args.head_fraction, eval_every=args.eval_every, eval_windows=args.eval_windows,
         seed=args.seed, threads=args.threads, device=args.device,
     )
-    record = train(config, args.corpus, args.tokenizer, args.output, valid_corpus=args.valid,
-                   options=options, cache_dir=args.cache_dir)
+    with atomic_dir(args.output) as tmp:  # checkpoints go to the temporary folder meanwhile
+        record = train(config, args.corpus, args.tokenizer, tmp, valid_corpus=args.valid,
+                       options=options, cache_dir=args.cache_dir)
     print(json.dumps(record))
     return 0

@@ -34,7 +34,11 @@ def evaluate_trace(trace, lm, *, k: int = 16, p: int = 16, alpha: float = 0.5, b
     ``neural``: an optional ``decode`` drafter (e.g. NeuralDrafter) for the Table 4 row.
     """
     view = TraceView(trace)
-    k = min(k, trace.top_k)
+    if not 1 <= k <= trace.top_k:
+        raise ValueError(f"k={k} candidates per head: the trace records only the top {trace.top_k} "
+                         f"(record with `trace record --top-k {k}` or lower k)")
+    if p < 1:
+        raise ValueError(f"p={p} drafts: must be at least 1")
     out: dict = {"meta": trace.meta, "prompts": len(trace), "positions": trace.num_positions,
                  "num_heads": trace.num_heads, "top_k": trace.top_k, "k": k, "p": p, "bos": bos}
     report = None
@@ -114,28 +118,36 @@ def format_tables(result: dict) -> str:
 
 
 def write_report(result: dict, out_dir: str | Path) -> list[Path]:
-    """results.json and tables.txt, then figure6_oracle.png and figure7_pbest.png, in ``out_dir``.
+    """results.json, tables.txt, figure6_oracle.png, figure7_pbest.png in ``out_dir``."""
+    return write_results(result, out_dir) + write_figures(result, out_dir)
 
-    The results are written first: without matplotlib (the ``eval`` extra) the figures are
-    skipped with a warning and the paths returned are the two text files.
-    """
+
+def write_results(result: dict, out_dir: str | Path) -> list[Path]:
+    """results.json and tables.txt in ``out_dir`` (no plotting dependency)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "results.json", out / "tables.txt", out / "figure6_oracle.png", out / "figure7_pbest.png"]
+    paths = [out / "results.json", out / "tables.txt"]
     paths[0].write_text(json.dumps(result, indent=2, default=float) + "\n")
     paths[1].write_text(format_tables(result))
+    return paths
+
+
+def write_figures(result: dict, out_dir: str | Path) -> list[Path]:
+    """figure6_oracle.png and figure7_pbest.png; ImportError naming the extra without matplotlib."""
     try:
         import matplotlib
     except ImportError:
-        logger.warning("matplotlib is not installed (pip install 'draftlattice[eval]'): figures skipped, "
-                       "results written to %s", out)
-        return paths[:2]
+        raise ImportError("plots need matplotlib: pip install 'draftlattice[plot]'") from None
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "figure6_oracle.png", out / "figure7_pbest.png"]
     base = result["table4"]["baseline (vanilla)"]
-    for path, series, xlabel in ((paths[2], {"oracle": result["figure6_oracle"]}, "k (candidates per head)"),
-                                 (paths[3], {f"alpha={result['alpha']:g}": result["figure7_pbest"],
+    for path, series, xlabel in ((paths[0], {"oracle": result["figure6_oracle"]}, "k (candidates per head)"),
+                                 (paths[1], {f"alpha={result['alpha']:g}": result["figure7_pbest"],
                                              "0-gram": result["figure7_pbest_0gram"]}, "p (drafts verified)")):
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
         for label, curve in series.items():

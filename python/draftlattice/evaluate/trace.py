@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._core import FormatError
+from ..filekinds import describe
 
 MAGIC = b"DLTRACE\0"
 VERSION = 1
@@ -124,7 +125,10 @@ def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "floa
         "prompt_lengths": [int(len(p)) for p in trace.prompts],
         "num_tokens": [int(len(t)) for t in trace.tokens], "meta": trace.meta,
     }
-    head = json.dumps(header, sort_keys=True).encode()
+    try:
+        head = json.dumps(header, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as error:  # UnicodeEncodeError (lone surrogates) is a ValueError
+        raise ValueError(f"trace meta must be JSON with finite numbers and valid text: {error}") from None
     parts = [MAGIC, struct.pack("<II", VERSION, len(head)), head]
     lp = _LOGPROB_DTYPES[logprob_dtype]
     for arrays, dtype in ((trace.prompts, "<i4"), (trace.tokens, "<i4"), (trace.topk_ids, "<i4"),
@@ -139,55 +143,49 @@ def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "floa
     os.replace(tmp, path)
 
 
-def _reject_constant(token: str):
-    raise ValueError(f"non-finite number {token} in the header")
-
-
-def _count_value(value, field: str) -> int:
-    """A header size: a JSON integer in [0, 2**40] (no float, bool or bignum)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**40:
-        raise ValueError(f"{field} must be an integer in [0, 2**40], got {value!r:.40}")
-    return value
-
-
-def _count(header: dict, field: str) -> int:
-    return _count_value(header[field], field)
-
-
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Reads a trace file; FormatError on any damage (names the file and the problem)."""
+    """Reads a trace file; FormatError on any damage (names the file and the problem).
+
+    Everything is checked before anything is allocated from the header's numbers: the header must
+    fit in the file, be strict JSON (no NaN/Infinity, nesting bounded) with integer sizes, and the
+    sizes it claims must add up to exactly the payload present.
+    """
     name = os.fspath(path)
     with open(name, "rb") as f:
         data = f.read()
     fixed = len(MAGIC) + 8
-    if len(data) < fixed + 32 or data[: len(MAGIC)] != MAGIC:
-        raise FormatError(f"{name}: not a draftlattice trace (bad magic or too short)")
+    if data[: len(MAGIC)] != MAGIC:
+        raise FormatError(f"{name}: not a draftlattice trace (is {describe(name)})")
+    if len(data) < fixed + 32:
+        raise FormatError(f"{name}: truncated trace ({len(data)} bytes)")
     version, header_len = struct.unpack_from("<II", data, len(MAGIC))
     if version != VERSION:
         raise FormatError(f"{name}: trace format version {version}, this reader supports {VERSION}")
+    if header_len > len(data) - fixed - 32:
+        raise FormatError(f"{name}: header claims {header_len} bytes, the file holds {len(data) - fixed - 32}")
     body, digest = data[:-32], data[-32:]
     if hashlib.sha256(body).digest() != digest:
         raise FormatError(f"{name}: checksum mismatch (truncated or corrupted trace)")
-    if header_len > len(body) - fixed:
-        raise FormatError(f"{name}: header length {header_len} exceeds the file ({len(data)} bytes)")
     try:
-        header = json.loads(body[fixed: fixed + header_len].decode(), parse_constant=_reject_constant)
-        h, k, vocab = _count(header, "num_heads"), _count(header, "top_k"), _count(header, "vocab_size")
+        header = _parse_header(body[fixed: fixed + header_len])
+        h, k, vocab = (_count(header, key) for key in ("num_heads", "top_k", "vocab_size"))
         lp_dtype = _LOGPROB_DTYPES[header["logprob_dtype"]]
-        plens = [_count_value(x, "prompt_lengths") for x in header["prompt_lengths"]]
-        tlens = [_count_value(x, "num_tokens") for x in header["num_tokens"]]
-        meta = dict(header.get("meta", {}))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as error:
-        # RecursionError: a header nested thousands deep (json recurses per level).
-        raise FormatError(f"{name}: malformed trace header ({type(error).__name__}: {error})") from None
-    if h < 1 or k < 1 or vocab < 1 or len(plens) != len(tlens) or min(plens + tlens, default=0) < 1:
-        raise FormatError(f"{name}: inconsistent header sizes (h={h}, K={k}, V={vocab})")
+        plens, tlens = _counts(header, "prompt_lengths"), _counts(header, "num_tokens")
+        meta = header.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta is {type(meta).__name__}, expected an object")
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
+        raise FormatError(f"{name}: malformed trace header ({_short(error)})") from None
+    if vocab > _MAX_VOCAB or len(plens) != len(tlens) or not plens:
+        raise FormatError(f"{name}: inconsistent header sizes (h={h}, K={k}, V={vocab}, "
+                          f"{len(plens)} prompt lengths, {len(tlens)} token counts)")
     sp, st = sum(plens), sum(tlens)
     lp_size = np.dtype(lp_dtype).itemsize
     expected = 4 * sp + 4 * st + 4 * st * h * k + lp_size * st * h * k + 4 * st * h
     payload = body[fixed + header_len:]
-    if len(payload) != expected:
-        raise FormatError(f"{name}: payload is {len(payload)} bytes, header implies {expected}")
+    if len(payload) != expected:  # Python ints: exact for any claimed size, nothing allocated yet
+        implied = str(expected) if expected < 2**63 else "more than any file holds"
+        raise FormatError(f"{name}: payload is {len(payload)} bytes, header implies {implied}")
     offset = 0
 
     def take(count: int, dtype) -> np.ndarray:
@@ -201,9 +199,65 @@ def load_trace(path: str | os.PathLike) -> Trace:
     ids = take(st * h * k, np.int32).reshape(st, h, k)
     logprobs = take(st * h * k, lp_dtype).astype(np.float32).reshape(st, h, k)
     entropy = take(st * h, np.float32).reshape(st, h)
+    if np.isnan(logprobs).any() or np.isnan(entropy).any():
+        raise FormatError(f"{name}: NaN in the recorded log-probabilities or entropies")
     pcut, tcut = np.cumsum(plens)[:-1], np.cumsum(tlens)[:-1]
     try:
         return Trace(np.split(prompts, pcut), np.split(tokens, tcut), np.split(ids, tcut),
                      np.split(logprobs, tcut), np.split(entropy, tcut), vocab, meta)
     except ValueError as error:
         raise FormatError(f"{name}: invalid trace contents ({error})") from None
+
+
+# Token ids are int32 on disk.
+_MAX_VOCAB = 2**31 - 1
+# Deeper JSON than this is not a header this writer produced (and json's recursion would fail).
+_MAX_DEPTH = 64
+
+
+def _reject_constant(text: str):
+    raise ValueError(f"non-finite number {text} in JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not np.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _parse_header(raw: bytes) -> dict:
+    """Strict JSON: UTF-8 (no lone surrogates), finite numbers, bounded nesting, an object."""
+    text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
+    depth = 0
+    for char in text:  # brackets inside strings only over-count, which errs on the safe side
+        depth += (char in "[{") - (char in "]}")
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {_MAX_DEPTH}")
+    header = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    if not isinstance(header, dict):
+        raise TypeError(f"header is {type(header).__name__}, expected an object")
+    json.dumps(header, ensure_ascii=False).encode("utf-8")  # lone surrogates from \ud800 escapes
+    return header
+
+
+def _count(header: dict, key: str) -> int:
+    value = header[key]
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{key} must be a positive integer, got {_short(value)}")
+    return value
+
+
+def _counts(header: dict, key: str) -> list[int]:
+    values = header[key]
+    if not isinstance(values, list):
+        raise TypeError(f"{key} must be a list, got {type(values).__name__}")
+    for value in values:
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{key} must hold positive integers, got {_short(value)}")
+    return values
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
