@@ -2,8 +2,7 @@
 prints one line naming the file and exits non-zero, with no traceback.
 
 Each case runs ``main`` in-process: an exception escaping it (a traceback for the user) fails the
-case. Cases of commands being rewritten elsewhere (lm *, rescore, lattice) that fail today are
-strict xfails, so they turn into failures the moment they are fixed (remove the mark then).
+case.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from test_trace import small_trace
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "lm_models"
 KATZ2 = MODELS / "katz2.dlm"
-OWNED_ELSEWHERE = "owned by core re-layout, fixed at merge"
 
 
 @pytest.fixture(scope="module")
@@ -69,54 +67,39 @@ def files(tmp_path_factory):
     return d, good, bad
 
 
-# (command with {} for the bad file and {kind} for good ones, kind of the slot, owned elsewhere)
+# (command with {} for the bad file and {kind} for good ones, kind of the slot)
 COMMANDS = [
-    ("trace info {}", "trace", False),
-    ("eval --trace {} --lm {lm} --k 2", "trace", False),
-    ("eval --trace {trace} --lm {} --k 2", "lm", False),
-    ("demo --quick --lm {}", "lm", False),
-    ("trace record --model {} --prompts {text} -o {out}", "model", False),
-    ("trace record --model {model} --prompts {} --prompt-tokens 4 --max-new-tokens 2 -o {out}", "text", False),
-    ("model perplexity --text {} --model {model}", "text", False),
-    ("model perplexity --text {text} --model {}", "model", False),
-    ("model perplexity --text {text} --model {model} --lm {}", "lm", False),
-    ("train {} --tokenizer {tokenizer} -o {out} --max-steps 1", "text", False),
-    ("train {text} --tokenizer {} -o {out} --max-steps 1", "tokenizer", False),
-    ("tokenizer train {} --vocab-size 300 -o {out}", "text", False),
-    ("lm info {}", "lm", True),
-    ("lm score {} a", "lm", True),
-    ("lm compile {} -o {out}", "arpa", True),
-    ("lm build {} -o {out}", "text", True),
-    ("rescore --topk {} --lm {lm} -p 2", "npz", True),
-    ("rescore --logits {} -k 2 --lm {lm} -p 2", "npy", True),
-    ("rescore --topk {npz} --lm {} --vocab {vocab} -p 2", "lm", True),
-    ("rescore --topk {npz} --lm {arpa} --vocab {} -p 2", "vocab", True),
-    ("lattice show {} -o {out}", "npz", True),
+    ("trace info {}", "trace"),
+    ("eval --trace {} --lm {lm} --k 2", "trace"),
+    ("eval --trace {trace} --lm {} --k 2", "lm"),
+    ("demo --quick --lm {}", "lm"),
+    ("trace record --model {} --prompts {text} -o {out}", "model"),
+    ("trace record --model {model} --prompts {} --prompt-tokens 4 --max-new-tokens 2 -o {out}", "text"),
+    ("model perplexity --text {} --model {model}", "text"),
+    ("model perplexity --text {text} --model {}", "model"),
+    ("model perplexity --text {text} --model {model} --lm {}", "lm"),
+    ("train {} --tokenizer {tokenizer} -o {out} --max-steps 1", "text"),
+    ("train {text} --tokenizer {} -o {out} --max-steps 1", "tokenizer"),
+    ("tokenizer train {} --vocab-size 300 -o {out}", "text"),
+    ("lm info {}", "lm"),
+    ("lm score {} a", "lm"),
+    ("lm compile {} -o {out}", "arpa"),
+    ("lm build {} -o {out}.dlm", "text"),
+    ("rescore --topk {} --lm {lm} -p 2", "npz"),
+    ("rescore --logits {} -k 2 --lm {lm} -p 2", "npy"),
+    ("rescore --topk {npz} --lm {} --vocab {vocab} -p 2", "lm"),
+    ("rescore --topk {npz} --lm {arpa} --vocab {} -p 2", "vocab"),
+    ("lattice show {} -o {out}.dot", "npz"),
 ]
 PROBLEMS = ["missing", "empty", "truncated", "wrong type"]
 # Cases that do not apply: a plain text file cannot be truncated, an empty vocabulary is legal input.
 NOT_APPLICABLE = {("text", "truncated"), ("vocab", "truncated"), ("vocab", "empty")}
-# Cases of commands owned elsewhere that pass already (the rest of theirs are xfail).
-PASSING_ELSEWHERE = {
-    "lm info:lm:missing", "lm info:lm:empty", "lm info:lm:truncated", "lm info:lm:wrong type",
-    "lm score:lm:missing", "lm score:lm:empty", "lm score:lm:truncated", "lm score:lm:wrong type",
-    "lm compile:arpa:missing", "lm compile:arpa:empty", "lm compile:arpa:truncated", "lm compile:arpa:wrong type",
-    "lm build:text:missing", "rescore --topk:npz:missing", "rescore --logits:npy:missing",
-    "rescore --topk:lm:missing", "rescore --topk:lm:empty", "rescore --topk:lm:truncated",
-    "rescore --topk:lm:wrong type", "rescore --topk:vocab:missing",
-}
-
-
 def _cases():
-    for template, kind, elsewhere in COMMANDS:
+    for template, kind in COMMANDS:
         for problem in PROBLEMS:
             if (kind, problem) in NOT_APPLICABLE:
                 continue
-            marks = []
-            case_id = f"{template.split(' {')[0]}:{kind}:{problem}"
-            if elsewhere and case_id not in PASSING_ELSEWHERE:
-                marks = [pytest.mark.xfail(strict=True, reason=OWNED_ELSEWHERE)]
-            yield pytest.param(template, kind, problem, marks=marks, id=case_id)
+            yield pytest.param(template, kind, problem, id=f"{template.split(' {')[0]}:{kind}:{problem}")
 
 
 @pytest.mark.parametrize(("template", "kind", "problem"), list(_cases()))

@@ -12,8 +12,29 @@ from draftlattice.lattice import Lattice
 
 def read_vocab(path: str) -> list[str]:
     """One word per line; line i is the word of token id i."""
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
+    from draftlattice.filekinds import expect_text
+
+    expect_text(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [line.rstrip("\n") for line in handle]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a UTF-8 vocabulary file ({error.reason} at byte {error.start})") from None
+
+
+def _numpy_file(path: str, what: str, reader):
+    """``reader(file)`` on an opened .npy/.npz; damage or another kind of file names ``path``."""
+    import zipfile
+
+    from draftlattice.filekinds import describe
+
+    try:
+        with open(path, "rb") as file:  # np.load leaves its own file open on a damaged zip
+            return reader(file)
+    except (EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise ValueError(f"{path}: not a readable {what} (it is {describe(path)}): {error}") from None
 
 
 def load_lattices(logits: str | None, topk: str | None, k: int | None,
@@ -23,18 +44,22 @@ def load_lattices(logits: str | None, topk: str | None, k: int | None,
     if logits is not None:
         if k is None:
             raise ValueError("-k is required with --logits")
-        array = np.load(logits, allow_pickle=False)
+        array = _numpy_file(logits, "logits .npy", lambda file: np.load(file, allow_pickle=False))
         if array.ndim == 2:
             return [Lattice.from_logits(array, k, temperature)]
         if array.ndim == 3:
             return Lattice.batch_from_logits(array, k, temperature)
         raise ValueError(f"{logits}: logits must have shape [h, V] or [B, h, V], got {list(array.shape)}")
-    # np.load leaves its own file open when the zip is damaged (ResourceWarning): we own it instead.
-    with open(topk, "rb") as file, np.load(file, allow_pickle=False) as data:
-        missing = {"tokens", "logprobs"} - set(data.files)
-        if missing:
-            raise ValueError(f"{topk}: missing array(s) {sorted(missing)} (need 'tokens' and 'logprobs')")
-        tokens, logprobs = data["tokens"], data["logprobs"]
+    def read_topk(file):
+        with np.load(file, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise ValueError("a single .npy array, not an .npz archive")
+            missing = {"tokens", "logprobs"} - set(data.files)
+            if missing:
+                raise ValueError(f"missing array(s) {sorted(missing)} (need 'tokens' and 'logprobs')")
+            return data["tokens"], data["logprobs"]
+
+    tokens, logprobs = _numpy_file(topk, "top-k .npz", read_topk)
     if tokens.ndim == 2:
         return [Lattice.from_topk(tokens, logprobs)]
     if tokens.ndim == 3 and logprobs.ndim == 3 and tokens.shape[0] == logprobs.shape[0]:

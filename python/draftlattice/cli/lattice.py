@@ -15,7 +15,7 @@ def _show(args: argparse.Namespace) -> int:
     if suffix not in (".dot", ".png", ".svg", ".pdf", ".fst", ".txt"):
         raise ValueError(f"-o {args.output}: use a .dot, .png, .svg, .pdf or .fst (OpenFST text) suffix")
     check_output(args.output, args.force)
-    is_npz = args.input.endswith(".npz")
+    is_npz = not args.input.endswith(".npy")  # anything else is read as (and reported as) a top-k .npz
     lattices = load_lattices(None if is_npz else args.input, args.input if is_npz else None, args.k,
                              args.temperature)
     if not 0 <= args.index < len(lattices):
