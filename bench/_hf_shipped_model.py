@@ -21,10 +21,11 @@ import torch
 
 
 def convert(blockwise_dir: Path, out: Path) -> tuple[Path, Path]:
-    import draftlattice.hf as dlhf
-    from draftlattice.model.blockwise import BlockwiseLM
     from safetensors.torch import load_file
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
+
+    import draftlattice.hf as dlhf
+    from draftlattice.model.blockwise import BlockwiseLM
 
     cfg = json.loads((blockwise_dir / "config.json").read_text())
     state = {k: v.float() for k, v in load_file(str(blockwise_dir / "model.safetensors")).items()}

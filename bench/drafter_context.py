@@ -29,7 +29,7 @@ lattice = drafter.lattice(logits)
 for n in (100, 10_000, 100_000):
     history = rng.integers(0, V, size=n).tolist()
     old, new = [], []
-    for step in range(200):
+    for _ in range(200):
         history.extend(rng.integers(0, V, size=3).tolist())  # 3 accepted tokens per step
         t0 = time.perf_counter()
         dl.rescore(lattice, lm, 4, 0.5, np.asarray(history, dtype=np.int32), True)
@@ -37,6 +37,7 @@ for n in (100, 10_000, 100_000):
         state = drafter.committed.after(history)
         dl.rescore(lattice, lm, 4, 0.5, state)
         t2 = time.perf_counter()
-        old.append(t1 - t0); new.append(t2 - t1)
+        old.append(t1 - t0)
+        new.append(t2 - t1)
     print(f"history {n:>7}: whole history {statistics.median(old)*1e3:.3f} ms/step, "
           f"committed state {statistics.median(new)*1e3:.3f} ms/step")

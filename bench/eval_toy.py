@@ -13,7 +13,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _decode_models import markov_corpus, prompts, trained_model  # noqa: E402
-
 from draftlattice import NgramLM  # noqa: E402
 from draftlattice.evaluate.record import record_trace  # noqa: E402
 from draftlattice.evaluate.report import evaluate_trace, format_tables  # noqa: E402

@@ -102,10 +102,11 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     import draftlattice.hf as dlhf
     from _hf_shipped_model import convert
     from draftlattice import NgramLM
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     work = Path(tempfile.mkdtemp(prefix="hf_speed_"))
     model_dir, heads_dir = convert(ROOT / "lm_models" / "default", work)

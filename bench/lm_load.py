@@ -78,11 +78,11 @@ def throughput(arpa: Path, binary: Path, data: Path) -> dict:
     index = {w: i for i, w in enumerate(words)}
     unknown = len(words)
     model = kenlm.Model(str(arpa))
-    lines = [l.split() for l in (data / "wikitext-2" / "test.txt").read_text(encoding="utf-8").splitlines()]
-    lines = [l for l in lines if l]
-    ids = [[index.get(w, unknown) for w in l] for l in lines]
-    texts = [" ".join(l) for l in lines]
-    tokens = sum(len(l) + 1 for l in lines)
+    lines = [row.split() for row in (data / "wikitext-2" / "test.txt").read_text(encoding="utf-8").splitlines()]
+    lines = [row for row in lines if row]
+    ids = [[index.get(w, unknown) for w in row] for row in lines]
+    texts = [" ".join(row) for row in lines]
+    tokens = sum(len(row) + 1 for row in lines)
     result = {"sentences": len(lines), "tokens": tokens}
     for name, fn in (
         ("ours", lambda: [lm.token_scores(s, bos=True, eos=True) for s in ids]),

@@ -178,7 +178,7 @@ def main() -> int:
           + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
     maker = ref.LatticeMaker(lm_auto, data / "wikitext-2" / "test.txt")
     dl, lm, info = load_ours(lm_auto)
-    print(f"# ours: {'loaded in %.2f s' % info if dl else info}", flush=True)
+    print(f"# ours: {f'loaded in {info:.2f} s' if dl else info}", flush=True)
     eps = None if args.no_pynini else ref.PyniniEpsilon(lm_auto)
 
     # Lattices: fixed seed per (kind, shape); the p sweep shares the 8x16 lattices.

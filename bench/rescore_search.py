@@ -56,7 +56,7 @@ def median_ms(fn, repeats=3):
     return float(np.median(times)) * 1e3
 
 
-print(f"| lattices | h | k | p | rescore ms | full composition ms | ratio | arcs scored |")
+print("| lattices | h | k | p | rescore ms | full composition ms | ratio | arcs scored |")
 print("|---|---|---|---|---|---|---|---|")
 for kind in ("unigram", "plausible"):
     for h, k, p in [(8, 16, 1), (8, 16, 4), (8, 16, 16), (4, 16, 1), (16, 16, 1), (8, 4, 1)]:

@@ -104,8 +104,6 @@ def main() -> None:
             f = res["forward"]
             cells = " | ".join(f"{res[c] * 1e3:.3g} ({100 * res[c] / f:.3g}%)" for c in cols)
             print(f"| {B} | {V} | {f * 1e3:.3g} | {cells} |", flush=True)
-            del x, logits, p, q, drafts
-        del W
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import draftlattice.hf as dlhf
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import draftlattice.hf as dlhf
 from draftlattice import NgramLM
 from draftlattice.ngram.build import build_lm
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 def main() -> None:

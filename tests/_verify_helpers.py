@@ -43,7 +43,7 @@ def make_drafts(rng: random.Random, truth: list[int], p: int, h: int, vocab: int
     """p drafts of length h around the true continuation: corrupted copies (sharing prefixes),
     duplicates and random drafts."""
     drafts = []
-    for d in range(p):
+    for _ in range(p):
         kind = rng.random()
         if kind < 0.15 or not drafts:
             base = list(truth[:h])

@@ -6,10 +6,10 @@ import json
 import math
 
 import pytest
-from test_ngram_errors import GOOD
 
 from draftlattice import NgramLM
 from draftlattice.cli.main import main
+from test_ngram_errors import GOOD
 
 
 @pytest.fixture

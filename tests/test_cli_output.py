@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import logging
+import shutil
 import sys
 from pathlib import Path
 

@@ -7,9 +7,9 @@ import shutil
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
 
 import draftlattice as dl
+from arpa_writer import random_arpa
 from draftlattice.cli.main import main
 
 

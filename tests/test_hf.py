@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
 from draftlattice.decode import BlockwiseDecoder, Drafts, VanillaDrafter
 from draftlattice.hf import HFBlockwiseLM
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 V = 40
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import torch
+
 from _hf_models import ngram_over
 from draftlattice import Lattice, rescore
 from draftlattice.hf.drafting import (

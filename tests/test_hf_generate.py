@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import draftlattice.hf as dlhf
 import pytest
 import torch
+
+import draftlattice.hf as dlhf
 from _hf_models import MODELS, greedy, left_padded, ngram_over
 
 pytestmark = pytest.mark.usefixtures("one_thread")

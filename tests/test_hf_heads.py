@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-import draftlattice.hf as dlhf
 import pytest
 import torch
-from _hf_models import MODELS, gpt2, llama
 from safetensors.torch import load_file
+
+import draftlattice.hf as dlhf
+from _hf_models import MODELS, gpt2, llama
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import itertools
 
-import draftlattice.hf as dlhf
 import numpy as np
 import pytest
 import torch
+from scipy.stats import chisquare
+
+import draftlattice.hf as dlhf
 from _hf_models import llama, ngram_over
 from draftlattice.verify import sampling_distribution
-from scipy.stats import chisquare
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

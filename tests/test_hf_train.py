@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 
-import draftlattice.hf as dlhf
 import pytest
 import torch
-from draftlattice import NgramLM
-from draftlattice.cli.main import main
-from draftlattice.hf.train import _own_continuations
-from draftlattice.ngram.build import TokenizerMismatchError, build_lm
-from draftlattice.tokenizer import train_tokenizer
 from transformers import (
     AutoModelForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
 )
+
+import draftlattice.hf as dlhf
+from draftlattice import NgramLM
+from draftlattice.cli.main import main
+from draftlattice.hf.train import _own_continuations
+from draftlattice.ngram.build import TokenizerMismatchError, build_lm
+from draftlattice.tokenizer import train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

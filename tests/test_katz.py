@@ -38,7 +38,7 @@ def test_toy_arpa_equals_opengrm_entry_by_entry(toy_arpa):
             assert bo is None, words
         else:
             assert bo == pytest.approx(ref_bo, abs=1e-4), words
-    header = [l for l in toy_arpa.read_text().splitlines() if l.startswith("ngram ")]
+    header = [line for line in toy_arpa.read_text().splitlines() if line.startswith("ngram ")]
     assert header == ["ngram 1=15", "ngram 2=36", "ngram 3=51"]
 
 
@@ -73,8 +73,8 @@ def test_toy_test_scores_reproduced(toy_arpa):
     """Per-word -log10 p and sentence totals of ngramperplexity --v=1 (test_scores.txt)."""
     scorer = ArpaScorer(str(toy_arpa))
     lines = (KATZ_REF / "test_scores.txt").read_text().splitlines()
-    expected_words = [float(l.split()[-1]) for l in lines if l.strip().startswith("p(")]
-    expected_totals = [float(l.split("=")[1].split(";")[0]) for l in lines if l.startswith("logprob")]
+    expected_words = [float(line.split()[-1]) for line in lines if line.strip().startswith("p(")]
+    expected_totals = [float(line.split("=")[1].split(";")[0]) for line in lines if line.startswith("logprob")]
     got_words, got_totals = [], []
     for sentence in (KATZ_REF / "test.txt").read_text().splitlines():
         words = sentence.split()
@@ -148,6 +148,6 @@ def test_wikitext2_recipe_matches_opengrm(tmp_path):
     scorer = ArpaScorer(str(out))
     for split, expected in (("valid", 287.805), ("test", 269.25)):
         lines = cleaned_wikitext(split, tmp_path).read_text().splitlines()
-        ppl, _n, oov = perplexity(scorer, (l.split() for l in lines))
+        ppl, _n, oov = perplexity(scorer, (line.split() for line in lines))
         assert oov == 0
         assert ppl == pytest.approx(expected, abs=0.01), split

@@ -9,9 +9,9 @@ import random
 
 import numpy as np
 import torch
-from arpa_writer import random_arpa
 
 import draftlattice as dl
+from arpa_writer import random_arpa
 from draftlattice.decode import LatticeDrafter
 from draftlattice.decode.drafters.lattice import CommittedLmState
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lm_helpers import KATZ_REF, cleaned_wikitext
 
 import draftlattice as dl
 from draftlattice import _core
 from draftlattice.cli.main import main
 from draftlattice.ngram.build import build_lm
+from lm_helpers import KATZ_REF, cleaned_wikitext
 
 
 def trainer_model(corpus, order, min_counts=None, prune_threshold=None):

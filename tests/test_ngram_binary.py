@@ -7,8 +7,8 @@ import struct
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
 
+from arpa_writer import random_arpa
 from draftlattice import FormatError, NgramLM
 
 

@@ -11,10 +11,10 @@ import struct
 
 import numpy as np
 import pytest
-from arpa_writer import all_histories, random_arpa
-from ngram_reference import BruteForceLM, read_arpa
 
+from arpa_writer import all_histories, random_arpa
 from draftlattice import NgramLM, _core
+from ngram_reference import BruteForceLM, read_arpa
 
 MODELS = [(order, seed, consistent) for order in (2, 3, 4) for seed in range(6)
           for consistent in (True, False)]

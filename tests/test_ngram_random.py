@@ -8,10 +8,10 @@ import random
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
-from ngram_reference import BruteForceLM
 
+from arpa_writer import random_arpa
 from draftlattice import NgramLM
+from ngram_reference import BruteForceLM
 
 try:
     import kenlm

@@ -11,8 +11,8 @@ import torch
 
 from arpa_writer import random_arpa
 from draftlattice.cli.main import main
-from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
 from draftlattice.model import BlockwiseConfig, BlockwiseLM
+from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
 from draftlattice.pairing import TokenizerMismatchError, check_lm_tokenizer_pair, check_same_tokenizer
 from draftlattice.tokenizer import tokenizer_sha256
 

@@ -94,5 +94,5 @@ def test_wikitext2_pruned_to_1m_matches_opengrm(tmp_path):
     scorer = ArpaScorer(str(out))
     for split, expected in (("valid", 284.277), ("test", 264.849)):
         lines = cleaned_wikitext(split, tmp_path).read_text().splitlines()
-        ppl, _n, _oov = perplexity(scorer, (l.split() for l in lines))
+        ppl, _n, _oov = perplexity(scorer, (line.split() for line in lines))
         assert ppl == pytest.approx(expected, abs=0.01), split

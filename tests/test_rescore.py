@@ -8,12 +8,11 @@ import random
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
-from ngram_reference import BruteForceLM
-from rescore_reference import (KenlmScorer, check_against_reference, enumerate_drafts,
-                               python_scorer, with_tokens)
 
 import draftlattice as dl
+from arpa_writer import random_arpa
+from ngram_reference import BruteForceLM
+from rescore_reference import KenlmScorer, check_against_reference, enumerate_drafts, python_scorer, with_tokens
 
 try:
     import kenlm

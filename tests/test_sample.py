@@ -10,11 +10,11 @@ import random
 import numpy as np
 import pytest
 import torch
-from arpa_writer import random_arpa
-from ngram_reference import BruteForceLM
 from scipy.stats import chisquare
 
 import draftlattice as dl
+from arpa_writer import random_arpa
+from ngram_reference import BruteForceLM
 
 
 @pytest.fixture(scope="module")

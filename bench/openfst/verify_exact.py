@@ -12,7 +12,6 @@ Needs `pip install kenlm pynini numpy` and `apt-get install libfst-dev`.
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 from pathlib import Path
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from ._core import FormatError
-from .ngram import LmState, NgramLM
 from .lattice import Lattice
+from .ngram import LmState, NgramLM
 from .rescore import RescoreResult, rescore, rescore_batch
 from .sample import DraftSamples, oracle_draft, oracle_drafts, sample_drafts, sample_drafts_batch
 

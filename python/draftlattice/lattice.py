@@ -11,7 +11,8 @@ numpy and documents the API.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class Lattice:
         self._core = core
 
     @classmethod
-    def from_logits(cls, logits: Any, k: int, temperature: float = 1.0) -> "Lattice":
+    def from_logits(cls, logits: Any, k: int, temperature: float = 1.0) -> Lattice:
         """Top-k of each head's logits with exact log-softmax scores.
 
         Args:
@@ -53,13 +54,13 @@ class Lattice:
 
     @classmethod
     def batch_from_logits(cls, logits: Any, k: int, temperature: float = 1.0,
-                          num_threads: int | None = None) -> list["Lattice"]:
+                          num_threads: int | None = None) -> list[Lattice]:
         """One lattice per sequence of ``logits`` [B, h, V] (see :meth:`from_logits`), in parallel."""
         cores = _core.Lattice.from_logits_batch(tokens_in(logits), k, temperature, num_threads)
         return [cls(core) for core in cores]
 
     @classmethod
-    def from_topk(cls, tokens: Any, logprobs: Any, vocab_size: int | None = None) -> "Lattice":
+    def from_topk(cls, tokens: Any, logprobs: Any, vocab_size: int | None = None) -> Lattice:
         """A lattice from precomputed top-k candidates.
 
         Args:

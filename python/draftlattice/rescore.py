@@ -24,14 +24,15 @@ TypeError, impossible values ValueError.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import _core
+from ._arrays import context_array, to_numpy, tokens_in
 from ._core import LmState
-from ._arrays import context_array, tokens_in, to_numpy
 from .lattice import Lattice
 
 

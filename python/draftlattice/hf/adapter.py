@@ -16,9 +16,8 @@ per-layer ``keys``/``values``).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn

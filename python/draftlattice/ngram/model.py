@@ -29,7 +29,7 @@ from .._core import FormatError, LmState
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
-TokenSeq = Union[Sequence[int], np.ndarray]
+TokenSeq = Sequence[int] | np.ndarray
 
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 _GZ_MAGIC = b"\x1f\x8b"
