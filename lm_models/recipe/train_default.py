@@ -38,13 +38,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from draftlattice.model.heads import ResidualHead
 from draftlattice.model.data import eval_windows, token_stream
+from draftlattice.model.heads import ResidualHead
 
 logger = logging.getLogger("train_default")
 
 
-def llama_config(vocab_size: int, args) -> "transformers.LlamaConfig":  # noqa: F821
+def llama_config(vocab_size: int, args) -> transformers.LlamaConfig:  # noqa: F821
     from transformers import LlamaConfig
 
     return LlamaConfig(
