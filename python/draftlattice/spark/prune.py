@@ -1,0 +1,74 @@
+"""Relative-entropy (Stolcke) pruning as ngramshrink, as Spark jobs (csrc/train/prune.cc).
+
+1. Each n-gram's own score D (``score``, computed in the estimation walk, which has the sums of
+   its context at hand).
+2. Scores raised to the maximum over the n-grams that extend them (prefix or suffix), from the
+   highest order down: a ``reduceByKey(max)`` per order.
+3. theta: ln(1 + threshold), or for a target size the midpoint between the last score kept and
+   the first pruned, found by a distributed sort (only theta reaches the driver).
+4. An n-gram of order >= 2 is kept iff its raised score is not below theta. (The C++ code also
+   keeps any n-gram a kept longer n-gram needs; with raised scores that rule never fires,
+   since a needed n-gram's raised score is at least its kept extension's, which is >= theta.)
+
+Kept probabilities are unchanged; the caller recomputes the backoff weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .backoff import clamped_neglogs
+
+__all__ = ["apply_theta", "raise_scores", "score", "theta_for_target"]
+
+
+def _neg_log_sum(a: float, b: float) -> float:
+    """-ln(e^-a + e^-b)."""
+    if a > b:
+        a, b = b, a
+    return a - math.log1p(math.exp(a - b))
+
+
+def score(p_hi: float, p_lo: float, p_h: float, hi: float, lo: float) -> float:
+    """Stolcke's D for removing hw: p_hi = p(w|h), p_lo = p(w|h'), p_h = p(h), hi and lo the
+    sums of p(.|h) and p(.|h') over h's successors (same operations as the C++ trainer)."""
+    if p_hi <= 0 or p_h <= 0:
+        return -math.inf
+    num, denom = clamped_neglogs(hi, lo)
+    new_log_backoff = _neg_log_sum(denom, -math.log(p_lo)) - _neg_log_sum(num, -math.log(p_hi))
+    d = math.log(p_lo) + new_log_backoff - math.log(p_hi)
+    d *= p_hi
+    d += (new_log_backoff + (num - denom)) * math.exp(-num)
+    return -p_h * d
+
+
+def _cpp_max(a: float, b: float) -> float:
+    return b if a < b else a  # std::max(a, b)
+
+
+def raise_scores(levels: dict[int, object], order: int, partitions: int) -> dict[int, object]:
+    """{k: RDD of (ngram, raised score)} for k = 2..order."""
+    raised = {order: levels[order].mapValues(lambda e: e.score)}
+    for k in range(order - 1, 1, -1):
+        extensions = raised[k + 1].flatMap(lambda item: ((item[0][:-1], item[1]), (item[0][1:], item[1])))
+        own = levels[k].mapValues(lambda e: e.score)
+        raised[k] = own.union(extensions).reduceByKey(_cpp_max, partitions)
+    return raised
+
+
+def theta_for_target(scores, total: int, keep: int, partitions: int) -> float:
+    """The threshold keeping ``keep`` of the ``total`` scores (ngramshrink's ThetaForMaxNGrams)."""
+    if keep >= total:
+        return -math.inf
+    index = total - keep - 1  # position of the largest score to prune, ascending
+    ranked = scores.sortBy(lambda s: s, numPartitions=partitions).zipWithIndex()
+    last_pruned = ranked.filter(lambda item: item[1] == index).first()[0]
+    first_kept = scores.filter(lambda s: s > last_pruned).fold(math.inf, min)
+    if first_kept == math.inf:
+        return last_pruned + 1
+    return (last_pruned + first_kept) / 2
+
+
+def apply_theta(level, raised, theta: float, partitions: int):
+    """The (ngram, Entry) records of ``level`` whose raised score is not below theta."""
+    return level.join(raised, partitions).filter(lambda item: not item[1][1] < theta).mapValues(lambda v: v[0])

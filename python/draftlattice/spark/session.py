@@ -1,0 +1,97 @@
+"""The Spark context a build runs in, and the translation of executor errors.
+
+A build either uses the caller's ``SparkSession``/``SparkContext`` (left running) or starts its
+own with ``master`` (``local[*]`` by default) and stops it at the end. Settings that only take
+effect at JVM start (``spark.driver.memory``, ``spark.executor.memory``, ...) go in
+``spark_conf`` or on the ``spark-submit`` command line (docs/SCALE.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .._core import FormatError
+from .corpus import ERROR_TAG
+
+__all__ = ["java_version", "spark_context", "translate_executor_errors"]
+
+
+def java_version() -> str | None:
+    """The first line of ``java -version``, or None when no Java runtime is found."""
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    if java is None:
+        return None
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[0] if done.returncode == 0 and lines else None
+
+
+def _import_pyspark():
+    try:
+        import pyspark
+    except ImportError:
+        raise ImportError(
+            "the Spark engine needs pyspark and a Java runtime (17 or 21): "
+            "pip install 'draftlattice[spark]'"
+        ) from None
+    return pyspark
+
+
+@contextlib.contextmanager
+def spark_context(
+    spark: Any = None, master: str | None = None, conf: Mapping[str, str] | None = None
+) -> Iterator[Any]:
+    """Yields a SparkContext: ``spark``'s (a SparkSession or SparkContext) or a new one."""
+    if spark is not None:
+        yield getattr(spark, "sparkContext", spark)
+        return
+    pyspark = _import_pyspark()
+    if java_version() is None:
+        raise RuntimeError("the Spark engine needs a Java runtime (17 or 21) on PATH or JAVA_HOME; none found")
+    settings = {
+        "spark.app.name": "draftlattice lm build",
+        "spark.ui.showConsoleProgress": "false",
+        # Executors must run the same Python (with draftlattice importable) as the driver.
+        "spark.pyspark.python": sys.executable,
+    }
+    settings.update(conf or {})
+    spark_conf = pyspark.SparkConf().setAll(list(settings.items()))
+    spark_conf.setMaster(master or spark_conf.get("spark.master", "local[*]"))
+    if spark_conf.get("spark.master", "").startswith("local"):
+        # Local workers import draftlattice from where the driver does (a source checkout too).
+        package_root = str(Path(__file__).resolve().parents[2])
+        paths = [package_root, os.environ.get("PYTHONPATH", "")]
+        spark_conf.setIfMissing("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    context = pyspark.SparkContext(conf=spark_conf)
+    try:
+        yield context
+    finally:
+        context.stop()
+
+
+_TAGGED = re.compile(re.escape(ERROR_TAG) + r"(\w+): ([^\n]*)")
+
+
+@contextlib.contextmanager
+def translate_executor_errors() -> Iterator[None]:
+    """Re-raises a corpus error from an executor as the exception the one-machine build raises."""
+    try:
+        yield
+    except Exception as error:
+        match = _TAGGED.search(str(error))
+        if match is None:
+            raise
+        kind, message = match.groups()
+        raise (OSError if kind == "OSError" else FormatError)(message) from None
