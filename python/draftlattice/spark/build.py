@@ -68,8 +68,8 @@ def build_lm(
         parallelism, at least 2); raise it so one partition fits an executor's memory.
       split_bytes: input split size for plain-text files (compressed files are one split).
 
-    Raises the one-machine build's exceptions for bad parameters and corpora; ImportError or
-    RuntimeError when pyspark or Java is missing.
+    Raises the one-machine build's exceptions for bad parameters and corpora; ImportError when
+    pyspark is missing, FileNotFoundError when Java is.
     """
     mins = lmbuild._check_params(order, min_counts, prune_to, prune_threshold)
     files = corpus.expand_inputs(corpus_paths)

@@ -9,6 +9,7 @@ effect at JVM start (``spark.driver.memory``, ``spark.executor.memory``, ...) go
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -19,6 +20,8 @@ from typing import Any
 from .._core import FormatError
 from .corpus import ERROR_TAG
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["java_version", "spark_context", "translate_executor_errors"]
 
 
@@ -27,8 +30,9 @@ def java_version() -> str | None:
     import shutil
     import subprocess
 
-    java = shutil.which("java")
-    if java is None:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if java is None or not os.path.exists(java):
         return None
     try:
         done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
@@ -53,13 +57,20 @@ def _import_pyspark():
 def spark_context(
     spark: Any = None, master: str | None = None, conf: Mapping[str, str] | None = None
 ) -> Iterator[Any]:
-    """Yields a SparkContext: ``spark``'s (a SparkSession or SparkContext) or a new one."""
+    """Yields a SparkContext: ``spark``'s (a SparkSession or SparkContext), the process's
+    running one (one JVM holds one context; ``master`` and ``conf`` are then ignored), or a new
+    one, stopped on exit."""
     if spark is not None:
         yield getattr(spark, "sparkContext", spark)
         return
     pyspark = _import_pyspark()
+    running = pyspark.SparkContext._active_spark_context
+    if running is not None:
+        logger.info("using the running Spark context (master %s)", running.master)
+        yield running
+        return
     if java_version() is None:
-        raise RuntimeError("the Spark engine needs a Java runtime (17 or 21) on PATH or JAVA_HOME; none found")
+        raise FileNotFoundError("the Spark engine needs a Java runtime (17 or 21) on PATH; `java -version` failed")
     settings = {
         "spark.app.name": "draftlattice lm build",
         "spark.ui.showConsoleProgress": "false",
