@@ -27,16 +27,17 @@ def _write_levels(file, levels: dict[int, object], counts: list[int], spellings:
     file.write("\n\\data\\\n")
     for k, count in enumerate(counts, start=1):
         file.write(f"ngram {k}={count}\n")
+    spec = f".{digits}g"  # C's %.*g, as the C++ writer
     for k in range(1, len(counts) + 1):
         file.write(f"\n\\{k}-grams:\n")
         lines = []
         for ngram, (p, backoff) in levels[k].sortByKey(numPartitions=partitions).toLocalIterator():
-            number = "-99" if ngram == (0,) else "%.*g" % (digits, math.log(p) * _TO_LOG10)
+            number = "-99" if ngram == (0,) else format(math.log(p) * _TO_LOG10, spec)
             words = " ".join(spellings[w] for w in ngram)
             if backoff is None:
                 lines.append(f"{number}\t{words}\n")
             else:
-                lines.append(f"{number}\t{words}\t{'%.*g' % (digits, backoff * _TO_LOG10)}\n")
+                lines.append(f"{number}\t{words}\t{format(backoff * _TO_LOG10, spec)}\n")
             if len(lines) >= 65536:
                 file.writelines(lines)
                 progress(len(lines))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -149,7 +150,13 @@ class _Job:
             )
         counts = [len(vocab)] + [estimated[k].count() for k in range(2, self.order + 1)]
         metadata = [] if tok_sha is None else [(TOKENIZER_SHA256_KEY, tok_sha)]
-        tmp = arpa.write_arpa_atomically(out, final, counts, vocab.spellings, digits, metadata, self.partitions)
+        from tqdm.auto import tqdm
+
+        with tqdm(total=sum(counts), desc="writing ARPA", unit=" n-grams", disable=not sys.stderr.isatty(),
+                  leave=False) as bar:
+            tmp = arpa.write_arpa_atomically(
+                out, final, counts, vocab.spellings, digits, metadata, self.partitions, bar.update
+            )
         try:
             if out.suffix.lower() == ".dlm":
                 lmbuild._arpa_to_binary(tmp, out)

@@ -43,7 +43,7 @@ def score(p_hi: float, p_lo: float, p_h: float, hi: float, lo: float) -> float:
 
 
 def _cpp_max(a: float, b: float) -> float:
-    return b if a < b else a  # std::max(a, b)
+    return max(a, b)  # as std::max(a, b), NaN included: keeps a unless a < b
 
 
 def raise_scores(levels: dict[int, object], order: int, partitions: int) -> dict[int, object]:
