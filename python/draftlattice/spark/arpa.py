@@ -1,9 +1,9 @@
 """Writing the estimated levels as one ARPA file, streamed from sorted partitions.
 
-Each order is sorted by its tuple of word ids (a range-partitioned ``sortByKey``: word ids are
-numbered by first appearance, so this is the C++ writer's line order, csrc/train/arpa_writer.cc)
-and its partitions are pulled to the driver one at a time (``toLocalIterator``), so the driver
-holds one partition, never the table. Numbers are formatted as the C++ writer formats them
+Each order's rows arrive range-partitioned and sorted by key (partition.py), i.e. by their word
+ids, numbered by first appearance: the C++ writer's line order (csrc/train/arpa_writer.cc).
+Partitions are pulled to the driver one at a time (``toLocalIterator``), so the driver holds
+one partition, never the table. Numbers are formatted as the C++ writer formats them
 (``%.*g`` of ln x / ln 10), so equal estimates give byte-identical files.
 """
 
@@ -15,13 +15,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .keys import unpack
+
 __all__ = ["write_arpa_atomically"]
 
 _TO_LOG10 = 1.0 / math.log(10.0)
 
 
 def _write_levels(file, levels: dict[int, object], counts: list[int], spellings: list[str], digits: int,
-                  metadata: list[tuple[str, str]], partitions: int, progress: Callable[[int], None]) -> None:
+                  metadata: list[tuple[str, str]], progress: Callable[[int], None]) -> None:
     for key, value in metadata:
         file.write(f"# {key}: {value}\n")
     file.write("\n\\data\\\n")
@@ -31,9 +33,9 @@ def _write_levels(file, levels: dict[int, object], counts: list[int], spellings:
     for k in range(1, len(counts) + 1):
         file.write(f"\n\\{k}-grams:\n")
         lines = []
-        for ngram, (p, backoff) in levels[k].sortByKey(numPartitions=partitions).toLocalIterator():
-            number = "-99" if ngram == (0,) else format(math.log(p) * _TO_LOG10, spec)
-            words = " ".join(spellings[w] for w in ngram)
+        for key, (p, backoff) in levels[k].toLocalIterator():
+            number = "-99" if k == 1 and key == 0 else format(math.log(p) * _TO_LOG10, spec)
+            words = " ".join(spellings[w] for w in unpack(key, k))
             if backoff is None:
                 lines.append(f"{number}\t{words}\n")
             else:
@@ -48,9 +50,9 @@ def _write_levels(file, levels: dict[int, object], counts: list[int], spellings:
 
 
 def write_arpa_atomically(out: Path, levels: dict[int, object], counts: list[int], spellings: list[str],
-                          digits: int, metadata: list[tuple[str, str]], partitions: int,
+                          digits: int, metadata: list[tuple[str, str]],
                           progress: Callable[[int], None] = lambda n: None) -> Path:
-    """Writes ``levels`` ({k: RDD of (word-id tuple, (p, ln alpha or None))}) as ARPA to a
+    """Writes ``levels`` ({k: RDD of (key, (p, ln alpha or None)) in key order}) as ARPA to a
     temporary file next to ``out`` and returns its path (the caller renames or converts it)."""
     if not 1 <= digits <= 17:
         raise ValueError(f"ARPA digits must be in 1..17, got {digits}")
@@ -60,7 +62,7 @@ def write_arpa_atomically(out: Path, levels: dict[int, object], counts: list[int
     os.chmod(name, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n", buffering=1 << 22) as file:
-            _write_levels(file, levels, counts, spellings, digits, metadata, partitions, progress)
+            _write_levels(file, levels, counts, spellings, digits, metadata, progress)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise

@@ -1,34 +1,31 @@
-"""Backoff weights per context, and the partition-by-context walk that computes them.
+"""Backoff weights per context, and the walk that recomputes them after pruning.
 
 alpha(h) = (1 - sum_{w in A(h)} p(w|h)) / (1 - sum_{w in A(h)} p(w|h')), each sum's neglog
 clamped to >= 1e-9, a complete state getting cost 99 (OpenGrm's RecalcBackoff; the same
-floating-point operations as csrc/train/model.cc ``ComputeBackoffs``).
-
-The sums run over a context's successors in order of first appearance, which is the order the
-C++ trainer adds them in, so the weights match bit for bit. The successors of one context are
-brought together by ``by_context``: keyed ``(context, sort key)``, hash-partitioned on the
-context and sorted within each partition, so a partition is a run of whole contexts each in
-sort-key order and is read as a stream (no group is built beyond one context's successors).
+floating-point operations as csrc/train/model.cc ``ComputeBackoffs``). The sums run over a
+context's successors in order of first appearance, the order the C++ trainer adds them in, so
+the weights match bit for bit.
 
 A context is complete when it has a successor for every word but ``<s>`` (``</s>``
 included). OpenGrm's test is recursive (every successor of the backoff state seen, and the
 backoff state complete), but each successor of h is also one of h' (true of counts, min-count
-filtering and pruning alike), so the successor counts only grow down the chain up to the
-unigram state's V - 1, and the recursive test is the same as "h has V - 1 successors".
+filtering and pruning alike), so successor counts only grow down the chain up to the unigram
+state's V - 1, and the recursive test is the same as "h has V - 1 successors".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
 
-from pyspark.rdd import portable_hash
+from .keys import WORD_BITS, WORD_MASK, prefix
+from .partition import by_context, context_runs
 
-__all__ = ["COMPLETE_STATE_LN", "backoff_ln", "by_context", "clamped_neglogs", "context_runs", "recompute_backoffs"]
+__all__ = ["COMPLETE_STATE_LN", "LOWER", "backoff_ln", "clamped_neglogs", "recompute_backoffs"]
 
 MIN_NEGLOG = 1e-9  # OpenGrm's kNormEps * kFloatEps
 COMPLETE_STATE_LN = -99.0  # ln alpha of a complete state (OpenGrm's kInfBackoff cost 99)
+LOWER = -2  # sort key of a context's own n-gram record, before its successors (first >= 0)
 
 
 def clamped_neglogs(hi: float, lo: float) -> tuple[float, float]:
@@ -46,46 +43,36 @@ def backoff_ln(hi: float, lo: float) -> float:
     return denom - num
 
 
-def _context_partition(key: tuple) -> int:
-    return portable_hash(key[0])
-
-
-def by_context(records, partitions: int):
-    """Sorts ((context, sort key), value) records into runs of whole contexts (see above)."""
-    return records.repartitionAndSortWithinPartitions(partitions, partitionFunc=_context_partition)
-
-
-def context_runs(records: Iterator[tuple[tuple, Any]]) -> Iterator[tuple[tuple, list[tuple[Any, Any]]]]:
-    """(context, [(sort key, value), ...]) for each run of a partition sorted by ``by_context``."""
-    current = None
-    run: list[tuple[Any, Any]] = []
-    for (context, sort_key), value in records:
-        if context != current:
-            if run:
-                yield current, run
-            current, run = context, []
-        run.append((sort_key, value))
-    if run:
-        yield current, run
-
-
-def _weights(records, vocab_size: int) -> Iterator[tuple[tuple, float]]:
+def _walk(records, vocab_size: int, top: bool) -> Iterator[tuple[str, int, tuple]]:
     for context, run in context_runs(records):
-        if len(run) == vocab_size - 1:
-            yield context, COMPLETE_STATE_LN
+        p_context = run[0][1]  # the LOWER record sorts first
+        successors = run[1:]
+        if not successors:
+            yield "row", context, (p_context, None)
             continue
-        hi = 0.0
-        lo = 0.0
-        for _, (p, p_lo) in run:
-            hi += p
-            lo += p_lo
-        yield context, backoff_ln(hi, lo)
+        if len(successors) == vocab_size - 1:
+            weight = COMPLETE_STATE_LN
+        else:
+            hi = 0.0
+            lo = 0.0
+            for _, (_word, p, p_lo) in successors:
+                hi += p
+                lo += p_lo
+            weight = backoff_ln(hi, lo)
+        yield "row", context, (p_context, weight)
+        if top:  # the highest order's own rows, in key order
+            for word, p, _ in sorted(value for _, value in successors):
+                yield "top", (context << WORD_BITS) | word, (p, None)
 
 
-def recompute_backoffs(level, vocab_size: int, partitions: int):
-    """(context, ln alpha) for the contexts of an order-k level of (ngram, entry) records.
-
-    Used after pruning; ``entry`` holds p, p_lo and first (see estimate.Entry).
-    """
-    records = level.map(lambda item: ((item[0][:-1], item[1].first), (item[1].p, item[1].p_lo)))
-    return by_context(records, partitions).mapPartitions(lambda rs: _weights(rs, vocab_size))
+def recompute_backoffs(level, lower, vocab_size: int, bounds: list[int], top: bool):
+    """ARPA rows after pruning: ("row", h, (p(h), ln alpha(h) or None)) for every n-gram h of
+    ``lower`` (order k - 1) and, when ``top``, ("top", hw, (p, None)) for ``level`` (order k),
+    both in key order. ``level``/``lower``: RDDs of (key, estimate.Entry)."""
+    successors = level.map(
+        lambda item: ((prefix(item[0]), item[1].first), (item[0] & WORD_MASK, item[1].p, item[1].p_lo))
+    )
+    contexts = lower.map(lambda item: ((item[0], LOWER), item[1].p))
+    return by_context(successors.union(contexts), bounds).mapPartitions(
+        lambda records: _walk(records, vocab_size, top)
+    )

@@ -6,11 +6,12 @@ count-of-counts, theta and, for writing, one sorted partition at a time):
 1. read + tokenize on the executors (corpus.py), count all orders (counting.py);
 2. vocabulary to the driver, word ids by first appearance, broadcast;
 3. count-of-counts (min-count filtered) to the driver, Katz discounts there (discounts.py);
-4. per order 2..N: join with the order below on the suffix, partition by context, walk each
-   context: probabilities, complete states, backoff weights, pruning scores (estimate.py);
+4. per order 2..N: join with the order below on the suffix, range-partition by context, walk
+   each context: probabilities, complete states, backoff weights, pruning scores; the walk of
+   order k also emits the ARPA rows of order k - 1 in key order (estimate.py, partition.py);
 5. optional relative-entropy pruning and backoff recomputation (prune.py, backoff.py);
-6. ARPA streamed from sorted partitions (arpa.py), compiled to ``.dlm`` by the C++ engine when
-   asked. The result equals the one-machine trainer's (tests/test_spark_build.py).
+6. ARPA streamed from the sorted partitions (arpa.py), compiled to ``.dlm`` by the C++ engine
+   when asked. The result equals the one-machine trainer's (tests/test_spark_build.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 from .. import lmbuild
 from ..lmbuild import TOKENIZER_SHA256_KEY, LmBuildResult
 from ..tokenizer import load_tokenizer, tokenizer_sha256
-from . import arpa, backoff, corpus, counting, discounts, estimate, prune
+from . import arpa, backoff, corpus, counting, discounts, estimate, partition, prune
+from .keys import prefix
 from .session import spark_context, translate_executor_errors
 
 logger = logging.getLogger(__name__)
@@ -125,38 +127,29 @@ class _Job:
         self.seconds["count"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        pruning = prune_to is not None or prune_threshold is not None
-        coc, discount_table = self.count_of_counts(vocab, levels)
-        estimated, backoffs = self.estimate(vocab, levels, totals, discount_table, pruning)
-        counts_before = [len(vocab)] + [estimated[k].count() for k in range(2, self.order + 1)]
-        self.seconds["estimate"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        if pruning and self.order >= 2:
-            estimated, backoffs = self.prune(vocab, estimated, counts_before, prune_to, prune_threshold)
-        elif prune_to is not None and prune_to < len(vocab):
+        pruning = self.order >= 2 and (prune_to is not None or prune_threshold is not None)
+        if prune_to is not None and prune_to < len(vocab):
             raise ValueError(
                 f"prune target {prune_to} is below the number of unigrams ({len(vocab)} including <s>), "
                 "which are never pruned"
             )
+        coc, discount_table = self.count_of_counts(vocab, levels)
+        estimated, rows, counts_before = self.estimate(vocab, levels, totals, discount_table, pruning)
+        self.seconds["estimate"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        counts = counts_before
+        if pruning:
+            rows, counts = self.prune(vocab, estimated, counts_before, prune_to, prune_threshold)
         self.seconds["prune"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        final = {}
-        for k in range(1, self.order + 1):
-            probs = estimated[k].mapValues(lambda e: e.p)
-            final[k] = probs.mapValues(lambda p: (p, None)) if k == self.order else probs.leftOuterJoin(
-                backoffs[k], self.partitions
-            )
-        counts = [len(vocab)] + [estimated[k].count() for k in range(2, self.order + 1)]
-        metadata = [] if tok_sha is None else [(TOKENIZER_SHA256_KEY, tok_sha)]
         from tqdm.auto import tqdm
 
+        metadata = [] if tok_sha is None else [(TOKENIZER_SHA256_KEY, tok_sha)]
         with tqdm(total=sum(counts), desc="writing ARPA", unit=" n-grams", disable=not sys.stderr.isatty(),
                   leave=False) as bar:
-            tmp = arpa.write_arpa_atomically(
-                out, final, counts, vocab.spellings, digits, metadata, self.partitions, bar.update
-            )
+            tmp = arpa.write_arpa_atomically(out, rows, counts, vocab.spellings, digits, metadata, bar.update)
         try:
             if out.suffix.lower() == ".dlm":
                 lmbuild._arpa_to_binary(tmp, out)
@@ -179,7 +172,8 @@ class _Job:
         )
 
     def count(self, splits, files, tokenizer_json):
-        """Vocabulary (driver), per-order id-keyed counts and context totals (distributed)."""
+        """Vocabulary (driver); per order >= 2 the kept (key, (count, first)) and the context
+        totals (h, c(h)) over all successors (distributed)."""
         sentences = self.sc.parallelize(splits, len(splits)).flatMap(
             lambda split: corpus.sentence_words(corpus.read_split(split), tokenizer_json)
         )
@@ -195,8 +189,8 @@ class _Job:
         longer = self.keep(counting.to_ids(counts.filter(lambda item: len(item[0]) > 1), ids))
         levels, totals = {}, {}
         for k in range(2, self.order + 1):
-            level = longer.filter(lambda item, k=k: len(item[0]) == k)
-            totals[k] = level.map(lambda item: (item[0][:-1], item[1][0])).reduceByKey(
+            level = longer.filter(lambda item, k=k: item[0] == k).map(lambda item: (item[1], item[2]))
+            totals[k] = level.map(lambda item: (prefix(item[0]), item[1][0])).reduceByKey(
                 lambda a, b: a + b, self.partitions
             )
             least = self.mins[k - 1]
@@ -211,39 +205,46 @@ class _Job:
         return coc, table
 
     def estimate(self, vocab, levels, totals, discount_table, pruning):
+        """{k: (key, Entry) RDD}, {k: ARPA rows RDD in key order} and n-grams per order."""
         entries = estimate.unigram_entries(vocab.counts, pruning)
         estimated = {1: self.keep(self.sc.parallelize(entries, self.partitions))}
-        backoffs = {}
+        rows = {}
+        counts = [len(vocab)]
         for k in range(2, self.order + 1):
+            bounds = partition.context_bounds(estimated[k - 1].keys(), counts[-1], self.partitions)
             walked = self.keep(
                 estimate.estimate_order(
-                    levels[k], totals[k], estimated[k - 1], discount_table[k - 1], len(vocab), self.partitions, pruning
+                    levels[k], totals[k], estimated[k - 1], k, discount_table[k - 1], len(vocab), bounds, pruning
                 )
             )
             estimated[k] = self.keep(walked.filter(lambda r: r[0] == "ngram").map(lambda r: (r[1], r[2])))
-            backoffs[k - 1] = walked.filter(lambda r: r[0] == "backoff").map(lambda r: (r[1], r[2]))
-        return estimated, backoffs
+            rows[k - 1] = walked.filter(lambda r: r[0] == "row").map(lambda r: (r[1], r[2]))
+            counts.append(estimated[k].count())
+            logger.info("estimated order %d: %d n-grams", k, counts[-1])
+        rows[self.order] = estimated[self.order].mapValues(lambda e: (e.p, None))
+        return estimated, rows, counts
 
     def prune(self, vocab, estimated, counts_before, prune_to, prune_threshold):
+        """ARPA rows of the pruned model (backoff weights recomputed) and n-grams per order."""
         raised = {k: self.keep(r) for k, r in prune.raise_scores(estimated, self.order, self.partitions).items()}
-        scores = raised[2].values()
+        scores = raised[2].map(lambda item: item[1][0])
         for k in range(3, self.order + 1):
-            scores = scores.union(raised[k].values())
+            scores = scores.union(raised[k].map(lambda item: item[1][0]))
         if prune_to is not None:
-            if prune_to < len(vocab):
-                raise ValueError(
-                    f"prune target {prune_to} is below the number of unigrams ({len(vocab)} including <s>), "
-                    "which are never pruned"
-                )
             theta = prune.theta_for_target(scores, sum(counts_before[1:]), prune_to - len(vocab), self.partitions)
         else:
             theta = math.log1p(float(prune_threshold))
         pruned = {1: estimated[1]}
+        counts = [len(vocab)]
         for k in range(2, self.order + 1):
-            pruned[k] = self.keep(prune.apply_theta(estimated[k], raised[k], theta, self.partitions))
-        removed = sum(counts_before[1:]) - sum(pruned[k].count() for k in range(2, self.order + 1))
-        logger.info("relative-entropy pruning: theta=%.4g, removed %d n-grams", theta, removed)
-        backoffs = {
-            k - 1: backoff.recompute_backoffs(pruned[k], len(vocab), self.partitions) for k in range(2, self.order + 1)
-        }
-        return pruned, backoffs
+            pruned[k] = self.keep(prune.apply_theta(raised[k], theta))
+            counts.append(pruned[k].count())
+        logger.info("relative-entropy pruning: theta=%.4g, removed %d n-grams", theta, sum(counts_before) - sum(counts))
+        rows = {}
+        for k in range(2, self.order + 1):
+            bounds = partition.context_bounds(pruned[k - 1].keys(), counts[k - 2], self.partitions)
+            walked = self.keep(backoff.recompute_backoffs(pruned[k], pruned[k - 1], len(vocab), bounds, k == self.order))
+            rows[k - 1] = walked.filter(lambda r: r[0] == "row").map(lambda r: (r[1], r[2]))
+            if k == self.order:
+                rows[k] = walked.filter(lambda r: r[0] == "top").map(lambda r: (r[1], r[2]))
+        return rows, counts

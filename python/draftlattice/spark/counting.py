@@ -12,13 +12,15 @@ the Spark jobs sum in the same order, so that floating-point sums match bit for 
 The counting is a ``reduceByKey`` with map-side combining over word-spelling tuples; then the
 unigram table (one row per word, the vocabulary) goes to the driver, which numbers the words:
 ``<s>`` = 0, ``</s>`` = 1, then by first appearance. The vocabulary is the only table the
-driver holds; it is broadcast to map each n-gram to a tuple of word ids.
+driver holds; it is broadcast to map each n-gram to its packed word ids (keys.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from .keys import pack
 
 __all__ = ["BOS", "EOS", "Vocabulary", "count_ngrams", "to_ids"]
 
@@ -74,11 +76,12 @@ class Vocabulary:
 
 
 def to_ids(counts, ids_broadcast):
-    """(word-key tuple, value) -> (word-id tuple, value), the ids from a broadcast dict."""
+    """(word-key tuple, value) -> (order, packed word-id key, value) (keys.py), the ids from a
+    broadcast dict."""
 
     def convert(item):
         ids = ids_broadcast.value
         key, value = item
-        return tuple(ids[word] for word in key), value
+        return len(key), pack(ids[word] for word in key), value
 
     return counts.map(convert)

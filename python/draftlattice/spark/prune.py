@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from .backoff import clamped_neglogs
+from .keys import prefix, suffix_mask
 
 __all__ = ["apply_theta", "raise_scores", "score", "theta_for_target"]
 
@@ -46,13 +47,21 @@ def _cpp_max(a: float, b: float) -> float:
     return max(a, b)  # as std::max(a, b), NaN included: keeps a unless a < b
 
 
+def _raise(a: tuple[float, object], b: tuple[float, object]) -> tuple[float, object]:
+    """Merges (score, Entry or None) pairs of one key: the max score, the entry kept."""
+    return _cpp_max(a[0], b[0]), a[1] if a[1] is not None else b[1]
+
+
 def raise_scores(levels: dict[int, object], order: int, partitions: int) -> dict[int, object]:
-    """{k: RDD of (ngram, raised score)} for k = 2..order."""
-    raised = {order: levels[order].mapValues(lambda e: e.score)}
+    """{k: RDD of (key, (raised score, Entry))} for k = 2..order."""
+    raised = {order: levels[order].mapValues(lambda e: (e.score, e))}
     for k in range(order - 1, 1, -1):
-        extensions = raised[k + 1].flatMap(lambda item: ((item[0][:-1], item[1]), (item[0][1:], item[1])))
-        own = levels[k].mapValues(lambda e: e.score)
-        raised[k] = own.union(extensions).reduceByKey(_cpp_max, partitions)
+        mask = suffix_mask(k + 1)
+        extensions = raised[k + 1].flatMap(
+            lambda item, mask=mask: ((prefix(item[0]), (item[1][0], None)), (item[0] & mask, (item[1][0], None)))
+        )
+        own = levels[k].mapValues(lambda e: (e.score, e))
+        raised[k] = own.union(extensions).reduceByKey(_raise, partitions)
     return raised
 
 
@@ -69,6 +78,6 @@ def theta_for_target(scores, total: int, keep: int, partitions: int) -> float:
     return (last_pruned + first_kept) / 2
 
 
-def apply_theta(level, raised, theta: float, partitions: int):
-    """The (ngram, Entry) records of ``level`` whose raised score is not below theta."""
-    return level.join(raised, partitions).filter(lambda item: not item[1][1] < theta).mapValues(lambda v: v[0])
+def apply_theta(raised, theta: float):
+    """The (key, Entry) records of a raised level whose raised score is not below theta."""
+    return raised.filter(lambda item: not item[1][0] < theta).mapValues(lambda v: v[1])
