@@ -121,6 +121,28 @@ def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case
 
 
 @pytest.mark.slow
+def test_complete_states_and_compressed_inputs(spark_context, tmp_path):
+    """Contexts followed by every word (OpenGrm's complete states: backoff cost 99, the reserved
+    mass on </s>), read from .gz and .xz files."""
+    import gzip
+    import lzma
+
+    spark = _import_spark()
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    with gzip.open(folder / "a.txt.gz", "wb") as f:
+        f.write(b"a a\na b\na\n")
+    with lzma.open(folder / "b.txt.xz", "wb") as f:
+        f.write(b"b a\nb b\nb\na b a\n")
+    reference = build_one_machine(_files(folder), 3, out_path=tmp_path / "one.arpa", arpa_digits=17)
+    ours = spark.build_lm(folder, 3, out_path=tmp_path / "spark.arpa", arpa_digits=17, spark=spark_context)
+    _assert_same_result(ours, reference)
+    _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
+    entries, _ = parse_arpa(tmp_path / "spark.arpa")
+    assert entries[("a",)][1] == pytest.approx(-99 / 2.302585092994046)  # a complete state
+
+
+@pytest.mark.slow
 def test_spark_tokenizer_mode_dlm_equals_one_machine(spark_context, corpus_dir, tmp_path):
     """Token ids from the same tokenizer.json, encoded on the executors; .dlm output."""
     spark = _import_spark()

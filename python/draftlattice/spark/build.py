@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["build_lm"]
 
-DEFAULT_SPLIT_BYTES = 64 << 20
+MAX_SPLIT_BYTES = 64 << 20
+MIN_SPLIT_BYTES = 1 << 20
 
 
 def build_lm(
@@ -54,7 +55,7 @@ def build_lm(
     master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
     partitions: int | None = None,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
 ) -> LmBuildResult:
     """Builds the same Katz backoff LM as :func:`draftlattice.lmbuild.build_lm`, on Spark.
 
@@ -69,7 +70,8 @@ def build_lm(
       spark_conf: extra Spark settings for a new context (e.g. ``spark.executor.memory``).
       partitions: shuffle partitions of the n-gram tables (default: the context's default
         parallelism, at least 2); raise it so one partition fits an executor's memory.
-      split_bytes: input split size for plain-text files (compressed files are one split).
+      split_bytes: input split size for plain-text files (compressed files are one split);
+        default: enough splits for two tasks per core, at most 64 MiB each.
 
     Raises the one-machine build's exceptions for bad parameters and corpora; ImportError when
     pyspark is missing, FileNotFoundError when Java is.
@@ -88,10 +90,12 @@ def build_lm(
         load_tokenizer(tokenizer)  # fails here, on the driver, for a missing or broken file
         tokenizer_json = Path(tokenizer).read_text(encoding="utf-8")
         tok_sha = tokenizer_sha256(tokenizer)
-    splits = corpus.plan_splits(files, split_bytes)
-
     with spark_context(spark, master, spark_conf) as sc:
         parts = partitions or max(2, sc.defaultParallelism)
+        if split_bytes is None:
+            total = sum(path.stat().st_size for path in files)
+            split_bytes = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, total // (2 * sc.defaultParallelism)))
+        splits = corpus.plan_splits(files, split_bytes)
         job = _Job(sc, order, mins, parts)
         try:
             return job.run(splits, files, tokenizer_json, tok_sha, prune_to, prune_threshold, out, arpa_digits)
