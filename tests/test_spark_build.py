@@ -41,7 +41,10 @@ def spark_context():
     from draftlattice.spark.session import java_version
 
     if java_version() is None:
-        pytest.skip("Spark needs a Java runtime (17 or 21) and `java -version` failed: install one (apt install openjdk-17-jre-headless)")
+        pytest.skip(
+            "Spark needs a Java runtime (17 or 21) and `java -version` failed: "
+            "install one (apt install openjdk-17-jre-headless)"
+        )
     from pyspark import SparkConf, SparkContext
 
     conf = (

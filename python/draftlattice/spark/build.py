@@ -104,7 +104,7 @@ def build_lm(
 
 
 class _Job:
-    """The RDDs of one build (kept to unpersist them at the end)."""
+    """The cached RDDs and broadcasts of one build (kept to release them at the end)."""
 
     def __init__(self, sc: Any, order: int, mins: list[int], partitions: int) -> None:
         from pyspark import StorageLevel
@@ -115,6 +115,7 @@ class _Job:
         self.partitions = partitions
         self.storage = StorageLevel.MEMORY_AND_DISK
         self.cached: list[Any] = []
+        self.broadcasts: list[Any] = []
         self.seconds: dict[str, float] = {}
 
     def keep(self, rdd: Any) -> Any:
@@ -124,6 +125,8 @@ class _Job:
     def release(self) -> None:
         for rdd in self.cached:
             rdd.unpersist()
+        for broadcast in self.broadcasts:
+            broadcast.unpersist()
 
     def run(self, splits, files, tokenizer_json, tok_sha, prune_to, prune_threshold, out, digits) -> LmBuildResult:
         start = time.perf_counter()
@@ -190,6 +193,7 @@ class _Job:
             raise ValueError(f"empty corpus: no words in {names} (empty files or blank lines only)")
         logger.info("counted %d sentences, %d tokens, %d words", vocab.sentences, vocab.tokens, len(vocab))
         ids = self.sc.broadcast(vocab.ids)
+        self.broadcasts.append(ids)
         longer = self.keep(counting.to_ids(counts.filter(lambda item: len(item[0]) > 1), ids))
         levels, totals = {}, {}
         for k in range(2, self.order + 1):
@@ -247,7 +251,8 @@ class _Job:
         rows = {}
         for k in range(2, self.order + 1):
             bounds = partition.context_bounds(pruned[k - 1].keys(), counts[k - 2], self.partitions)
-            walked = self.keep(backoff.recompute_backoffs(pruned[k], pruned[k - 1], len(vocab), bounds, k == self.order))
+            top = k == self.order
+            walked = self.keep(backoff.recompute_backoffs(pruned[k], pruned[k - 1], len(vocab), bounds, top))
             rows[k - 1] = walked.filter(lambda r: r[0] == "row").map(lambda r: (r[1], r[2]))
             if k == self.order:
                 rows[k] = walked.filter(lambda r: r[0] == "top").map(lambda r: (r[1], r[2]))
