@@ -194,10 +194,10 @@ class _Job:
         logger.info("counted %d sentences, %d tokens, %d words", vocab.sentences, vocab.tokens, len(vocab))
         ids = self.sc.broadcast(vocab.ids)
         self.broadcasts.append(ids)
-        longer = self.keep(counting.to_ids(counts.filter(lambda item: len(item[0]) > 1), ids))
         levels, totals = {}, {}
         for k in range(2, self.order + 1):
-            level = longer.filter(lambda item, k=k: item[0] == k).map(lambda item: (item[1], item[2]))
+            # Cached per order: later jobs read one order, not the whole table.
+            level = self.keep(counting.to_ids(counts.filter(lambda item, k=k: len(item[0]) == k), ids))
             totals[k] = level.map(lambda item: (prefix(item[0]), item[1][0])).reduceByKey(
                 lambda a, b: a + b, self.partitions
             )

@@ -76,12 +76,12 @@ class Vocabulary:
 
 
 def to_ids(counts, ids_broadcast):
-    """(word-key tuple, value) -> (order, packed word-id key, value) (keys.py), the ids from a
+    """(word-key tuple, value) -> (packed word-id key, value) (keys.py), the ids from a
     broadcast dict."""
 
     def convert(item):
         ids = ids_broadcast.value
         key, value = item
-        return len(key), pack(ids[word] for word in key), value
+        return pack(ids[word] for word in key), value
 
     return counts.map(convert)
