@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import os
 import sys
 import time
@@ -199,7 +200,7 @@ class _Job:
             # Cached per order: later jobs read one order, not the whole table.
             level = self.keep(counting.to_ids(counts.filter(lambda item, k=k: len(item[0]) == k), ids))
             totals[k] = level.map(lambda item: (prefix(item[0]), item[1][0])).reduceByKey(
-                lambda a, b: a + b, self.partitions
+                operator.add, self.partitions, partitionFunc=partition.key_hash
             )
             least = self.mins[k - 1]
             levels[k] = level.filter(lambda item, least=least: item[1][0] >= least) if least > 1 else level

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .keys import pack
+from .partition import key_hash
 
 __all__ = ["BOS", "EOS", "Vocabulary", "count_ngrams", "to_ids"]
 
@@ -48,7 +49,9 @@ def _merge(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
 
 def count_ngrams(sentences, order: int, partitions: int):
     """RDD of (word-key tuple, (count, first)) for all orders 1..N (unigrams include <s>, </s>)."""
-    return sentences.flatMap(lambda s: _sentence_ngrams(order, s)).reduceByKey(_merge, partitions)
+    return sentences.flatMap(lambda s: _sentence_ngrams(order, s)).reduceByKey(
+        _merge, partitions, partitionFunc=key_hash
+    )
 
 
 class Vocabulary:

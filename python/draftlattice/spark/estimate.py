@@ -25,7 +25,7 @@ from .backoff import COMPLETE_STATE_LN, LOWER, backoff_ln
 from .counting import EOS
 from .discounts import discount_for
 from .keys import WORD_BITS, WORD_MASK, prefix, suffix_mask
-from .partition import by_context, context_runs
+from .partition import by_context, context_runs, join
 from .prune import score
 
 __all__ = ["Entry", "estimate_order", "unigram_entries"]
@@ -109,7 +109,7 @@ def estimate_order(kept, totals, lower, order: int, discounts: list[float], voca
     """
     mask = suffix_mask(order)
     lower_probs = lower.mapValues(lambda entry: entry.p)
-    joined = kept.map(lambda item: (item[0] & mask, (item[0], item[1]))).join(lower_probs, len(bounds) + 1)
+    joined = join(kept.map(lambda item: (item[0] & mask, (item[0], item[1]))), lower_probs, len(bounds) + 1)
     successors = joined.map(
         lambda item: (
             (prefix(item[1][0][0]), item[1][0][1][1]),

@@ -19,6 +19,7 @@ import math
 
 from .backoff import clamped_neglogs
 from .keys import prefix, suffix_mask
+from .partition import key_hash
 
 __all__ = ["apply_theta", "raise_scores", "score", "theta_for_target"]
 
@@ -61,7 +62,7 @@ def raise_scores(levels: dict[int, object], order: int, partitions: int) -> dict
             lambda item, mask=mask: ((prefix(item[0]), (item[1][0], None)), (item[0] & mask, (item[1][0], None)))
         )
         own = levels[k].mapValues(lambda e: (e.score, e))
-        raised[k] = own.union(extensions).reduceByKey(_raise, partitions)
+        raised[k] = own.union(extensions).reduceByKey(_raise, partitions, partitionFunc=key_hash)
     return raised
 
 

@@ -74,14 +74,14 @@ def spark_context(
     settings = {
         "spark.app.name": "draftlattice lm build",
         "spark.ui.showConsoleProgress": "false",
-        # Executors must run the same Python (with draftlattice importable) as the driver.
-        "spark.pyspark.python": sys.executable,
     }
     settings.update(conf or {})
     spark_conf = pyspark.SparkConf().setAll(list(settings.items()))
     spark_conf.setMaster(master or spark_conf.get("spark.master", "local[*]"))
     if spark_conf.get("spark.master", "").startswith("local"):
-        # Local workers import draftlattice from where the driver does (a source checkout too).
+        # Local workers run the driver's Python and import draftlattice from where the driver
+        # does (a source checkout too). On a cluster, spark.pyspark.python names the executors'.
+        spark_conf.setIfMissing("spark.pyspark.python", sys.executable)
         package_root = str(Path(__file__).resolve().parents[2])
         paths = [package_root, os.environ.get("PYTHONPATH", "")]
         spark_conf.setIfMissing("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in paths if p))
