@@ -147,14 +147,38 @@ def test_complete_states_and_compressed_inputs(spark_context, tmp_path):
 
 @pytest.mark.slow
 def test_spark_tokenizer_mode_dlm_equals_one_machine(spark_context, corpus_dir, tmp_path):
-    """Token ids from the same tokenizer.json, encoded on the executors; .dlm output."""
+    """Token ids from the same tokenizer.json, encoded on the executors; .arpa equal at 17 digits,
+    and the .dlm scores every corpus token as the one-machine .dlm does (float32 storage)."""
+    import numpy as np
+
+    from draftlattice.ngram import NgramLM
+    from draftlattice.tokenizer import load_tokenizer
+
     spark = _import_spark()
     options = {"order": 3, "tokenizer": TOKENIZER, "min_counts": [1, 1, 2], "prune_to": 6000}
-    reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.dlm")
-    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.dlm", spark=spark_context)
+    reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
+    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17,
+                          spark=spark_context)
     _assert_same_result(ours, reference)
     assert ours.tokenizer_sha256 is not None
-    assert (tmp_path / "spark.dlm").read_bytes() == (tmp_path / "one.dlm").read_bytes()
+    _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
+
+    build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.dlm")
+    spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.dlm", spark=spark_context)
+    one, sparked = NgramLM(tmp_path / "one.dlm"), NgramLM(tmp_path / "spark.dlm")
+    assert sparked.counts == one.counts
+    assert dict(sparked.metadata) == dict(one.metadata)
+    tokenizer = load_tokenizer(TOKENIZER)
+    checked = 0
+    for path in _files(corpus_dir):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            ids = tokenizer.encode(line.strip(), add_special_tokens=False).ids
+            if ids:
+                want = one.token_scores(ids, bos=True, eos=True)
+                got = sparked.token_scores(ids, bos=True, eos=True)
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+                checked += len(ids)
+    assert checked > 1000
 
 
 @pytest.mark.slow

@@ -64,7 +64,9 @@ def build_lm(
       corpus_paths: text files, directories (their files in name order) or glob patterns, at
         paths every executor can read. Read in the order given, as the one-machine build.
       order, out_path, tokenizer, min_counts, prune_to, prune_threshold, overwrite,
-        arpa_digits: as in :func:`draftlattice.lmbuild.build_lm`.
+        arpa_digits: as in :func:`draftlattice.lmbuild.build_lm`. A ``.dlm`` is compiled from a
+        17-digit ARPA whatever ``arpa_digits`` says: its values are the estimate's doubles
+        rounded once to float32.
       spark: a running SparkSession or SparkContext to use (left running); None starts one.
       master: Spark master URL for a new context (``local[*]``, ``spark://host:7077``,
         ``yarn``, ``k8s://...``); ignored when ``spark`` is given.
@@ -157,7 +159,10 @@ class _Job:
         metadata = [] if tok_sha is None else [(TOKENIZER_SHA256_KEY, tok_sha)]
         with tqdm(total=sum(counts), desc="writing ARPA", unit=" n-grams", disable=not sys.stderr.isatty(),
                   leave=False) as bar:
-            tmp = arpa.write_arpa_atomically(out, rows, counts, vocab.spellings, digits, metadata, bar.update)
+            # A .dlm is compiled from a full-precision (17-digit) ARPA: each value is the double
+            # the estimate computed, rounded once, to the binary's float32.
+            arpa_digits = 17 if out.suffix.lower() == ".dlm" else digits
+            tmp = arpa.write_arpa_atomically(out, rows, counts, vocab.spellings, arpa_digits, metadata, bar.update)
         try:
             if out.suffix.lower() == ".dlm":
                 lmbuild._arpa_to_binary(tmp, out)
