@@ -57,7 +57,8 @@ start = time.perf_counter()
 if engine == "spark":
     from draftlattice.spark import build_lm
     options.update(master="local[2]", partitions=8,
-                   spark_conf={"spark.driver.memory": "2g", "spark.ui.enabled": "false"})
+                   spark_conf={"spark.driver.memory": "2g", "spark.ui.enabled": "false",
+                               "spark.python.worker.faulthandler.enabled": "true"})
 else:
     from draftlattice.lmbuild import build_lm
 result = build_lm(corpus, out_path=out, overwrite=True, **options)
