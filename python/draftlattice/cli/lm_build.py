@@ -53,6 +53,19 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
     )
     parser.add_argument("-o", "--output", required=True, help="output file (.arpa or .dlm)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    spark = parser.add_argument_group("Spark engine (docs/SCALE.md; needs draftlattice[spark] and Java)")
+    spark.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: the one-machine C++ trainer (default); spark: the same model as Spark jobs, "
+        "CORPUS may then also name directories and globs",
+    )
+    spark.add_argument("--master", help="Spark master URL (default local[*]), e.g. spark://host:7077, yarn")
+    spark.add_argument("--partitions", type=int, help="shuffle partitions of the n-gram tables")
+    spark.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
     parser.set_defaults(func=run_build)
     return parser
 
@@ -62,11 +75,29 @@ def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
     register_build(lm_subparsers)
 
 
+def _spark_options(args: argparse.Namespace) -> dict:
+    if args.engine != "spark":
+        if args.master or args.partitions or args.spark_conf:
+            raise ValueError("--master, --partitions and --spark-conf need --engine spark")
+        return {}
+    conf = dict(item.split("=", 1) for item in args.spark_conf if "=" in item)
+    if len(conf) != len(args.spark_conf):
+        raise ValueError(f"--spark-conf takes KEY=VALUE, got {args.spark_conf}")
+    return {"master": args.master, "partitions": args.partitions, "spark_conf": conf}
+
+
 def run_build(args: argparse.Namespace) -> int:
-    from ..ngram.build import build_lm
     from ._output import check_output
 
     check_output(args.output, force=args.force, inputs=[*args.corpus, args.tokenizer])
+    spark_options = _spark_options(args)
+    if args.engine == "spark":
+        try:
+            from ..spark import build_lm
+        except ImportError as error:
+            raise ValueError(f"--engine spark needs pyspark: pip install 'draftlattice[spark]' ({error})") from None
+    else:
+        from ..ngram.build import build_lm
 
     result = build_lm(
         args.corpus,
@@ -77,6 +108,7 @@ def run_build(args: argparse.Namespace) -> int:
         prune_to=args.prune_to,
         prune_threshold=args.prune_threshold,
         overwrite=args.force,
+        **spark_options,
     )
     counts = " / ".join(f"{c:,}" for c in result.counts)
     seconds = sum(result.seconds.values())
