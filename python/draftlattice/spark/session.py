@@ -22,7 +22,7 @@ from .corpus import ERROR_TAG
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["java_version", "spark_context", "translate_executor_errors"]
+__all__ = ["java_version", "local_worker_settings", "spark_context", "translate_executor_errors"]
 
 
 def java_version() -> str | None:
@@ -40,6 +40,20 @@ def java_version() -> str | None:
         return None
     lines = (done.stderr or done.stdout).strip().splitlines()
     return lines[0] if done.returncode == 0 and lines else None
+
+
+def local_worker_settings() -> dict[str, str]:
+    """Settings that make local-mode Python workers import this very draftlattice.
+
+    Local workers run the driver's Python with the package directory that holds the imported
+    draftlattice (site-packages, or a built source checkout) first on their path; on a cluster,
+    ``spark.pyspark.python`` and the executors' environment name theirs instead."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    paths = [package_root, os.environ.get("PYTHONPATH", "")]
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in paths if p),
+    }
 
 
 def _import_pyspark():
@@ -79,12 +93,8 @@ def spark_context(
     spark_conf = pyspark.SparkConf().setAll(list(settings.items()))
     spark_conf.setMaster(master or spark_conf.get("spark.master", "local[*]"))
     if spark_conf.get("spark.master", "").startswith("local"):
-        # Local workers run the driver's Python and import draftlattice from where the driver
-        # does (a source checkout too). On a cluster, spark.pyspark.python names the executors'.
-        spark_conf.setIfMissing("spark.pyspark.python", sys.executable)
-        package_root = str(Path(__file__).resolve().parents[2])
-        paths = [package_root, os.environ.get("PYTHONPATH", "")]
-        spark_conf.setIfMissing("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in paths if p))
+        for key, value in local_worker_settings().items():
+            spark_conf.setIfMissing(key, value)
     context = pyspark.SparkContext(conf=spark_conf)
     try:
         yield context
