@@ -45,6 +45,9 @@ class SplitMix64 {
   uint64_t state_;
 };
 
+// Most q values (n * h * k doubles, 1 GiB) one SampleDrafts call may return.
+inline constexpr int64_t kMaxSampleValues = int64_t{1} << 27;
+
 template <typename Lm>
 DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
                           size_t context_size, const RescoreOptions& options, int64_t n,
@@ -52,6 +55,11 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
   options.Validate();
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
   const int h = lattice.h, k = lattice.k;
+  // q holds n * h * k doubles: bound it before the composed lattice or any output is allocated.
+  if (n > kMaxSampleValues / (static_cast<int64_t>(h) * k))
+    throw InvalidArgument(Message("n=", n, " samples of h=", h, " heads with k=", k,
+                                  " candidates exceed the limit of ", kMaxSampleValues,
+                                  " q values per call; sample in smaller batches"));
   ComposedLattice<Lm> graph(lattice, lm, context, context_size, options.bos);
   std::vector<int32_t> all_ranks(k);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;

@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <vector>
+
 #include "batch.h"
 #include "bindings/convert.h"
 
@@ -21,9 +23,10 @@ Lattice FromLogits(const py::object& logits_obj, const py::object& k,
   const auto h = logits.shape(0), vocab = logits.shape(1);
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
-  const float* data = logits.data();
+  // A private copy: with the GIL released another thread may write to the caller's array.
+  const std::vector<float> values(logits.data(), logits.data() + logits.size());
   py::gil_scoped_release release;
-  return Lattice::FromLogits(data, static_cast<int>(h), static_cast<int>(vocab), top, t);
+  return Lattice::FromLogits(values.data(), static_cast<int>(h), static_cast<int>(vocab), top, t);
 }
 
 std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::object& k,
@@ -34,7 +37,9 @@ std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::obj
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
   const int threads = ThreadsArg(num_threads);
-  const float* data = logits.data();
+  // A private copy: with the GIL released another thread may write to the caller's array.
+  const std::vector<float> values(logits.data(), logits.data() + logits.size());
+  const float* data = values.data();
   std::vector<Lattice> out(batch);
   py::gil_scoped_release release;
   ParallelFor(batch, threads, [&](int64_t b) {

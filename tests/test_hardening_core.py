@@ -1,0 +1,118 @@
+"""Issue 15 (core side): the bindings copy what they read without the GIL, request sizes are
+bounded before allocation, and a mapped .dlm follows the documented install-by-rename policy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from arpa_writer import random_arpa
+
+import draftlattice as dl
+
+
+@pytest.fixture(scope="module")
+def lm_and_words(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hc") / "model.arpa"
+    words = random_arpa(path, 3, 3, consistent=False, with_unk=True)
+    return dl.NgramLM(path, oov_logprob=-6.0), words
+
+
+def test_from_logits_does_not_read_the_callers_array_after_conversion():
+    # A writer thread scribbles NaN/garbage into the array while from_logits runs without the GIL.
+    # With the private copy every result equals the result for the original values.
+    rng = np.random.default_rng(0)
+    original = rng.standard_normal((4, 20000)).astype(np.float32)
+    expected = dl.Lattice.from_logits(original, k=8)
+    logits = original.copy()
+    stop = threading.Event()
+
+    def scribble():
+        while not stop.is_set():
+            logits[:] = np.nan
+            logits[:] = original
+
+    writer = threading.Thread(target=scribble)
+    writer.start()
+    try:
+        for _ in range(50):
+            try:
+                dl.Lattice.from_logits(logits, k=8)
+            except ValueError:
+                pass  # a NaN seen by the (GIL-held) copy is a clean error
+    finally:
+        stop.set()
+        writer.join()
+    again = dl.Lattice.from_logits(original, k=8)
+    assert np.array_equal(again.tokens, expected.tokens)
+
+
+def test_rescore_p_is_bounded_with_value_error(lm_and_words):
+    lm, _ = lm_and_words
+    lattice = dl.Lattice.from_logits(np.zeros((2, 5), np.float32), k=3)
+    for p in (10**9, 2**63 - 1, 2**63, 10**30):
+        with pytest.raises(ValueError, match="p"):
+            dl.rescore(lattice, lm, p=p)
+    with pytest.raises(ValueError, match="p"):
+        dl.rescore_batch([lattice], lm, p=10**9)
+
+
+def test_sample_n_is_bounded_before_allocation(lm_and_words):
+    lm, _ = lm_and_words
+    lattice = dl.Lattice.from_logits(np.zeros((2, 5), np.float32), k=3)
+    for n in (2**31, 2**62, 2**63, 10**30):
+        with pytest.raises(ValueError, match="n"):
+            dl.sample_drafts(lattice, lm, n=n)
+    assert dl.sample_drafts(lattice, lm, n=3).tokens.shape == (3, 2)
+
+
+def test_empty_vocabulary_axis_is_a_value_error():
+    with pytest.raises(ValueError):
+        dl.Lattice.from_logits(np.zeros((2, 0), np.float32), k=1)
+    with pytest.raises(ValueError):
+        dl.Lattice.batch_from_logits(np.zeros((3, 2, 0), np.float32), k=1)
+    with pytest.raises(ValueError):
+        dl.Lattice.batch_from_logits(np.zeros((0, 2, 5), np.float32), k=1)
+
+
+_POLICY_CHILD = textwrap.dedent("""
+    import os, sys, numpy as np, draftlattice as dl
+    path, replacement, mode = sys.argv[1:4]
+    lm = dl.NgramLM(path)
+    before = lm.token_scores([1, 2, 1], [], False, False)
+    if mode == "rename":
+        os.replace(replacement, path)  # the documented way to install a new LM
+    else:
+        with open(path, "r+b") as f:  # in place: forbidden by the policy
+            f.truncate(0)
+    after = lm.token_scores([1, 2, 1], [], False, False)
+    print("same" if np.array_equal(before, after) else "changed")
+""")
+
+
+@pytest.mark.parametrize("mode", ["rename", "truncate"])
+def test_mapped_lm_install_by_rename_policy(tmp_path, mode):
+    arpa = tmp_path / "a.arpa"
+    random_arpa(arpa, 3, 3, consistent=False, with_unk=True)
+    dl.NgramLM(arpa).save(tmp_path / "a.dlm")
+    other = tmp_path / "b.arpa"
+    random_arpa(other, 3, 7, consistent=False, with_unk=True)
+    dl.NgramLM(other).save(tmp_path / "b.dlm")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run([sys.executable, "-c", _POLICY_CHILD, str(tmp_path / "a.dlm"),
+                             str(tmp_path / "b.dlm"), mode], capture_output=True, text=True, env=env,
+                            timeout=120)
+    if mode == "rename":
+        # A loaded LM keeps the file it mapped: replacing by rename never changes its scores.
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "same"
+    else:
+        # Documented: truncating a mapped .dlm in place ends the process that mapped it (SIGBUS);
+        # only that process, never the one that wrote the file.
+        assert result.returncode == -signal.SIGBUS, (result.returncode, result.stdout, result.stderr)
