@@ -116,3 +116,50 @@ def test_mapped_lm_install_by_rename_policy(tmp_path, mode):
         # Documented: truncating a mapped .dlm in place ends the process that mapped it (SIGBUS);
         # only that process, never the one that wrote the file.
         assert result.returncode == -signal.SIGBUS, (result.returncode, result.stdout, result.stderr)
+
+
+def _arpa(path, body: str):
+    path.write_text(body)
+    return path
+
+
+def test_arpa_header_counts_are_bounded_by_the_file(tmp_path):
+    # 99999999999 claimed 1-grams in a few bytes: a FormatError before anything is reserved.
+    path = _arpa(tmp_path / "huge.arpa", "\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n\n\\end\\\n")
+    with pytest.raises(dl.FormatError, match="claims 99999999999 1-grams"):
+        dl.NgramLM(path)
+    path = _arpa(tmp_path / "huge2.arpa",
+                 "\\data\\\nngram 1=2\nngram 2=100000\n\n\\1-grams:\n-1 a\n-1 b\n\n\\2-grams:\n-1 a b\n\n\\end\\\n")
+    with pytest.raises(dl.FormatError, match="2-grams"):
+        dl.NgramLM(path)
+
+
+def test_arpa_positive_probability_and_infinite_backoff_are_errors(tmp_path):
+    body = ("\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n{p} <s> {b}\n-1 </s>\n-1 a\n\n"
+            "\\2-grams:\n-1 <s> a\n\n\\end\\\n")
+    with pytest.raises(dl.FormatError, match="positive"):
+        dl.NgramLM(_arpa(tmp_path / "pos.arpa", body.format(p="0.5", b="-0.1")))
+    with pytest.raises(dl.FormatError, match="not finite"):
+        dl.NgramLM(_arpa(tmp_path / "inf.arpa", body.format(p="-99", b="inf")))
+    # -inf is an impossible n-gram, not an error.
+    lm = dl.NgramLM(_arpa(tmp_path / "ok.arpa", body.format(p="-inf", b="-0.1")))
+    assert lm.order == 2
+
+
+def test_numeric_word_does_not_size_the_token_table(tmp_path):
+    for word in ("500000000", "2147483647"):
+        path = _arpa(tmp_path / f"{word}.arpa",
+                     f"\\data\\\nngram 1=4\n\n\\1-grams:\n-1 <s>\n-1 </s>\n-1 <unk>\n-1 {word}\n\n\\end\\\n")
+        with pytest.raises(ValueError, match="explicit vocab"):
+            dl.NgramLM(path)
+        dl.NgramLM(path, vocab=["x", word])  # an explicit vocab maps the word without a table
+
+
+def test_lm_compile_never_writes_over_its_input(tmp_path):
+    from draftlattice.cli.main import main
+
+    arpa = tmp_path / "x.arpa"
+    random_arpa(arpa, 2, 1, with_unk=True)
+    before = arpa.read_bytes()
+    assert main(["lm", "compile", str(arpa), "-o", str(arpa), "--force"]) != 0
+    assert arpa.read_bytes() == before

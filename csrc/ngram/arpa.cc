@@ -43,6 +43,8 @@ class LineReader {
   }
   size_t line_no() const { return line_no_; }
   const std::string& name() const { return name_; }
+  // Bytes of text not yet read.
+  size_t remaining() const { return pos_ >= text_.size() ? 0 : text_.size() - pos_; }
 
  private:
   std::string_view text_;
@@ -144,6 +146,24 @@ class ArpaReader {
     }
     if (counts_.empty()) reader_.Fail("\\data\\ section lists no 'ngram N=COUNT' lines");
     if (counts_[0] == 0) reader_.Fail("the model has no 1-grams");
+    CheckCountsFit();
+  }
+
+  // The builder reserves by the header's counts, so a few bytes claiming 10^11 n-grams must fail
+  // here: an n-gram line takes at least 2n + 2 bytes ("p w1 .. wn\n" with one-byte fields).
+  void CheckCountsFit() const {
+    const uint64_t available = reader_.remaining();
+    uint64_t needed = 0;
+    for (size_t i = 0; i < counts_.size(); ++i) {
+      const uint64_t line_bytes = 2 * (i + 1) + 2;
+      if (counts_[i] > available / line_bytes)
+        reader_.Fail("the header claims ", counts_[i], " ", i + 1, "-grams but only ", available,
+                     " bytes follow (at least ", line_bytes, " per ", i + 1, "-gram line)");
+      needed += counts_[i] * line_bytes;
+      if (needed > available)
+        reader_.Fail("the header's n-gram counts need at least ", needed, " bytes but only ",
+                     available, " follow");
+    }
   }
 
   // The \n-grams: section: header line, entries, blank line (or end of file).
@@ -173,7 +193,11 @@ class ArpaReader {
                      "), found ", found > static_cast<size_t>(n + 2) ? "more" : std::to_string(found));
       }
       const float prob = ParseLog10(fields[0], reader_, "probability");
+      // -inf (an impossible n-gram) is allowed; a positive log10 probability is not a probability.
+      if (prob > 0)
+        reader_.Fail("log10 probability '", fields[0], "' is positive (probabilities are <= 1)");
       const float backoff = has_backoff ? ParseLog10(fields[n + 1], reader_, "backoff") : 0.0f;
+      if (!std::isfinite(backoff)) reader_.Fail("backoff '", fields[n + 1], "' is not finite");
       if (++seen > expected)
         reader_.Fail("section \\", n, "-grams: has more entries than the header's ", expected);
       if (n == 1) {

@@ -61,8 +61,15 @@ TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
       int32_t id;
       if (ParseTokenId(model_->Word(w), &id)) ids.emplace_back(id, w);
     }
-    int32_t max_id = -1;
-    for (const auto& p : ids) max_id = std::max(max_id, p.first);
+    int64_t max_id = -1;
+    for (const auto& p : ids) max_id = std::max<int64_t>(max_id, p.first);
+    // The table is indexed by id, so one word "500000000" would take 2 GB: bound it by the number
+    // of id words (real vocabularies are dense; a sparse one should pass vocab=).
+    const int64_t limit = std::max<int64_t>(64 * static_cast<int64_t>(ids.size()), int64_t{1} << 22);
+    if (max_id >= limit)
+      throw InvalidArgument(Message("the LM's words include token id ", max_id, " but only ",
+                                    ids.size(), " words are token ids; ids above ", limit - 1,
+                                    " need an explicit vocab (vocab=[...] / --vocab)"));
     token_to_word_.assign(static_cast<size_t>(max_id + 1), fallback_);
     for (const auto& p : ids) {
       token_to_word_[p.first] = p.second;

@@ -102,6 +102,8 @@ def _compile(args: argparse.Namespace) -> int:
 
     if os.path.exists(args.output) and not args.force:
         raise FileExistsError(f"{args.output}: file exists (use --force to replace it)")
+    if os.path.exists(args.output) and os.path.samefile(args.output, args.arpa):
+        raise ValueError(f"{args.output}: is the input ARPA file; --force never writes over an input")
     start = time.perf_counter()
     lm = NgramLM(args.arpa)
     loaded = time.perf_counter()
