@@ -165,3 +165,36 @@ def test_lm_compile_never_writes_over_its_input(tmp_path):
     before = arpa.read_bytes()
     assert main(["lm", "compile", str(arpa), "-o", str(arpa), "--force"]) != 0
     assert arpa.read_bytes() == before
+
+
+def test_lm_score_tokenizes_through_the_recorded_tokenizer(tmp_path, capsys):
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from draftlattice.cli.main import main
+    from draftlattice.ngram.build import build_lm
+
+    root = Path(__file__).resolve().parents[1]
+    tokenizer = root / "lm_models" / "tokenizer.json"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog sat on the log\n")
+    out = tmp_path / "tok.arpa"
+    build_lm(corpus, 2, out_path=out, tokenizer=tokenizer)
+    text = "the cat sat on the log"
+    assert main(["lm", "score", str(out), text, "--tokenizer", str(tokenizer)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split("\t")
+    ids = Tokenizer.from_file(str(tokenizer)).encode(text).ids
+    expected = float(dl.NgramLM(out).token_scores(ids).sum())
+    assert float(row[0]) == pytest.approx(expected, abs=1e-5) and int(row[2]) == len(ids)
+    # Without --tokenizer (or --ids) the words would all be unknown: a one-line error instead.
+    assert main(["lm", "score", str(out), text]) != 0
+    assert "--tokenizer" in capsys.readouterr().err
+
+
+def test_lm_score_perplexity_overflow_is_inf_not_a_traceback(tmp_path, capsys):
+    from draftlattice.cli.main import main
+
+    path = _arpa(tmp_path / "nounk.arpa", "\\data\\\nngram 1=3\n\n\\1-grams:\n-1 <s>\n-1 </s>\n-1 a\n\n\\end\\\n")
+    assert main(["lm", "score", str(path), "zzz"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split("\t")[1] == "inf"
