@@ -12,9 +12,9 @@ import threading
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
 
 import draftlattice as dl
+from arpa_writer import random_arpa
 
 
 @pytest.fixture(scope="module")
