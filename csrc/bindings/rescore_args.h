@@ -13,10 +13,16 @@
 
 namespace dl::bindings {
 
-// The core validates p and alpha (RescoreOptions::Validate).
+// Most drafts one call may ask for: the n-best search reserves per requested draft, and p near
+// 2^63 would overflow its counters. Larger requests are a ValueError before anything is allocated.
+inline constexpr int64_t kMaxDrafts = int64_t{1} << 24;
+
+// The core validates p >= 1 and alpha (RescoreOptions::Validate); p's upper bound is checked here.
 inline RescoreOptions Options(const pybind11::handle& p, const pybind11::handle& alpha, bool bos) {
   RescoreOptions options;
   options.p = IntArg(p, "p");
+  if (options.p > kMaxDrafts)
+    throw InvalidArgument(Message("p must be <= ", kMaxDrafts, ", got p=", options.p));
   options.alpha = RealArg(alpha, "alpha");
   options.bos = bos;
   return options;
@@ -67,11 +73,21 @@ inline std::vector<Start> StartsArg(const pybind11::object& contexts, size_t bat
   return out;
 }
 
-// The lattices of a batch (draftlattice._core.Lattice objects).
-inline std::vector<const Lattice*> LatticesArg(const pybind11::object& lattices) {
-  std::vector<const Lattice*> out;
-  for (const auto& item : lattices.cast<pybind11::sequence>())
-    out.push_back(&Bound<Lattice>(item, "lattices[i]", "draftlattice.Lattice"));
+// The lattices of a batch (draftlattice._core.Lattice objects). `held` keeps a reference to
+// each: with the GIL released another thread may empty the caller's list.
+struct Lattices {
+  pybind11::list held;
+  std::vector<const Lattice*> pointers;
+  size_t size() const { return pointers.size(); }
+  const Lattice* operator[](size_t i) const { return pointers[i]; }
+};
+
+inline Lattices LatticesArg(const pybind11::object& lattices) {
+  Lattices out;
+  for (const auto& item : lattices.cast<pybind11::sequence>()) {
+    out.pointers.push_back(&Bound<Lattice>(item, "lattices[i]", "draftlattice.Lattice"));
+    out.held.append(item);
+  }
   return out;
 }
 

@@ -43,6 +43,8 @@ class LineReader {
   }
   size_t line_no() const { return line_no_; }
   const std::string& name() const { return name_; }
+  // Bytes of text not yet read.
+  size_t remaining() const { return pos_ >= text_.size() ? 0 : text_.size() - pos_; }
 
  private:
   std::string_view text_;
@@ -184,7 +186,11 @@ class ArpaReader {
                      "), found ", found > static_cast<size_t>(n + 2) ? "more" : std::to_string(found));
       }
       const float prob = ParseLog10(fields[0], reader_, "probability");
+      // -inf (an impossible n-gram) is allowed; a positive log10 probability is not a probability.
+      if (prob > 0)
+        reader_.Fail("log10 probability '", fields[0], "' is positive (probabilities are <= 1)");
       const float backoff = has_backoff ? ParseLog10(fields[n + 1], reader_, "backoff") : 0.0f;
+      if (!std::isfinite(backoff)) reader_.Fail("backoff '", fields[n + 1], "' is not finite");
       if (++seen > expected)
         reader_.Fail("section \\", n, "-grams: has more entries than the header's ", expected);
       if (n == 1) {

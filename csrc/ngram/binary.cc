@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -225,6 +226,13 @@ class Image {
   uint64_t size_ = 0;
 };
 
+// An entry's values: log-probabilities <= 0 (-inf allowed: impossible), finite backoffs.
+void CheckValues(const Image& file, const Entry& entry, uint32_t n) {
+  if (!(entry.prob_ln <= 0) || !std::isfinite(entry.backoff_ln))
+    file.Fail("a ", n, "-gram has log-probability ", entry.prob_ln, " and backoff ",
+              entry.backoff_ln, " (log-probabilities must be <= 0, backoffs finite)");
+}
+
 // The header, checked against the file: magic, byte order, version, sizes and checksum.
 BinaryHeader ReadHeader(const Image& file) {
   BinaryHeader h;
@@ -280,6 +288,7 @@ void ReadVocab(const Image& file, const BinaryHeader& h, NgramLM::Views* views) 
       file.Section(h.unigram_offset, h.vocab_size * sizeof(Entry), "unigrams"));
   if (h.counts[0] != h.vocab_size)
     file.Fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size, " words");
+  for (uint64_t i = 0; i < h.vocab_size; ++i) CheckValues(file, views->unigrams[i], 1);
 }
 
 // The hash tables of orders 2..N.
@@ -296,6 +305,18 @@ void ReadTables(const Image& file, const BinaryHeader& h, NgramLM::Views* views)
     uint64_t empty = 0;
     while (empty < buckets && table[empty].key != 0) ++empty;
     if (empty == buckets) file.Fail("the ", n, "-gram table has no empty bucket");
+    // The checksum only detects accidents: a forged file can carry a valid one. A table fuller
+    // than the writer's load factor makes every lookup probe long runs, and a positive or NaN
+    // value is no log-probability, so both are checked here (one pass over the mapped table).
+    uint64_t used = 0;
+    for (uint64_t b = 0; b < buckets; ++b) {
+      if (table[b].key == 0) continue;
+      ++used;
+      CheckValues(file, table[b], n);
+    }
+    if (used > buckets / ngram::kLoadFactor + 1)
+      file.Fail("the ", n, "-gram table is fuller (", used, " of ", buckets,
+                " buckets) than any writer makes it");
     views->tables.emplace_back(table, buckets);
   }
 }

@@ -74,8 +74,9 @@ def draw_seed(generator: Any = None) -> int:
 
 
 def _count(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n (number of samples) must be an integer >= 0, got {n!r}")
+    # >= 2**63 would be a pybind TypeError; the core bounds n * h * k (kMaxSampleValues).
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 0 <= n < 2**63:
+        raise ValueError(f"n (number of samples) must be an integer in [0, 2**63), got {n!r}")
     return int(n)
 
 

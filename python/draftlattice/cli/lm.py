@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 from . import lm_build
 
@@ -66,7 +67,10 @@ def _score(args: argparse.Namespace) -> int:
         lines = list(args.text)
     vocab = _read_vocab(args.vocab) if args.vocab else None
     lm = NgramLM(args.path, vocab=vocab)
-    if not args.ids:
+    tokenizer = _score_tokenizer(args, lm)
+    if tokenizer is not None:
+        vocab = None
+    elif not args.ids:
         # Text words map through the vocabulary (default: the LM's own words), plus one extra
         # token id that no LM word has: words outside the vocabulary score as <unk> (or
         # oov_logprob when the LM has none).
@@ -76,7 +80,9 @@ def _score(args: argparse.Namespace) -> int:
     total, count = 0.0, 0
     print("logprob_ln\tperplexity\ttokens\tunknown\ttext")
     for line in lines:
-        if args.ids:
+        if tokenizer is not None:
+            ids, unknown = tokenizer.encode(line).ids, 0
+        elif args.ids:
             try:
                 ids = [int(field) for field in line.split()]
             except ValueError as error:
@@ -88,13 +94,46 @@ def _score(args: argparse.Namespace) -> int:
         scores = lm.token_scores(ids, bos=args.bos, eos=args.eos)
         n = len(scores)
         logprob = float(scores.sum())
-        perplexity = math.exp(-logprob / n) if n else float("nan")
+        perplexity = _perplexity(logprob, n)
         print(f"{logprob:.6f}\t{perplexity:.6g}\t{n}\t{unknown}\t{line}")
         total += logprob
         count += n
     if len(lines) > 1 and count:
-        print(f"{total:.6f}\t{math.exp(-total / count):.6g}\t{count}\t-\t(all {len(lines)} lines)")
+        print(f"{total:.6f}\t{_perplexity(total, count):.6g}\t{count}\t-\t(all {len(lines)} lines)")
     return 0
+
+
+def _perplexity(logprob: float, n: int) -> float:
+    """exp(-logprob / n); inf when that overflows (oov_logprob=-1000 words), nan for no tokens."""
+    if not n:
+        return float("nan")
+    try:
+        return math.exp(-logprob / n)
+    except OverflowError:
+        return float("inf")
+
+
+def _score_tokenizer(args: argparse.Namespace, lm: Any) -> Any:
+    """The tokenizer that turns text into the LM's token ids, or None when words are scored as
+    words (or --ids). An LM built over a tokenizer needs it (--tokenizer) or --ids: its words
+    are token ids, and scoring raw words against them would count every word as unknown."""
+    from draftlattice.ngram.build import TOKENIZER_SHA256_KEY, check_lm_tokenizer
+
+    recorded = lm.metadata.get(TOKENIZER_SHA256_KEY)
+    if args.tokenizer is None:
+        if recorded and not args.ids:
+            raise ValueError(f"{args.path}: built over a tokenizer (sha256 {recorded}); pass "
+                             "--tokenizer PATH to score text, or --ids for token ids")
+        return None
+    if args.ids or args.vocab:
+        raise ValueError("--tokenizer cannot be combined with --ids or --vocab")
+    if not recorded:
+        raise ValueError(f"{args.path}: records no tokenizer, so --tokenizer cannot apply "
+                         "(its words are scored as whitespace words)")
+    check_lm_tokenizer(args.path, args.tokenizer)
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(args.tokenizer))
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -130,6 +169,8 @@ def register_lm(lm_subparsers) -> None:
     score.add_argument("--file", help="read lines from this file instead")
     score.add_argument("--vocab", help="vocabulary file: line i is the LM word of token id i")
     score.add_argument("--ids", action="store_true", help="text holds decimal token ids")
+    score.add_argument("--tokenizer", help="tokenizer.json the LM was built over: score text "
+                       "through it (checked against the LM's recorded sha256)")
     score.add_argument("--bos", action="store_true", help="put <s> before each line")
     score.add_argument("--eos", action="store_true", help="score </s> after each line")
     score.set_defaults(func=_score)

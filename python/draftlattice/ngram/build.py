@@ -224,6 +224,9 @@ def build_lm(
         raise ValueError(f"output must end in .arpa or .dlm, got {out}")
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass overwrite=True / --force to replace it)")
+    for path in paths:  # --force replaces an old output, never an input
+        if out.exists() and os.path.samefile(out, path):
+            raise ValueError(f"output {out} is the corpus file {path}: refusing to write over an input")
     if not out.parent.exists():
         raise FileNotFoundError(f"output directory does not exist: {out.parent}")
 

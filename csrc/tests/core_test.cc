@@ -1,0 +1,173 @@
+// C++ unit tests of the core without Python (GoogleTest, run by ctest: `make ctest`).
+// Each test compares against an independent computation written out here, never against
+// another path of the same code.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "lattice.h"
+#include "nbest.h"
+#include "ngram/binary.h"
+#include "ngram/load.h"
+#include "ngram/token_lm.h"
+#include "sample.h"
+
+namespace dl {
+namespace {
+
+constexpr double kLn10 = 2.302585092994046;
+
+// A bigram model over token ids "0".."2" written out by hand.
+const char* kBigram =
+    "\\data\\\nngram 1=6\nngram 2=3\n\n"
+    "\\1-grams:\n"
+    "-1.0 <s> -0.3\n-0.8 </s>\n-2.0 <unk>\n-0.5 0 -0.2\n-0.7 1 -0.1\n-0.9 2 -0.4\n\n"
+    "\\2-grams:\n-0.2 <s> 0\n-0.1 0 1\n-0.3 1 2\n\n\\end\\\n";
+
+TokenLm BigramLm() { return TokenLm(LoadNgramText(kBigram, "bigram"), std::nullopt, -20.0f); }
+
+// ln p(w | prev) by the backoff rule, straight from the table above.
+double Reference(int prev, int w) {
+  const std::map<std::pair<int, int>, double> bigrams = {{{-1, 0}, -0.2}, {{0, 1}, -0.1}, {{1, 2}, -0.3}};
+  const double unigram[] = {-0.5, -0.7, -0.9};
+  const double backoff[] = {-0.2, -0.1, -0.4};
+  const double bos_backoff = -0.3;
+  const auto it = bigrams.find({prev, w});
+  if (it != bigrams.end()) return it->second * kLn10;
+  return (unigram[w] + (prev < 0 ? bos_backoff : backoff[prev])) * kLn10;
+}
+
+double DraftLm(const std::vector<int32_t>& draft) {
+  double total = 0;
+  int prev = -1;  // <s>
+  for (int32_t w : draft) total += Reference(prev, w), prev = w;
+  return total;
+}
+
+TEST(Lattice, FromLogitsKeepsTheTopKLogSoftmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f, -3.0f, 5.0f};
+  const Lattice lattice = Lattice::FromLogits(logits.data(), 2, 3, 2, 1.0f);
+  ASSERT_EQ(lattice.h, 2);
+  ASSERT_EQ(lattice.k, 2);
+  EXPECT_EQ(lattice.token(0, 0), 1);
+  EXPECT_EQ(lattice.token(0, 1), 2);
+  const double z0 = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0));
+  EXPECT_NEAR(lattice.logprob(0, 0), 3.0 - z0, 1e-5);
+  EXPECT_EQ(lattice.token(1, 0), 2);
+  EXPECT_NEAR(lattice.logprob(1, 0), 5.0 - std::log(std::exp(0.0) + std::exp(-3.0) + std::exp(5.0)), 1e-5);
+  EXPECT_EQ(lattice.token(1, 1), 0);
+}
+
+TEST(Lattice, RejectsNanAndEmptyVocab) {
+  const std::vector<float> nan = {NAN, 0.0f};
+  EXPECT_THROW(Lattice::FromLogits(nan.data(), 1, 2, 1, 1.0f), InvalidArgument);
+  EXPECT_THROW(Lattice::FromLogits(nan.data(), 1, 0, 1, 1.0f), InvalidArgument);
+}
+
+TEST(Ngram, ArpaScoresFollowTheBackoffRule) {
+  const TokenLm lm = BigramLm();
+  for (int prev = -1; prev < 3; ++prev)
+    for (int w = 0; w < 3; ++w) {
+      LmState state = prev < 0 ? lm.Start(nullptr, 0, true) : lm.Start(&prev, 1, false);
+      LmState next;
+      EXPECT_NEAR(lm.ScoreToken(state, w, &next), Reference(prev, w), 1e-5) << prev << " " << w;
+    }
+}
+
+TEST(Ngram, BinaryRoundTripScoresIdentically) {
+  const auto model = LoadNgramText(kBigram, "bigram");
+  const std::string path = ::testing::TempDir() + "core_test.dlm";
+  SaveBinary(*model, path, true);
+  const TokenLm a(model, std::nullopt, -20.0f);
+  const TokenLm b(LoadNgramFile(path), std::nullopt, -20.0f);
+  const std::vector<int32_t> tokens = {0, 1, 2, 2, 0, 7};
+  std::vector<double> sa, sb;
+  TokenScores(a, tokens.data(), tokens.size(), nullptr, 0, true, true, &sa);
+  TokenScores(b, tokens.data(), tokens.size(), nullptr, 0, true, true, &sb);
+  EXPECT_EQ(sa, sb);
+  std::remove(path.c_str());
+}
+
+TEST(Ngram, MalformedArpaIsAFormatError) {
+  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n", "x"), FormatError);
+  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=1\n\n\\1-grams:\n0.5 a\n\n\\end\\\n", "x"), FormatError);
+  EXPECT_THROW(LoadNgramText("", "x"), FormatError);
+}
+
+Lattice SmallLattice() {
+  const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.1f, 0.5f, 2.0f, -1.0f, 0.7f};
+  return Lattice::FromLogits(logits.data(), 3, 3, 3, 1.0f);
+}
+
+// All k^h drafts with their totals, best first (the brute-force reference).
+std::vector<std::pair<double, std::vector<int32_t>>> AllDrafts(const Lattice& lattice, double alpha) {
+  std::vector<std::pair<double, std::vector<int32_t>>> out;
+  std::vector<int> ranks(lattice.h, 0);
+  while (true) {
+    std::vector<int32_t> draft;
+    double head = 0;
+    for (int t = 0; t < lattice.h; ++t)
+      draft.push_back(lattice.token(t, ranks[t])), head += lattice.logprob(t, ranks[t]);
+    out.emplace_back(head + alpha * DraftLm(draft), draft);
+    int t = lattice.h - 1;
+    while (t >= 0 && ++ranks[t] == lattice.k) ranks[t--] = 0;
+    if (t < 0) break;
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+TEST(Rescore, BestDraftsMatchBruteForce) {
+  const TokenLm lm = BigramLm();
+  const Lattice lattice = SmallLattice();
+  RescoreOptions options;
+  options.p = 5;
+  options.alpha = 0.7;
+  options.bos = true;
+  const Drafts drafts = BestDrafts(lattice, lm, nullptr, 0, options);
+  const auto reference = AllDrafts(lattice, options.alpha);
+  ASSERT_EQ(drafts.n, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(drafts.scores[i], reference[i].first, 1e-4) << i;
+}
+
+TEST(Rescore, AskingForMoreThanKToTheHGivesAll) {
+  const TokenLm lm = BigramLm();
+  RescoreOptions options;
+  options.p = 1000;  // only 27 drafts exist
+  options.bos = true;
+  EXPECT_EQ(BestDrafts(SmallLattice(), lm, nullptr, 0, options).n, 27);
+}
+
+TEST(Sample, ConditionalsSumToOneAndLogZMatchesBruteForce) {
+  const TokenLm lm = BigramLm();
+  const Lattice lattice = SmallLattice();
+  RescoreOptions options;
+  options.alpha = 0.7;
+  options.bos = true;
+  const DraftSamples s = SampleDrafts(lattice, lm, nullptr, 0, options, 20, 7);
+  double log_z = -INFINITY;
+  for (const auto& [total, draft] : AllDrafts(lattice, options.alpha))
+    log_z = std::max(log_z, total) + std::log1p(std::exp(-std::fabs(log_z - total)));
+  EXPECT_NEAR(s.log_z, log_z, 1e-4);
+  for (int64_t i = 0; i < s.n * s.h; ++i) {
+    const double sum = std::accumulate(s.q.begin() + i * s.k, s.q.begin() + (i + 1) * s.k, 0.0);
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+  }
+}
+
+TEST(Sample, HugeRequestsFailBeforeAllocating) {
+  const TokenLm lm = BigramLm();
+  RescoreOptions options;
+  EXPECT_THROW(SampleDrafts(SmallLattice(), lm, nullptr, 0, options, int64_t{1} << 40, 1),
+               InvalidArgument);
+}
+
+}  // namespace
+}  // namespace dl
