@@ -14,11 +14,18 @@ recorded. Builds: the one-machine trainer for every model; the Spark engine (loc
 models named in --spark (its output is compared byte for byte with the one-machine file).
 Then, per model: .dlm load time and resident memory per n-gram (fresh subprocess, median of
 --repeats) beside kenlm.Model on the same ARPA (probing, in-memory: the structure of kenlm's
-probing binary; kenlm's build_binary is not installed here), and rescoring latency at h=8, k=16
-(p=1 and p=16; lattices of unigram-frequency draws, random scores; median over --lattices).
-lmplz is not installed, so it is not compared.
+probing binary), and rescoring latency at h=8, k=16 (p=1 and p=16; lattices of unigram-frequency
+draws, random scores; median over --lattices).
 
-    PYTHONPATH=python python bench/large_lm.py --work /tmp/large_lm [--spark wt2] [--json out.json]
+With --lmplz (KenLM's tools, built by bench/tools/build_kenlm_tools.sh into bench/.cache), for the
+unpruned models: lmplz's build time and peak memory on the same corpus and order (its memory is
+the stated --lmplz-memory, its -S; lmplz estimates interpolated modified Kneser-Ney, not Katz, so
+this compares the cost of building, not the models), and build_binary's probing and trie files
+of our Katz ARPA: build time and bytes per n-gram beside the .dlm, and their resident memory on
+load through the kenlm module (orders <= 6).
+
+    bench/tools/build_kenlm_tools.sh
+    PYTHONPATH=python python bench/large_lm.py --work /tmp/large_lm [--spark wt2] [--lmplz] [--json out.json]
 """
 
 from __future__ import annotations
@@ -56,9 +63,8 @@ engine, corpus, out, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads
 start = time.perf_counter()
 if engine == "spark":
     from draftlattice.spark import build_lm
-    options.update(master="local[2]", partitions=8,
-                   spark_conf={"spark.driver.memory": "2g", "spark.ui.enabled": "false",
-                               "spark.python.worker.faulthandler.enabled": "true"})
+    settings = json.loads(sys.argv[5])
+    options.update(master="local[2]", partitions=settings["partitions"], spark_conf=settings["conf"])
 else:
     from draftlattice.ngram.build import build_lm
 result = build_lm(corpus, out_path=out, overwrite=True, **options)
@@ -77,7 +83,7 @@ if kind == "dlm":
     before = rss(); start = time.perf_counter(); lm = NgramLM(path)
 else:
     import kenlm
-    before = rss(); start = time.perf_counter(); lm = kenlm.Model(path)
+    before = rss(); start = time.perf_counter(); lm = kenlm.Model(path)  # ARPA or build_binary output
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "rss_bytes": rss() - before}))
 """
@@ -106,10 +112,12 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_measured(args: list[str]) -> tuple[dict, float]:
-    """Runs a child Python; returns its last JSON line and the peak RSS of its process tree."""
+def run_measured(args: list[str], command: list[str] | None = None, stdin=None, stdout=None) -> tuple[dict, float]:
+    """Runs a child Python (or ``command``); returns its last JSON line ({} for a command) and the
+    peak RSS in MiB of its process tree."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    process = subprocess.Popen([sys.executable, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    argv = command if command is not None else [sys.executable, "-c", *args]
+    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)
     peak = [0]
 
@@ -124,7 +132,51 @@ def run_measured(args: list[str]) -> tuple[dict, float]:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"child failed ({process.returncode}):\n{err[-3000:]}")
-    return json.loads(out.strip().splitlines()[-1]), peak[0] / 2**20
+    result = json.loads(out.strip().splitlines()[-1]) if command is None else {}
+    return result, peak[0] / 2**20
+
+
+def kenlm_tools(models: dict, name: str, corpus: str, arpa: Path, n: int, args) -> dict:
+    """lmplz on the corpus (cost only: modified Kneser-Ney), build_binary probing / trie of our ARPA."""
+    tools = args.lmplz_bin
+    row: dict = {"lmplz_memory": args.lmplz_memory}
+    out = args.work / f"{name}.lmplz.arpa"
+    temp = args.work / "lmplz-tmp"
+    temp.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    # WikiText has "<unk>" tokens, which lmplz refuses in a corpus: --skip_symbols reads them as
+    # whitespace (a few more distinct n-grams for us than for lmplz; this compares cost).
+    with open(corpus, "rb") as text, open(out, "wb") as sink:
+        _, peak = run_measured([], [str(tools / "lmplz"), "-o", str(models[name]["order"]), "-S", args.lmplz_memory,
+                                    "-T", str(temp), "--skip_symbols"], stdin=text, stdout=sink)
+    row["lmplz"] = {"seconds": time.perf_counter() - start, "peak_mb": peak, "ngrams": arpa_ngrams(out)}
+    out.unlink()
+    for kind in ("probing", "trie"):
+        binary = args.work / f"{name}.{kind}"
+        start = time.perf_counter()
+        _, peak = run_measured([], [str(tools / "build_binary"), "-S", args.lmplz_memory, "-T", str(temp),
+                                    kind, str(arpa), str(binary)])
+        built = {"seconds": time.perf_counter() - start, "peak_mb": peak,
+                 "file_bytes_per_ngram": binary.stat().st_size / n}
+        if models[name]["order"] <= KENLM_MAX_ORDER:
+            loads = [run_measured([LOAD_CHILD, "kenlm", str(binary)])[0] for _ in range(args.repeats)]
+            built["load_s"] = statistics.median(x["seconds"] for x in loads)
+            built["rss_bytes_per_ngram"] = statistics.median(x["rss_bytes"] for x in loads) / n
+        row[f"build_binary_{kind}"] = built
+        binary.unlink()
+    return row
+
+
+def arpa_ngrams(path: Path) -> int:
+    """Sum of the ARPA header's n-gram counts."""
+    total = 0
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.startswith("ngram "):
+                total += int(line.split("=")[1])
+            elif line.startswith("\\1-grams"):
+                return total
+    return total
 
 
 def prepare(work: Path) -> dict[str, Path]:
@@ -140,6 +192,17 @@ def prepare(work: Path) -> dict[str, Path]:
                     dst.write(line)
             dst.write(wt2.read_text(encoding="utf-8"))
     return {"wt2": wt2, "big": big}
+
+
+def files_equal(a: Path, b: Path) -> bool:
+    """Byte equality, read in chunks (the ARPAs are GBs)."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while chunk := fa.read(1 << 24):
+            if chunk != fb.read(1 << 24):
+                return False
+    return True
 
 
 def latency(dlm: Path, lattices: int) -> dict:
@@ -192,11 +255,22 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True, help="scratch folder (several GB)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--spark", nargs="*", default=["wt2"], help="models also built with the Spark engine")
+    parser.add_argument("--spark-partitions", type=int, default=8)
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="K=V",
+                        help="Spark settings for the Spark builds (default: spark.driver.memory=2g)")
+    parser.add_argument("--lmplz", action="store_true", help="compare KenLM's lmplz and build_binary")
+    parser.add_argument("--lmplz-bin", type=Path, default=ROOT / "bench" / ".cache" / "kenlm" / "bin")
+    parser.add_argument("--lmplz-memory", default="2G", help="lmplz's and build_binary's -S")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lattices", type=int, default=200)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.lmplz and not (args.lmplz_bin / "lmplz").exists():
+        parser.error(f"no lmplz in {args.lmplz_bin}: run bench/tools/build_kenlm_tools.sh first")
+    conf = {"spark.driver.memory": "2g", "spark.ui.enabled": "false"}
+    conf.update(item.split("=", 1) for item in args.spark_conf)
+    spark_settings = json.dumps({"partitions": args.spark_partitions, "conf": conf})
     corpora = prepare(args.work)
     report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                     "load_average_start": os.getloadavg(), "models": {}}
@@ -218,9 +292,9 @@ def main() -> int:
         print(name, "one-machine", row["one_machine"], "compile", row["compile_dlm"], flush=True)
         if name in args.spark:
             spark_arpa = args.work / f"{name}.spark.arpa"
-            built, peak = run_measured([BUILD_CHILD, "spark", corpus, str(spark_arpa), json.dumps(spec)])
-            identical = spark_arpa.read_bytes() == arpa.read_bytes()
-            row["spark_local2"] = {**built, "peak_mb": peak, "identical_arpa": identical}
+            built, peak = run_measured([BUILD_CHILD, "spark", corpus, str(spark_arpa), json.dumps(spec), spark_settings])
+            identical = files_equal(spark_arpa, arpa)
+            row["spark_local2"] = {**built, "peak_mb": peak, "identical_arpa": identical, "settings": spark_settings}
             print(name, "spark", row["spark_local2"], flush=True)
             spark_arpa.unlink()
         n = sum(row["one_machine"]["counts"])
@@ -232,9 +306,12 @@ def main() -> int:
             kenlm_load = run_measured([LOAD_CHILD, "kenlm", str(arpa)])[0]
             row["kenlm_arpa_load_s"] = kenlm_load["seconds"]
             row["kenlm_bytes_per_ngram"] = kenlm_load["rss_bytes"] / n
+        if args.lmplz and "prune_to" not in MODELS[name]:
+            row["kenlm_tools"] = kenlm_tools(MODELS, name, corpus, arpa, n, args)
+            print(name, "kenlm tools", row["kenlm_tools"], flush=True)
         row["latency_8x16"] = latency(dlm, args.lattices)
         row["ngrams"] = n
-        print(name, {k: v for k, v in row.items() if k not in ("one_machine", "compile_dlm", "spark_local2")},
+        print(name, {k: v for k, v in row.items() if k not in ("one_machine", "compile_dlm", "spark_local2", "kenlm_tools")},
               flush=True)
         report["models"][name] = row
         arpa.unlink()

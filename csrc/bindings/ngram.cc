@@ -101,6 +101,7 @@ void BindNgram(py::module_& m) {
                              })
       .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
       .def_property_readonly("mapped_words", &TokenLm::mapped_words)
+      .def_property_readonly("token_map_bytes", &TokenLm::map_bytes)
       .def("word", [](const TokenLm& lm, WordIndex i) {
         if (i >= lm.ngram().vocab_size())
           throw InvalidArgument(Message("word id ", i, " >= vocab size ", lm.ngram().vocab_size()));

@@ -63,20 +63,25 @@ TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
     }
     int32_t max_id = -1;
     for (const auto& p : ids) max_id = std::max(max_id, p.first);
-    // The map is a dense table indexed by token id (the scoring hot path). Bound it by what
-    // the model can use, so one numeric word like '500000000' cannot allocate gigabytes.
-    const int64_t limit = std::max<int64_t>(int64_t{1} << 22, int64_t{4} * words);
-    if (max_id >= limit)
-      throw InvalidArgument(Message("the LM's word '", max_id, "' would be token id ", max_id,
-                                    ", beyond the ", limit, " ids a ", words,
-                                    "-word LM can map; pass vocab= to map its words explicitly"));
-    token_to_word_.assign(static_cast<size_t>(max_id + 1), fallback_);
+    const size_t dense = std::min(static_cast<size_t>(max_id + 1),
+                                  std::max(kMinDenseSlots, kDenseSlotsPerWord * words));
+    token_to_word_.assign(dense, fallback_);
     for (const auto& p : ids) {
-      token_to_word_[p.first] = p.second;
+      if (static_cast<size_t>(p.first) < dense)
+        token_to_word_[p.first] = p.second;
+      else
+        large_ids_.push_back(p);
       reached[p.second] = true;
     }
+    std::sort(large_ids_.begin(), large_ids_.end());
+    large_ids_.shrink_to_fit();
   }
   mapped_words_ = static_cast<size_t>(std::count(reached.begin(), reached.end(), true));
+}
+
+WordIndex TokenLm::LargeWordOf(int32_t token) const {
+  const auto it = std::lower_bound(large_ids_.begin(), large_ids_.end(), std::make_pair(token, WordIndex{0}));
+  return it != large_ids_.end() && it->first == token ? it->second : fallback_;
 }
 
 void TokenLm::CheckTokens(const int32_t* tokens, size_t n, const char* what) const {

@@ -1,7 +1,10 @@
 // TokenLm: an n-gram model seen through model token ids (what lattices and decoders carry).
 //
 // Mapping: with `vocab` (strings, index = token id) token i is the LM word vocab[i]; without it,
-// LM words that are canonical decimal integers are token ids. A token the LM does not know scores
+// LM words that are canonical decimal integers are token ids. The map is a dense table over the
+// ids below kDenseSlotsPerWord * V (the hot path: one load), and a sorted list of the few larger
+// ids (binary search): numeric words of whitespace LMs such as "220194953" must not size a dense
+// table by their value (that cost 880 MB on a 579k-word Wikipedia LM). Memory is O(V) either way. A token the LM does not know scores
 // as <unk> when the model has one, else `oov_ln` (natural log) and the state resets to the null
 // context. Scores are natural log. ScoreToken is O(order) hash probes, no allocation; ScoreTokens
 // scores several tokens after one state with overlapped probes (NgramLM::ScoreBatch).
@@ -15,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ngram/ngram_lm.h"
@@ -64,7 +68,7 @@ class TokenLm {
   WordIndex WordOf(int32_t token) const {
     if (token >= 0 && static_cast<size_t>(token) < token_to_word_.size())
       return token_to_word_[token];
-    return fallback_;
+    return token < 0 || large_ids_.empty() ? fallback_ : LargeWordOf(token);
   }
   // Throws InvalidArgument unless `state` is a state of this model (NgramLM::CheckState).
   void CheckState(const LmState& state) const { model_->CheckState(state); }
@@ -78,10 +82,22 @@ class TokenLm {
   int64_t vocab_limit() const { return vocab_limit_; }
   // Number of LM words reachable from some token id.
   size_t mapped_words() const { return mapped_words_; }
+  // Bytes of the token -> word map (both parts), for memory accounting.
+  size_t map_bytes() const {
+    return token_to_word_.capacity() * sizeof(WordIndex) + large_ids_.capacity() * sizeof(large_ids_[0]);
+  }
+
+  // Dense-table slots per LM word (numeric mode): ids at or past max(kMinDenseSlots, this x V)
+  // go to the sorted list.
+  static constexpr size_t kDenseSlotsPerWord = 4;
+  static constexpr size_t kMinDenseSlots = size_t{1} << 16;
 
  private:
+  WordIndex LargeWordOf(int32_t token) const;
+
   std::shared_ptr<const NgramLM> model_;
-  std::vector<WordIndex> token_to_word_;
+  std::vector<WordIndex> token_to_word_;                  // dense: index = token id
+  std::vector<std::pair<int32_t, WordIndex>> large_ids_;  // sorted by id, all >= the dense size
   WordIndex fallback_ = kNoWord;
   float oov_ln_ = -1000.0f;
   int64_t vocab_limit_ = -1;

@@ -46,6 +46,8 @@ class NgramLM:
     @property
     def mapped_words(self) -> int: ...
     @property
+    def token_map_bytes(self) -> int: ...
+    @property
     def suffix_closed(self) -> bool:
         """Every stored n-gram's suffix is stored (scoring stops at the first absent order)."""
     @property
