@@ -264,6 +264,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lattices", type=int, default=200)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep-arpa", action="store_true", help="keep each model's one-machine ARPA in --work")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.lmplz and not (args.lmplz_bin / "lmplz").exists():
@@ -314,7 +315,8 @@ def main() -> int:
         print(name, {k: v for k, v in row.items() if k not in ("one_machine", "compile_dlm", "spark_local2", "kenlm_tools")},
               flush=True)
         report["models"][name] = row
-        arpa.unlink()
+        if not args.keep_arpa:
+            arpa.unlink()
         report["load_average_end"] = os.getloadavg()
         if args.json:  # after every model, so that a long run keeps what it measured
             args.json.write_text(json.dumps(report, indent=1))

@@ -122,6 +122,26 @@ def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case
 
 
 @pytest.mark.slow
+def test_disk_only_storage_and_many_partitions_give_the_same_model(spark_context, corpus_dir, tmp_path):
+    """The settings that built the 21 M n-gram model in local mode (docs/SCALE.md): cached tables
+    on disk (off the driver JVM's heap), more partitions than cores."""
+    spark = _import_spark()
+    options = {"order": 4, "min_counts": [1, 1, 2, 2]}
+    reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
+    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17,
+                          spark=spark_context, split_bytes=SPLIT_BYTES, partitions=7, storage_level="DISK_ONLY")
+    _assert_same_result(ours, reference)
+    _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
+
+
+def test_unknown_storage_level_is_refused(spark_context, corpus_dir, tmp_path):
+    spark = _import_spark()
+    with pytest.raises(ValueError, match="storage level must be one of MEMORY_AND_DISK.*got 'MEMORY_ONLY'"):
+        spark.build_lm(corpus_dir, 2, out_path=tmp_path / "x.arpa", spark=spark_context, storage_level="MEMORY_ONLY")
+    assert not (tmp_path / "x.arpa").exists()
+
+
+@pytest.mark.slow
 def test_complete_states_and_compressed_inputs(spark_context, tmp_path):
     """Contexts followed by every word (OpenGrm's complete states: backoff cost 99, the reserved
     mass on </s>), read from .gz and .xz files."""

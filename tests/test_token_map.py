@@ -10,8 +10,8 @@ import random
 
 import numpy as np
 import pytest
-from arpa_writer import random_arpa
 
+from arpa_writer import random_arpa
 from draftlattice import NgramLM
 
 try:

@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["build_lm"]
 
+STORAGE_LEVEL_KEY = "spark.draftlattice.storageLevel"
+STORAGE_LEVELS = ("MEMORY_AND_DISK", "MEMORY_AND_DISK_2", "DISK_ONLY", "DISK_ONLY_2")
 MAX_SPLIT_BYTES = 64 << 20
 MIN_SPLIT_BYTES = 1 << 20
 
@@ -57,6 +59,7 @@ def build_lm(
     spark_conf: Mapping[str, str] | None = None,
     partitions: int | None = None,
     split_bytes: int | None = None,
+    storage_level: str | None = None,
 ) -> LmBuildResult:
     """Builds the same Katz backoff LM as :func:`draftlattice.ngram.build.build_lm`, on Spark.
 
@@ -75,6 +78,10 @@ def build_lm(
         parallelism, at least 2); raise it so one partition fits an executor's memory.
       split_bytes: input split size for plain-text files (compressed files are one split);
         default: enough splits for two tasks per core, at most 64 MiB each.
+      storage_level: where the cached n-gram tables live: ``MEMORY_AND_DISK`` (default) or
+        ``DISK_ONLY`` (or their ``_2`` replicated forms); default: the context's
+        ``spark.draftlattice.storageLevel`` setting, else ``MEMORY_AND_DISK``. In local mode the
+        executor is the driver JVM; ``DISK_ONLY`` keeps large tables off its heap (docs/SCALE.md).
 
     Raises the one-machine build's exceptions for bad parameters and corpora; ImportError when
     pyspark is missing, FileNotFoundError when Java is.
@@ -100,7 +107,10 @@ def build_lm(
             total = sum(path.stat().st_size for path in files)
             split_bytes = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, total // (2 * sc.defaultParallelism)))
         splits = corpus.plan_splits(files, split_bytes)
-        job = _Job(sc, order, mins, parts)
+        level = storage_level or sc.getConf().get(STORAGE_LEVEL_KEY, "MEMORY_AND_DISK")
+        if level not in STORAGE_LEVELS:
+            raise ValueError(f"storage level must be one of {', '.join(STORAGE_LEVELS)}, got {level!r}")
+        job = _Job(sc, order, mins, parts, level)
         try:
             return job.run(splits, files, tokenizer_json, tok_sha, prune_to, prune_threshold, out, arpa_digits)
         finally:
@@ -110,14 +120,14 @@ def build_lm(
 class _Job:
     """The cached RDDs and broadcasts of one build (kept to release them at the end)."""
 
-    def __init__(self, sc: Any, order: int, mins: list[int], partitions: int) -> None:
+    def __init__(self, sc: Any, order: int, mins: list[int], partitions: int, storage_level: str) -> None:
         from pyspark import StorageLevel
 
         self.sc = sc
         self.order = order
         self.mins = mins or [1] * order
         self.partitions = partitions
-        self.storage = StorageLevel.MEMORY_AND_DISK
+        self.storage = getattr(StorageLevel, storage_level)
         self.cached: list[Any] = []
         self.broadcasts: list[Any] = []
         self.seconds: dict[str, float] = {}
@@ -125,6 +135,11 @@ class _Job:
     def keep(self, rdd: Any) -> Any:
         self.cached.append(rdd.persist(self.storage))
         return rdd
+
+    def drop(self, rdd: Any) -> None:
+        """Unpersists a cached RDD no later job reads."""
+        rdd.unpersist()
+        self.cached.remove(rdd)
 
     def release(self) -> None:
         for rdd in self.cached:
@@ -134,7 +149,7 @@ class _Job:
 
     def run(self, splits, files, tokenizer_json, tok_sha, prune_to, prune_threshold, out, digits) -> LmBuildResult:
         start = time.perf_counter()
-        vocab, levels, totals = self.count(splits, files, tokenizer_json)
+        vocab, levels, totals, all_orders = self.count(splits, files, tokenizer_json)
         self.seconds["count"] = time.perf_counter() - start
 
         start = time.perf_counter()
@@ -144,7 +159,8 @@ class _Job:
                 f"prune target {prune_to} is below the number of unigrams ({len(vocab)} including <s>), "
                 "which are never pruned"
             )
-        coc, discount_table = self.count_of_counts(vocab, levels)
+        coc, discount_table = self.count_of_counts(vocab, levels)  # materializes each order's cache
+        self.drop(all_orders)  # later jobs read only the per-order tables
         estimated, rows, counts_before = self.estimate(vocab, levels, totals, discount_table, pruning)
         self.seconds["estimate"] = time.perf_counter() - start
 
@@ -189,7 +205,7 @@ class _Job:
 
     def count(self, splits, files, tokenizer_json):
         """Vocabulary (driver); per order >= 2 the kept (key, (count, first)) and the context
-        totals (h, c(h)) over all successors (distributed)."""
+        totals (h, c(h)) over all successors (distributed); the cached table of all orders."""
         sentences = self.sc.parallelize(splits, len(splits)).flatMap(
             lambda split: corpus.sentence_words(corpus.read_split(split), tokenizer_json)
         )
@@ -212,7 +228,7 @@ class _Job:
             )
             least = self.mins[k - 1]
             levels[k] = level.filter(lambda item, least=least: item[1][0] >= least) if least > 1 else level
-        return vocab, levels, totals
+        return vocab, levels, totals, counts
 
     def count_of_counts(self, vocab, levels):
         coc = [discounts.unigram_count_of_counts(vocab.counts)]
