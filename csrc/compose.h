@@ -34,12 +34,17 @@ namespace dl {
 
 // Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d).
 struct RescoreOptions {
+  // Most drafts one call may ask for: the n-best search reserves per requested draft, and p near
+  // 2^63 would overflow its counters, so larger requests fail before anything is allocated.
+  static constexpr int64_t kMaxDrafts = int64_t{1} << 24;
+
   int64_t p = 1;       // number of drafts (nbest.h); ignored by sampling
   double alpha = 1.0;  // LM weight, >= 0 (the admissible bound of nbest.h needs it)
   bool bos = false;    // put <s> before the context
 
   void Validate() const {
     if (p < 1) throw InvalidArgument(Message("p must be >= 1, got p=", p));
+    if (p > kMaxDrafts) throw InvalidArgument(Message("p must be <= ", kMaxDrafts, ", got p=", p));
     if (!(alpha >= 0) || !std::isfinite(alpha))
       throw InvalidArgument(Message("alpha must be finite and >= 0, got alpha=", alpha));
   }

@@ -13,16 +13,10 @@
 
 namespace dl::bindings {
 
-// Most drafts one call may ask for: the n-best search reserves per requested draft, and p near
-// 2^63 would overflow its counters. Larger requests are a ValueError before anything is allocated.
-inline constexpr int64_t kMaxDrafts = int64_t{1} << 24;
-
-// The core validates p >= 1 and alpha (RescoreOptions::Validate); p's upper bound is checked here.
+// The core validates p and alpha (RescoreOptions::Validate).
 inline RescoreOptions Options(const pybind11::handle& p, const pybind11::handle& alpha, bool bos) {
   RescoreOptions options;
   options.p = IntArg(p, "p");
-  if (options.p > kMaxDrafts)
-    throw InvalidArgument(Message("p must be <= ", kMaxDrafts, ", got p=", options.p));
   options.alpha = RealArg(alpha, "alpha");
   options.bos = bos;
   return options;
