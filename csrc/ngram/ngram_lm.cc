@@ -57,6 +57,7 @@ void NgramLM::Finish() {
     derived_bounds_ = bounds.Finish();
     word_bounds_ = derived_bounds_.data();
   }
+  for (int n = 2; n <= order_; ++n) filters_[n - 1] = ngram::KeyFilter(tables_[n - 1]);
   index_ = ngram::VocabIndex(vocab_size_);
   auto word_of = [this](WordIndex i) { return Word(i); };
   for (WordIndex i = 0; i < vocab_size_; ++i) index_.Insert(Word(i), i, word_of);
@@ -105,7 +106,7 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
   const int length = in.length;
   uint64_t keys[kChunk];
   const Entry* found[kChunk][kMaxOrder];
-  int live[kChunk];
+  int live[kChunk], maybe[kChunk];
   for (int base = 0; base < n; base += kChunk) {
     const int m = std::min(kChunk, n - base);
     const WordIndex* w = words + base;
@@ -116,27 +117,38 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
       __builtin_prefetch(&unigrams_[w[r]]);
       if (length > 0) {
         keys[r] = ngram::ExtendKey(ngram::SeedKey(w[r]), in.words[0]);
-        tables_[1].Prefetch(keys[r]);
+        filters_[1].Prefetch(keys[r]);
       }
       live[alive++] = r;
     }
-    // Order by order over the live words; the keys of order j + 1 are computed and their buckets
+    // Order by order over the live words: the filter drops most absent n-grams first; the buckets
+    // of the rest are prefetched before any is probed, and the filter lines of order j + 1 are
     // prefetched while order j is probed, so the cache misses overlap.
     for (int j = 1; j <= length && alive > 0; ++j) {
       const ngram::TableView& table = tables_[j];
+      const ngram::KeyFilter& filter = filters_[j];
       const bool more = j < length;
-      int kept = 0;
+      int kept = 0, probe = 0;
       for (int a = 0; a < alive; ++a) {
         const int r = live[a];
-        const Entry* e = table.Find(keys[r]);
-        found[r][j] = e;
-        if (e == nullptr && suffix_closed_) continue;
-        live[kept++] = r;
-        if (more) {
-          keys[r] = ngram::ExtendKey(keys[r], in.words[j]);
-          tables_[j + 1].Prefetch(keys[r]);
+        if (filter.MayContain(keys[r])) {
+          table.Prefetch(keys[r]);
+          maybe[probe++] = r;
+        } else if (!suffix_closed_) {
+          live[kept++] = r;  // absent here; a longer n-gram may still be listed
         }
       }
+      for (int a = 0; a < probe; ++a) {
+        const int r = maybe[a];
+        const Entry* e = table.Find(keys[r]);
+        found[r][j] = e;
+        if (e != nullptr || !suffix_closed_) live[kept++] = r;
+      }
+      if (more)
+        for (int a = 0; a < kept; ++a) {
+          keys[live[a]] = ngram::ExtendKey(keys[live[a]], in.words[j]);
+          filters_[j + 1].Prefetch(keys[live[a]]);
+        }
       alive = kept;
     }
     for (int r = 0; r < m; ++r) {

@@ -8,7 +8,8 @@
 // j' > j can exist once "h_j .. w" is absent, so probing stops there. Otherwise (inconsistently
 // pruned models) every length is probed. ScoreBatch scores several words after one state,
 // computing all keys of an order and prefetching their buckets before resolving any, so that
-// the cache misses of the candidates overlap.
+// the cache misses of the candidates overlap; a per-order Bloom filter built at load
+// (key_filter.h) answers most probes of unlisted n-grams without touching the table.
 //
 // word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics.
 //
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "ngram/hash_table.h"
+#include "ngram/key_filter.h"
 #include "ngram/model.h"
 #include "ngram/vocab_index.h"
 
@@ -121,6 +123,7 @@ class NgramLM {
   uint64_t vocab_size_ = 0;
   const ngram::Entry* unigrams_ = nullptr;
   ngram::TableView tables_[kMaxOrder];  // tables_[j] holds order j + 1 (tables_[0] unused)
+  ngram::KeyFilter filters_[kMaxOrder];  // filters_[j]: the keys of tables_[j] (key_filter.h)
   std::unordered_map<std::string, std::string> metadata_;
   ngram::VocabIndex index_;
   WordIndex unk_ = kNoWord, bos_ = kNoWord, eos_ = kNoWord;
