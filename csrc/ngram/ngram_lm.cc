@@ -1,6 +1,7 @@
 #include "ngram/ngram_lm.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "errors.h"
 #include "ngram/word_bound.h"
@@ -57,7 +58,16 @@ void NgramLM::Finish() {
     derived_bounds_ = bounds.Finish();
     word_bounds_ = derived_bounds_.data();
   }
-  for (int n = 2; n <= order_; ++n) filters_[n - 1] = ngram::KeyFilter(tables_[n - 1]);
+  backoff_slack2_ln_ = 0;
+  for (int n = 2; n <= order_; ++n) {
+    filters_[n - 1] = ngram::KeyFilter(tables_[n - 1]);
+    if (n == order_) continue;  // top-order n-grams are never contexts
+    float max_backoff = 0;
+    const ngram::TableView& table = tables_[n - 1];
+    for (uint64_t i = 0; i < table.size(); ++i)
+      if (table.data()[i].key != 0) max_backoff = std::max(max_backoff, table.data()[i].backoff_ln);
+    backoff_slack2_ln_ += max_backoff;
+  }
   index_ = ngram::VocabIndex(vocab_size_);
   auto word_of = [this](WordIndex i) { return Word(i); };
   for (WordIndex i = 0; i < vocab_size_; ++i) index_.Insert(Word(i), i, word_of);
@@ -157,6 +167,38 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
         probs_ln[base + r] = oov_ln;
       } else {
         probs_ln[base + r] = Resolve(in, w[r], found[r], &outs[base + r]);
+      }
+    }
+  }
+}
+
+void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n,
+                          float oov_ln, float* out, size_t stride) const {
+  constexpr int kChunk = 64;
+  const bool pairs = suffix_closed_ && order_ >= 2;
+  uint64_t seeds[kChunk];  // key of the unigram "w", extended by each row's prev
+  for (int base = 0; base < n; base += kChunk) {
+    const int m = std::min(kChunk, n - base);
+    const WordIndex* w = words + base;
+    for (int j = 0; j < m; ++j) seeds[j] = w[j] < vocab_size_ ? ngram::SeedKey(w[j]) : 0;
+    for (int i = 0; i < rows; ++i) {
+      float* o = out + i * stride + base;
+      const WordIndex v = prev[i];
+      const bool null_state = v >= vocab_size_ || !unigrams_[v].context();
+      for (int j = 0; j < m; ++j) {
+        if (w[j] >= vocab_size_) {
+          o[j] = oov_ln;
+        } else if (!pairs) {
+          o[j] = word_bounds_[w[j]];
+        } else if (null_state) {
+          o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
+        } else if (!filters_[1].MayContain(ngram::ExtendKey(seeds[j], v))) {
+          // Margin: Score sums these terms in float, which may round above the exact sum.
+          const double bound = double{unigrams_[w[j]].prob_ln} + unigrams_[v].backoff_ln + backoff_slack2_ln_;
+          o[j] = std::min(word_bounds_[w[j]], static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound))));
+        } else {
+          o[j] = word_bounds_[w[j]];
+        }
       }
     }
   }

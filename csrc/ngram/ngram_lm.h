@@ -97,6 +97,15 @@ class NgramLM {
   // `outs` must not alias `in`.
   void ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
                   LmState* outs) const;
+  // Upper bounds after a known previous word: out[i * stride + j] >= ln p(words[j] | h) for every
+  // history h that ends in prev[i] (prev[i] == kNoWord: every history whose state is the null
+  // context, e.g. after a word the model does not know). A word of kNoWord gets oov_ln. In a
+  // suffix-closed model, when "prev w" is not stored (the bigram key filter says so; no table
+  // probe), no longer n-gram ending in "prev w" is stored either, so ln p(w | h) = ln p(w) + the
+  // backoffs of the contexts of h <= ln p(w) + bo(prev) + the largest positive backoffs of the
+  // longer contexts; after a null state it is exactly ln p(w). Otherwise word_bound_ln(w).
+  void BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n, float oov_ln,
+                   float* out, size_t stride) const;
   bool suffix_closed() const { return suffix_closed_; }
   // Upper bound of ln p(word | any history); `word` < vocab_size().
   float word_bound_ln(WordIndex word) const { return word_bounds_[word]; }
@@ -130,6 +139,8 @@ class NgramLM {
   LmState begin_;
   bool suffix_closed_ = false;
   const float* word_bounds_ = nullptr;
+  // Sum over context lengths i >= 2 of max(0, largest backoff of an i-word context), natural log.
+  double backoff_slack2_ln_ = 0;
   std::vector<float> derived_bounds_;    // when a version-1 binary file has none
   std::string source_format_;
 
