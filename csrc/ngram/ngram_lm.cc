@@ -211,28 +211,30 @@ float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* fo
   int match = 0;
   const int length = in.length;
   const int max_state = order_ - 1;
-  LmState next;
-  next.words[0] = word;
-  next.backoff_ln[0] = unigram.backoff_ln;
   int next_length = (max_state > 0 && unigram.context()) ? 1 : 0;
   for (int j = 1; j <= length; ++j) {
     const Entry* e = found[j];
-    if (j < max_state) next.words[j] = in.words[j - 1];
     if (e == nullptr) continue;
     if (e->listed()) {
       prob = e->prob_ln;
       match = j;
     }
-    if (j < max_state) {
-      next.backoff_ln[j] = e->backoff_ln;
-      if (e->context()) next_length = j + 1;
-    }
+    if (j < max_state && e->context()) next_length = j + 1;
   }
   for (int i = match; i < length; ++i) prob += in.backoff_ln[i];
+  // The successor state, written slot by slot over the fixed array size (unrolled, no
+  // variable-length memset/memcpy: those dominated this function in the profile); slots past
+  // next_length stay zero.
+  LmState next;
   next.length = static_cast<uint8_t>(next_length);
-  for (int i = next_length; i < kMaxOrder - 1; ++i) {
-    next.words[i] = 0;
-    next.backoff_ln[i] = 0.0f;
+  if (next_length > 0) {
+    next.words[0] = word;
+    next.backoff_ln[0] = unigram.backoff_ln;
+  }
+  for (int i = 1; i < kMaxOrder - 1; ++i) {
+    const bool keep = i < next_length;
+    next.words[i] = keep ? in.words[i - 1] : 0;
+    next.backoff_ln[i] = keep && found[i] != nullptr ? found[i]->backoff_ln : 0.0f;
   }
   *out = next;
   return prob;
