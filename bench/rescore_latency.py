@@ -272,7 +272,7 @@ def batch_throughput(dl, lm, sets, kinds, alpha, batch):
           f"{'batch 2 thr':>11} | {'2 thr / loop':>12}")
     rows = []
     for kind in kinds:
-        for h, k, p in ((8, 16, 1), (8, 16, 16), (4, 4, 1)):
+        for h, k, p in ((8, 16, 1), (8, 16, 4), (8, 16, 16), (4, 4, 1)):
             if (kind, h, k) not in sets:
                 continue
             lat = sets[kind, h, k]

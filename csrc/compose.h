@@ -13,7 +13,9 @@
 //   float ScoreToken(const LmState& in, int32_t token, LmState* out) const;   // natural log
 //   void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
 //                    LmState* outs) const;                                  // n at once
-//   float TokenBound(int32_t token) const;       // >= ScoreToken(any state, token)
+//   void BoundsAfter(const int32_t* prev, int rows, const int32_t* tokens, int n, float* out) const;
+//   void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const;
+//       // out[i * n + j] >= ScoreToken(any state after a history ending in prev[i], tokens[j])
 // and, for the entry points that validate their input (nbest.h),
 //   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;  // throws
 //   void CheckState(const LmState& state) const;                                 // throws

@@ -13,18 +13,19 @@
 //  1. Lower bound L: a beam search (width max(4, ceil(p/k))) finds >= p distinct drafts unless
 //     k^h < p; L = the p-th best of them (-inf otherwise). The true p-th best total is >= L.
 //  2. Forward max-product pass with branch-and-bound: fwd(v) = best prefix total at node v.
-//     An arc (t, r) is worth at most gain(t, r) = logprob(t, r) + alpha * TokenBound(token)
-//     (TokenBound >= ln p_LM of the token after any state, alpha >= 0), so
-//     H(t) = sum over heads t..h-1 of max_r gain bounds any completion. A node with
-//     fwd(v) + H(t) < L is dropped; its arcs are scanned in gain order and the scan stops at
-//     the first with fwd(v) + gain(t, r) + H(t+1) < L, so those arcs are never scored; the kept
-//     ones are scored in one batched LM call. Every draft with total >= L survives.
+//     Completion bounds C come from a relaxed LM that sees only the previous word (ArcBounds,
+//     solved exactly backwards over the lattice's k x k candidate pairs per layer; admissible
+//     since bound(w | v) >= ln p_LM(w | any history ending in v) and alpha >= 0). A node with
+//     fwd(v) + C < L is dropped; its arcs are scanned in the order of their bound
+//     gain = logprob + alpha * bound + C(next), and the scan stops at the first with
+//     fwd(v) + gain < L, so those arcs are never scored; the kept ones are scored in one batched
+//     LM call. Every draft with total >= L survives.
 //  3. Backward pass on the surviving graph: beta(v) = best completion from v (exact).
 //  4. Extraction: best-first search over prefixes with the exact priority g + beta; children are
 //     visited in (value desc, rank asc) order, so each popped entry yields the next draft in
 //     (total desc, ranks asc) order after O(h) pops.
 // Cost: one LM Score per surviving arc (at most nodes * k) plus O(p * h * log(p h)) for step 4,
-// plus O(h k log k) to sort the gains.
+// plus O(h k^2 log k) for the bounds (k^2 bigram key-filter queries per layer, no table probe).
 #pragma once
 
 #include <algorithm>
@@ -139,73 +140,106 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
   return finals[p - 1];
 }
 
-// gain(t, r) = logprob(t, r) + alpha * TokenBound(token) bounds the value of arc (t, r);
-// H(t) = sum over heads t..h-1 of max_r gain bounds any completion from layer t.
+// Completion bounds from a relaxed, "last word only" LM, solved exactly backwards. A node of layer
+// t >= 1 belongs to the row of the candidate r of head t-1 that entered it (its LM state ends in
+// that candidate's word; every candidate entering one node has the same word, or leaves the null
+// state); the root is the single row of layer 0. For row (t, r) and candidate r' of head t:
+//   gain(t, r, r') = logprob(t, r') + alpha * bound(token(t, r') | token(t-1, r)) + C(t+1, r'),
+//   C(t, r) = max over r' of gain(t, r, r'),   C(h, .) = 0,
+// where bound(w | v) >= ln p_LM(w | any history ending in v) (TokenLm::BoundsAfter: exact
+// unigram after a null state; unigram + backoffs when the bigram "v w" is absent from a
+// suffix-closed model, found from the bigram key filter without a table probe; else the per-word
+// bound). By induction C(t, r) bounds every completion of every node of the row (alpha >= 0), so
+// a node with fwd + C < L, and an arc with fwd + gain < L, cannot reach the p-th best.
+// Cost: (h-1) k^2 + k bounds and (h-1) k + 1 sorts of k gains per lattice.
 struct ArcBounds {
   int k = 0;
-  std::vector<double> gain;     // [h * k]
-  std::vector<int32_t> order;   // [h * k]: the ranks of head t by gain desc, then rank asc
-  std::vector<double> rest;     // [h + 1]: H(t), H(h) = 0
+  std::vector<double> gain;    // [rows * k]
+  std::vector<int32_t> order;  // [rows * k]: a row's ranks by gain desc, then rank asc
+  std::vector<double> best;    // [rows]: C of the row
 
-  const double* Gains(int t) const { return &gain[static_cast<size_t>(t) * k]; }
-  const int32_t* Order(int t) const { return &order[static_cast<size_t>(t) * k]; }
-  int32_t Ranked(int t, int i) const { return order[static_cast<size_t>(t) * k + i]; }
+  // Row id of candidate r of head t-1 for nodes of layer t >= 1; the root's row is 0.
+  int32_t Row(int t, int r) const { return 1 + (t - 1) * k + r; }
+  const double* Gains(int32_t row) const { return &gain[static_cast<size_t>(row) * k]; }
+  const int32_t* Order(int32_t row) const { return &order[static_cast<size_t>(row) * k]; }
+  int32_t Ranked(int32_t row, int i) const { return order[static_cast<size_t>(row) * k + i]; }
 };
 
 template <typename Lm>
-ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, double alpha) {
+ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, double alpha) {
   const int h = lattice.h, k = lattice.k;
+  const size_t rows = 1 + static_cast<size_t>(h - 1) * k;
   ArcBounds b;
   b.k = k;
-  b.gain.resize(static_cast<size_t>(h) * k);
-  b.order.resize(static_cast<size_t>(h) * k);
-  b.rest.assign(h + 1, 0.0);
+  b.gain.resize(rows * k);
+  b.order.resize(rows * k);
+  b.best.resize(rows);
+  std::vector<float> lm_bound(static_cast<size_t>(k) * k);  // [row of the layer][candidate]
   for (int t = h - 1; t >= 0; --t) {
-    double* g = &b.gain[static_cast<size_t>(t) * k];
-    int32_t* o = &b.order[static_cast<size_t>(t) * k];
-    for (int r = 0; r < k; ++r) {
-      g[r] = lattice.logprob(t, r) + alpha * lm.TokenBound(lattice.token(t, r));
-      o[r] = r;
+    const int32_t* tokens = &lattice.tokens[static_cast<size_t>(t) * k];
+    if (t > 0) lm.BoundsAfter(&lattice.tokens[static_cast<size_t>(t - 1) * k], k, tokens, k, lm_bound.data());
+    else lm.BoundsAfter(start, tokens, k, lm_bound.data());
+    for (int r = 0; r < (t > 0 ? k : 1); ++r) {
+      const int32_t row = t > 0 ? b.Row(t, r) : 0;
+      const float* bound = &lm_bound[static_cast<size_t>(r) * k];
+      double* g = &b.gain[static_cast<size_t>(row) * k];
+      int32_t* o = &b.order[static_cast<size_t>(row) * k];
+      for (int c = 0; c < k; ++c) {
+        g[c] = lattice.logprob(t, c) + alpha * bound[c] + (t + 1 < h ? b.best[b.Row(t + 1, c)] : 0.0);
+        o[c] = c;
+      }
+      // (gain desc, rank asc) is a total order: std::sort gives the stable order without the
+      // temporary buffer std::stable_sort allocates.
+      std::sort(o, o + k, [g](int32_t x, int32_t y) { return g[x] != g[y] ? g[x] > g[y] : x < y; });
+      b.best[row] = g[o[0]];
     }
-    std::stable_sort(o, o + k, [g](int32_t a, int32_t b) { return g[a] > g[b]; });
-    b.rest[t] = b.rest[t + 1] + g[o[0]];
   }
   return b;
 }
 
-// Step 2: forward max-product pass with branch-and-bound against `bound`. Returns used[v]: the
-// number of leading ranks (in gain order) of node v that were scored and kept.
+// What the forward pass kept: per node, the number of leading ranks of its row's order that were
+// scored and kept (used), and its row.
+struct Survivors {
+  std::vector<int32_t> used, row;
+};
+
+// Step 2: forward max-product pass with branch-and-bound against `bound`.
 template <typename Lm>
-std::vector<int32_t> ForwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds, double alpha,
-                                 double bound) {
+Survivors ForwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds, double alpha,
+                      double bound) {
   const Lattice& lattice = graph.lattice();
   const int h = lattice.h, k = lattice.k;
   std::vector<double> fwd(graph.num_nodes(), kNone);
-  std::vector<int32_t> used(graph.num_nodes(), 0);
+  Survivors s;
+  s.used.assign(graph.num_nodes(), 0);
+  s.row.assign(graph.num_nodes(), -1);
   fwd[graph.root()] = 0;
+  s.row[graph.root()] = 0;
   for (int t = 0; t < h; ++t) {
-    const auto& nodes = graph.LayerNodes(t);
-    const double* g = bounds.Gains(t);
-    const int32_t* o = bounds.Order(t);
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const int32_t v = nodes[i];
-      if (fwd[v] == kNone || fwd[v] + bounds.rest[t] < bound) continue;
+    for (const int32_t v : graph.LayerNodes(t)) {
+      if (fwd[v] == kNone) continue;
+      const int32_t row = s.row[v];
+      if (fwd[v] + bounds.best[row] < bound) continue;
+      const double* g = bounds.Gains(row);
+      const int32_t* o = bounds.Order(row);
       int n = 0;
-      while (n < k && fwd[v] + g[o[n]] + bounds.rest[t + 1] >= bound) ++n;
+      while (n < k && fwd[v] + g[o[n]] >= bound) ++n;
       graph.ScoreArcs(v, o, n);
       if (fwd.size() < graph.num_nodes()) {
         fwd.resize(graph.num_nodes(), kNone);
-        used.resize(graph.num_nodes(), 0);
+        s.used.resize(graph.num_nodes(), 0);
+        s.row.resize(graph.num_nodes(), -1);
       }
       for (int j = 0; j < n; ++j) {
         const auto& arc = graph.GetArc(v, o[j]);
         const double value = fwd[v] + lattice.logprob(t, o[j]) + alpha * arc.lm_ln;
         fwd[arc.child] = std::max(fwd[arc.child], value);
+        if (t + 1 < h && s.row[arc.child] < 0) s.row[arc.child] = bounds.Row(t + 1, o[j]);
       }
-      used[v] = n;
+      s.used[v] = n;
     }
   }
-  return used;
+  return s;
 }
 
 // Value of the (already scored) arc (v, r) of layer t plus the best completion after it.
@@ -219,14 +253,14 @@ double ArcValue(ComposedLattice<Lm>& graph, const std::vector<double>& beta, dou
 // Step 3: beta(v) = best completion from v over the kept arcs, kNone where the search dropped v.
 template <typename Lm>
 std::vector<double> BackwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds,
-                                 const std::vector<int32_t>& used, double alpha) {
+                                 const Survivors& kept, double alpha) {
   const int h = graph.lattice().h;
   std::vector<double> beta(graph.num_nodes(), kNone);
   for (int32_t v : graph.LayerNodes(h)) beta[v] = 0;
   for (int t = h - 1; t >= 0; --t)
     for (int32_t v : graph.LayerNodes(t))
-      for (int i = 0; i < used[v]; ++i)
-        beta[v] = std::max(beta[v], ArcValue(graph, beta, alpha, v, t, bounds.Ranked(t, i)));
+      for (int i = 0; i < kept.used[v]; ++i)
+        beta[v] = std::max(beta[v], ArcValue(graph, beta, alpha, v, t, bounds.Ranked(kept.row[v], i)));
   return beta;
 }
 
@@ -236,9 +270,9 @@ std::vector<double> BackwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bo
 template <typename Lm>
 class DraftExtractor {
  public:
-  DraftExtractor(ComposedLattice<Lm>& graph, const ArcBounds& bounds,
-                 const std::vector<int32_t>& used, const std::vector<double>& beta, double alpha)
-      : graph_(graph), bounds_(bounds), used_(used), beta_(beta), alpha_(alpha),
+  DraftExtractor(ComposedLattice<Lm>& graph, const ArcBounds& bounds, const Survivors& kept,
+                 const std::vector<double>& beta, double alpha)
+      : graph_(graph), bounds_(bounds), kept_(kept), beta_(beta), alpha_(alpha),
         children_(graph.num_nodes()), prefixes_{{-1, graph.root(), -1, 0.0}}, ties_(prefixes_),
         heap_(HeapOrder{&ties_}) {
     Push(0, 0);
@@ -279,10 +313,10 @@ class DraftExtractor {
 
   const std::vector<Child>& Children(int32_t v) {
     auto& list = children_[v];
-    if (list.empty() && used_[v] > 0) {
+    if (list.empty() && kept_.used[v] > 0) {
       const int t = graph_.layer(v);
-      for (int i = 0; i < used_[v]; ++i) {
-        const int r = bounds_.Ranked(t, i);
+      for (int i = 0; i < kept_.used[v]; ++i) {
+        const int r = bounds_.Ranked(kept_.row[v], i);
         const double value = ArcValue(graph_, beta_, alpha_, v, t, r);
         if (value != kNone) list.push_back({value, r});
       }
@@ -322,7 +356,7 @@ class DraftExtractor {
 
   ComposedLattice<Lm>& graph_;
   const ArcBounds& bounds_;
-  const std::vector<int32_t>& used_;
+  const Survivors& kept_;
   const std::vector<double>& beta_;
   const double alpha_;
   std::vector<std::vector<Child>> children_;
@@ -346,16 +380,16 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   lm.CheckTokens(lattice.tokens.data(), lattice.tokens.size(), "lattice tokens");
   const double alpha = options.alpha;
   ComposedLattice<Lm> graph(lattice, lm, start);
-  const ArcBounds bounds = BoundArcs(lattice, lm, alpha);
+  const ArcBounds bounds = BoundArcs(lattice, lm, start, alpha);
 
   // 1. Lower bound, lowered by a rounding margin so that drafts scoring exactly L survive.
   double bound = BeamLowerBound(graph, alpha, options.p);
   if (bound != kNone) bound -= 1e-9 * (1.0 + std::fabs(bound));
-  const std::vector<int32_t> used = ForwardPass(graph, bounds, alpha, bound);   // 2.
-  const std::vector<double> beta = BackwardPass(graph, bounds, used, alpha);    // 3.
+  const Survivors kept = ForwardPass(graph, bounds, alpha, bound);              // 2.
+  const std::vector<double> beta = BackwardPass(graph, bounds, kept, alpha);    // 3.
   Drafts out;                                                                   // 4.
   out.h = lattice.h;
-  DraftExtractor<Lm> extract(graph, bounds, used, beta, alpha);
+  DraftExtractor<Lm> extract(graph, bounds, kept, beta, alpha);
   while (out.n < options.p && extract.Next(&out)) {
   }
   out.nodes = static_cast<int64_t>(graph.num_nodes());

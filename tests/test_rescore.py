@@ -67,6 +67,42 @@ def test_random_lattices_equal_brute_force(random_models):
     assert cases == 12 * 14
 
 
+def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path):
+    """The search's pair bounds (an absent bigram "v w" in a suffix-closed model bounds
+    ln p(w | ... v) by the unigram, v's backoff and the largest positive longer backoffs) stay
+    admissible when backoff weights exceed 1: sparse consistent models, backoffs in [-1, +1]."""
+    rng = random.Random(23)
+    cases = 0
+    for seed in range(8):
+        order = 2 + seed % 3
+        path = tmp_path / f"pos{seed}.arpa"
+        random_arpa(path, order, seed=300 + seed, n_words=9, consistent=True, with_unk=seed % 2 == 1)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            fields = line.split("\t")
+            if len(fields) == 3:  # prob, n-gram, backoff
+                fields[2] = f"{rng.uniform(-1.0, 1.0):.6f}"
+                lines[i] = "\t".join(fields)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lm, reference = dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)
+        assert lm.suffix_closed  # the pair bounds apply only to suffix-closed models
+        for _ in range(12):
+            h, k = rng.randint(1, 5), rng.randint(1, 6)
+            if k ** h > 800:
+                k = max(1, int(800 ** (1 / h)))
+            lattice = random_lattice(rng, h, k, n_tokens=11)
+            context = [rng.randrange(11) for _ in range(rng.randint(0, 4))]
+            bos = rng.random() < 0.5
+            alpha = rng.choice([0.3, 1.0, 2.5])
+            p = rng.randint(1, min(k ** h, 20))
+            rows = enumerate_drafts(lattice.tokens, lattice.logprobs,
+                                    python_scorer(reference, str, context, bos), alpha)
+            result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
+            check_against_reference(result, with_tokens(rows, lattice.tokens), p)
+            cases += 1
+    assert cases == 8 * 12
+
+
 def test_p_beyond_all_paths_returns_all(random_models):
     lm, _ = random_models[1]
     lattice = random_lattice(random.Random(3), 3, 2, n_tokens=6)

@@ -1,6 +1,7 @@
 #include "ngram/ngram_lm.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "errors.h"
 #include "ngram/word_bound.h"
@@ -57,6 +58,16 @@ void NgramLM::Finish() {
     derived_bounds_ = bounds.Finish();
     word_bounds_ = derived_bounds_.data();
   }
+  backoff_slack2_ln_ = 0;
+  for (int n = 2; n <= order_; ++n) {
+    filters_[n - 1] = ngram::KeyFilter(tables_[n - 1]);
+    if (n == order_) continue;  // top-order n-grams are never contexts
+    float max_backoff = 0;
+    const ngram::TableView& table = tables_[n - 1];
+    for (uint64_t i = 0; i < table.size(); ++i)
+      if (table.data()[i].key != 0) max_backoff = std::max(max_backoff, table.data()[i].backoff_ln);
+    backoff_slack2_ln_ += max_backoff;
+  }
   index_ = ngram::VocabIndex(vocab_size_);
   auto word_of = [this](WordIndex i) { return Word(i); };
   for (WordIndex i = 0; i < vocab_size_; ++i) index_.Insert(Word(i), i, word_of);
@@ -105,7 +116,7 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
   const int length = in.length;
   uint64_t keys[kChunk];
   const Entry* found[kChunk][kMaxOrder];
-  int live[kChunk];
+  int live[kChunk], maybe[kChunk];
   for (int base = 0; base < n; base += kChunk) {
     const int m = std::min(kChunk, n - base);
     const WordIndex* w = words + base;
@@ -116,27 +127,38 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
       __builtin_prefetch(&unigrams_[w[r]]);
       if (length > 0) {
         keys[r] = ngram::ExtendKey(ngram::SeedKey(w[r]), in.words[0]);
-        tables_[1].Prefetch(keys[r]);
+        filters_[1].Prefetch(keys[r]);
       }
       live[alive++] = r;
     }
-    // Order by order over the live words; the keys of order j + 1 are computed and their buckets
+    // Order by order over the live words: the filter drops most absent n-grams first; the buckets
+    // of the rest are prefetched before any is probed, and the filter lines of order j + 1 are
     // prefetched while order j is probed, so the cache misses overlap.
     for (int j = 1; j <= length && alive > 0; ++j) {
       const ngram::TableView& table = tables_[j];
+      const ngram::KeyFilter& filter = filters_[j];
       const bool more = j < length;
-      int kept = 0;
+      int kept = 0, probe = 0;
       for (int a = 0; a < alive; ++a) {
         const int r = live[a];
-        const Entry* e = table.Find(keys[r]);
-        found[r][j] = e;
-        if (e == nullptr && suffix_closed_) continue;
-        live[kept++] = r;
-        if (more) {
-          keys[r] = ngram::ExtendKey(keys[r], in.words[j]);
-          tables_[j + 1].Prefetch(keys[r]);
+        if (filter.MayContain(keys[r])) {
+          table.Prefetch(keys[r]);
+          maybe[probe++] = r;
+        } else if (!suffix_closed_) {
+          live[kept++] = r;  // absent here; a longer n-gram may still be listed
         }
       }
+      for (int a = 0; a < probe; ++a) {
+        const int r = maybe[a];
+        const Entry* e = table.Find(keys[r]);
+        found[r][j] = e;
+        if (e != nullptr || !suffix_closed_) live[kept++] = r;
+      }
+      if (more)
+        for (int a = 0; a < kept; ++a) {
+          keys[live[a]] = ngram::ExtendKey(keys[live[a]], in.words[j]);
+          filters_[j + 1].Prefetch(keys[live[a]]);
+        }
       alive = kept;
     }
     for (int r = 0; r < m; ++r) {
@@ -150,6 +172,38 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
   }
 }
 
+void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n,
+                          float oov_ln, float* out, size_t stride) const {
+  constexpr int kChunk = 64;
+  const bool pairs = suffix_closed_ && order_ >= 2;
+  uint64_t seeds[kChunk];  // key of the unigram "w", extended by each row's prev
+  for (int base = 0; base < n; base += kChunk) {
+    const int m = std::min(kChunk, n - base);
+    const WordIndex* w = words + base;
+    for (int j = 0; j < m; ++j) seeds[j] = w[j] < vocab_size_ ? ngram::SeedKey(w[j]) : 0;
+    for (int i = 0; i < rows; ++i) {
+      float* o = out + i * stride + base;
+      const WordIndex v = prev[i];
+      const bool null_state = v >= vocab_size_ || !unigrams_[v].context();
+      for (int j = 0; j < m; ++j) {
+        if (w[j] >= vocab_size_) {
+          o[j] = oov_ln;
+        } else if (!pairs) {
+          o[j] = word_bounds_[w[j]];
+        } else if (null_state) {
+          o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
+        } else if (!filters_[1].MayContain(ngram::ExtendKey(seeds[j], v))) {
+          // Margin: Score sums these terms in float, which may round above the exact sum.
+          const double bound = double{unigrams_[w[j]].prob_ln} + unigrams_[v].backoff_ln + backoff_slack2_ln_;
+          o[j] = std::min(word_bounds_[w[j]], static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound))));
+        } else {
+          o[j] = word_bounds_[w[j]];
+        }
+      }
+    }
+  }
+}
+
 float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* found,
                        LmState* out) const {
   const Entry& unigram = unigrams_[word];
@@ -157,28 +211,30 @@ float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* fo
   int match = 0;
   const int length = in.length;
   const int max_state = order_ - 1;
-  LmState next;
-  next.words[0] = word;
-  next.backoff_ln[0] = unigram.backoff_ln;
   int next_length = (max_state > 0 && unigram.context()) ? 1 : 0;
   for (int j = 1; j <= length; ++j) {
     const Entry* e = found[j];
-    if (j < max_state) next.words[j] = in.words[j - 1];
     if (e == nullptr) continue;
     if (e->listed()) {
       prob = e->prob_ln;
       match = j;
     }
-    if (j < max_state) {
-      next.backoff_ln[j] = e->backoff_ln;
-      if (e->context()) next_length = j + 1;
-    }
+    if (j < max_state && e->context()) next_length = j + 1;
   }
   for (int i = match; i < length; ++i) prob += in.backoff_ln[i];
+  // The successor state, written slot by slot over the fixed array size (unrolled, no
+  // variable-length memset/memcpy: those dominated this function in the profile); slots past
+  // next_length stay zero.
+  LmState next;
   next.length = static_cast<uint8_t>(next_length);
-  for (int i = next_length; i < kMaxOrder - 1; ++i) {
-    next.words[i] = 0;
-    next.backoff_ln[i] = 0.0f;
+  if (next_length > 0) {
+    next.words[0] = word;
+    next.backoff_ln[0] = unigram.backoff_ln;
+  }
+  for (int i = 1; i < kMaxOrder - 1; ++i) {
+    const bool keep = i < next_length;
+    next.words[i] = keep ? in.words[i - 1] : 0;
+    next.backoff_ln[i] = keep && found[i] != nullptr ? found[i]->backoff_ln : 0.0f;
   }
   *out = next;
   return prob;

@@ -8,7 +8,8 @@
 // j' > j can exist once "h_j .. w" is absent, so probing stops there. Otherwise (inconsistently
 // pruned models) every length is probed. ScoreBatch scores several words after one state,
 // computing all keys of an order and prefetching their buckets before resolving any, so that
-// the cache misses of the candidates overlap.
+// the cache misses of the candidates overlap; a per-order Bloom filter built at load
+// (key_filter.h) answers most probes of unlisted n-grams without touching the table.
 //
 // word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics.
 //
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "ngram/hash_table.h"
+#include "ngram/key_filter.h"
 #include "ngram/model.h"
 #include "ngram/vocab_index.h"
 
@@ -95,6 +97,15 @@ class NgramLM {
   // `outs` must not alias `in`.
   void ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
                   LmState* outs) const;
+  // Upper bounds after a known previous word: out[i * stride + j] >= ln p(words[j] | h) for every
+  // history h that ends in prev[i] (prev[i] == kNoWord: every history whose state is the null
+  // context, e.g. after a word the model does not know). A word of kNoWord gets oov_ln. In a
+  // suffix-closed model, when "prev w" is not stored (the bigram key filter says so; no table
+  // probe), no longer n-gram ending in "prev w" is stored either, so ln p(w | h) = ln p(w) + the
+  // backoffs of the contexts of h <= ln p(w) + bo(prev) + the largest positive backoffs of the
+  // longer contexts; after a null state it is exactly ln p(w). Otherwise word_bound_ln(w).
+  void BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n, float oov_ln,
+                   float* out, size_t stride) const;
   bool suffix_closed() const { return suffix_closed_; }
   // Upper bound of ln p(word | any history); `word` < vocab_size().
   float word_bound_ln(WordIndex word) const { return word_bounds_[word]; }
@@ -121,12 +132,15 @@ class NgramLM {
   uint64_t vocab_size_ = 0;
   const ngram::Entry* unigrams_ = nullptr;
   ngram::TableView tables_[kMaxOrder];  // tables_[j] holds order j + 1 (tables_[0] unused)
+  ngram::KeyFilter filters_[kMaxOrder];  // filters_[j]: the keys of tables_[j] (key_filter.h)
   std::unordered_map<std::string, std::string> metadata_;
   ngram::VocabIndex index_;
   WordIndex unk_ = kNoWord, bos_ = kNoWord, eos_ = kNoWord;
   LmState begin_;
   bool suffix_closed_ = false;
   const float* word_bounds_ = nullptr;
+  // Sum over context lengths i >= 2 of max(0, largest backoff of an i-word context), natural log.
+  double backoff_slack2_ln_ = 0;
   std::vector<float> derived_bounds_;    // when a version-1 binary file has none
   std::string source_format_;
 

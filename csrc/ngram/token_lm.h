@@ -60,6 +60,33 @@ class TokenLm {
     const WordIndex word = WordOf(token);
     return word == kNoWord ? oov_ln_ : model_->word_bound_ln(word);
   }
+  // out[i * n + j] >= ScoreToken(state, tokens[j]) for every state reached by a history ending in
+  // token prev_tokens[i] (NgramLM::BoundsAfter), i < rows, j < n.
+  void BoundsAfter(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
+                   float* out) const {
+    constexpr int kChunk = 64;
+    WordIndex prev[kChunk], words[kChunk];
+    for (int rb = 0; rb < rows; rb += kChunk) {
+      const int rm = rows - rb < kChunk ? rows - rb : kChunk;
+      for (int i = 0; i < rm; ++i) prev[i] = WordOf(prev_tokens[rb + i]);
+      for (int cb = 0; cb < n; cb += kChunk) {
+        const int cm = n - cb < kChunk ? n - cb : kChunk;
+        for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
+        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb, n);
+      }
+    }
+  }
+  // The same for `state` (bounded by its most recent word only): out[j] for tokens[j].
+  void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const {
+    constexpr int kChunk = 64;
+    WordIndex words[kChunk];
+    const WordIndex prev = state.length > 0 ? state.words[0] : kNoWord;
+    for (int cb = 0; cb < n; cb += kChunk) {
+      const int cm = n - cb < kChunk ? n - cb : kChunk;
+      for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
+      model_->BoundsAfter(&prev, 1, words, cm, oov_ln_, out + cb, n);
+    }
+  }
   // Natural-log probability of </s> after `in` (oov_ln if the model has no </s>).
   float ScoreEos(const LmState& in, LmState* out) const {
     return model_->Score(in, model_->eos(), out, oov_ln_);
