@@ -80,7 +80,8 @@ TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
 }
 
 WordIndex TokenLm::LargeWordOf(int32_t token) const {
-  const auto it = std::lower_bound(large_ids_.begin(), large_ids_.end(), std::make_pair(token, WordIndex{0}));
+  const auto it =
+      std::lower_bound(large_ids_.begin(), large_ids_.end(), std::make_pair(token, WordIndex{0}));
   return it != large_ids_.end() && it->first == token ? it->second : fallback_;
 }
 

@@ -4,10 +4,11 @@
 // LM words that are canonical decimal integers are token ids. The map is a dense table over the
 // ids below kDenseSlotsPerWord * V (the hot path: one load), and a sorted list of the few larger
 // ids (binary search): numeric words of whitespace LMs such as "220194953" must not size a dense
-// table by their value (that cost 880 MB on a 579k-word Wikipedia LM). Memory is O(V) either way. A token the LM does not know scores
-// as <unk> when the model has one, else `oov_ln` (natural log) and the state resets to the null
-// context. Scores are natural log. ScoreToken is O(order) hash probes, no allocation; ScoreTokens
-// scores several tokens after one state with overlapped probes (NgramLM::ScoreBatch).
+// table by their value (that cost 880 MB on a 579k-word Wikipedia LM). Memory is O(V) either
+// way. A token the LM does not know scores as <unk> when the model has one, else `oov_ln`
+// (natural log) and the state resets to the null context. Scores are natural log. ScoreToken
+// is O(order) hash probes, no allocation; ScoreTokens scores several tokens after one state with
+// overlapped probes (NgramLM::ScoreBatch).
 // TokenBound(t) >= ScoreToken(any state, t): an upper bound for admissible search heuristics.
 // Preconditions: ScoreToken accepts any int32 (out-of-range ids score as unknown); callers that
 // must reject them use CheckTokens (InvalidArgument naming the token and its position).
