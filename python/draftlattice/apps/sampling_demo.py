@@ -9,13 +9,15 @@ Rows (every prompt decoded with the same seed by every row, so rows differ only 
 
 Every row is lossless (its outputs follow the target's sampling law exactly), so the table only
 compares speed: block efficiency (tokens per serial call, prefill included) and tokens/s.
+``--json`` writes the rows and, as ``outputs``, the ``vanilla`` row's sampled continuations (one
+per prompt; each row draws its own sample of the same law, so the rows' texts differ).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -26,7 +28,7 @@ from ..evaluate.prompts import paragraph_prompts
 from ..model import BlockwiseLM
 from ..pairing import check_tokenizer_fits
 from ..tokenizer import load_tokenizer
-from .demo import DemoSettings, load_ngram
+from .demo import DemoSettings, load_ngram, row_json
 
 
 @dataclass
@@ -36,6 +38,7 @@ class SamplingRow:
     verifier: str
     stats: DecodeStats
     seconds: float
+    outputs: list[list[int]] = field(default_factory=list)  # per prompt, the sampled continuation
 
     @property
     def tokens_per_second(self) -> float:
@@ -47,6 +50,7 @@ class SamplingReport:
     settings: DemoSettings
     sampling: SamplingConfig
     rows: list[SamplingRow]
+    decode: Callable[[list[int]], str]
 
     def table(self) -> str:
         base = self.rows[0]
@@ -61,6 +65,18 @@ class SamplingReport:
                 f"| {tps:.1f} | {tps / base.tokens_per_second:.2f} |"
             )
         return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """``demo --temperature T --json``: the rows and the ``vanilla`` row's sampled texts."""
+        sp = self.sampling
+        return {
+            "mode": "sampling",
+            "sampling": {"temperature": sp.temperature, "top_k": sp.top_k, "top_p": sp.top_p,
+                         "repetition_penalty": sp.repetition_penalty},
+            "rows": [row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
+                     for row in self.rows],
+            "outputs": [self.decode(tokens) for tokens in self.rows[0].outputs],
+        }
 
     def render(self) -> str:
         st, sp = self.settings, self.sampling
@@ -108,11 +124,13 @@ def run_sampling_demo(
     rows = []
     for label, description, verifier, drafter in specs:
         decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
-        stats = DecodeStats()
+        stats, outputs = DecodeStats(), []
         start = time.perf_counter()
         items = progress(prompts, desc=label) if progress else prompts
         for i, prompt in enumerate(items):
             generator = torch.Generator().manual_seed(seed + i)
-            stats += decoder.generate(prompt, st.max_new_tokens, generator=generator).stats
-        rows.append(SamplingRow(label, description, verifier, stats, time.perf_counter() - start))
-    return SamplingReport(settings, sampling, rows)
+            result = decoder.generate(prompt, st.max_new_tokens, generator=generator)
+            stats += result.stats
+            outputs.append(result.tokens)
+        rows.append(SamplingRow(label, description, verifier, stats, time.perf_counter() - start, outputs))
+    return SamplingReport(settings, sampling, rows, tokenizer.decode)

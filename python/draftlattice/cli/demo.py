@@ -9,10 +9,12 @@ identical to plain greedy decoding of the target.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._output import FORCE_HELP, atomic_file, check_output
 
 
 def register(subparsers) -> None:
@@ -41,6 +43,11 @@ def register(subparsers) -> None:
                    "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
     p.add_argument("--sample-alpha", type=float, default=0.2, help="n-gram LM weight of sampled drafts")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the texts as JSON: "
+                   '{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}], "outputs": [text per prompt]}; '
+                   "outputs are the target's greedy continuations, or with --temperature the vanilla row's "
+                   "sampled continuations")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP + " (the --json file)")
     p.set_defaults(func=_demo)
 
 
@@ -61,6 +68,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     expect_lm(lm_path)
     expect_text(data)
+    if args.json is not None:
+        check_output(args.json, force=args.force, inputs=[lm_path, data])
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,
@@ -71,16 +80,25 @@ def _demo(args: argparse.Namespace) -> int:
         from ..decode.sampling import SamplingConfig
 
         sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
-        print(run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
-                                args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch).render())
+        report = run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
+                                   args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch)
+        print(report.render())
+        _write_json(args.json, report.to_json())
         return 0
     report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress(),
                       allow_mismatch=args.allow_mismatch)
     print(report.render(args.examples))
+    _write_json(args.json, report.to_json())
     if not report.all_identical:
         print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_json(path: Path | None, data: dict) -> None:
+    if path is not None:
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _progress():
