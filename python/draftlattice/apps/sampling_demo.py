@@ -29,6 +29,7 @@ from ..model import BlockwiseLM
 from ..pairing import check_tokenizer_fits
 from ..tokenizer import load_tokenizer
 from .demo import DemoSettings, load_ngram, row_json
+from .tune_sampling import SampleAlphaTuning, tune_sample_alpha
 
 
 @dataclass
@@ -51,6 +52,7 @@ class SamplingReport:
     sampling: SamplingConfig
     rows: list[SamplingRow]
     decode: Callable[[list[int]], str]
+    tuning: SampleAlphaTuning | None = None  # when sample_alpha was tuned ("auto")
 
     def table(self) -> str:
         base = self.rows[0]
@@ -76,11 +78,17 @@ class SamplingReport:
             "rows": [row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
                      for row in self.rows],
             "outputs": [self.decode(tokens) for tokens in self.rows[0].outputs],
+            **({"sample_alpha_tuning": self.tuning.to_json()} if self.tuning else {}),
         }
 
     def render(self) -> str:
         st, sp = self.settings, self.sampling
-        return "\n".join([
+        tuned = []
+        if self.tuning is not None:
+            t = self.tuning
+            tuned = [f"sample_alpha tuned on {t.positions} positions of held-out calibration prompts "
+                     f"({t.rule} rule, p={t.p}): {t.best.alpha:g}", "", t.table(), ""]
+        return "\n".join([*tuned,
             (f"draftlattice demo (sampling: temperature {sp.temperature}, top-k {sp.top_k}, top-p {sp.top_p}): "
              f"{st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, {st.max_new_tokens} new tokens each"),
             "",
@@ -97,12 +105,18 @@ def run_sampling_demo(
     data_path: Path,
     settings: DemoSettings,
     sampling: SamplingConfig,
-    sample_alpha: float = 0.2,
+    sample_alpha: float | str = 0.2,
     seed: int = 0,
     progress: Callable | None = None,
     allow_mismatch: bool = False,
+    calibration_path: Path | None = None,
+    calibration_prompts: int = 8,
 ) -> SamplingReport:
-    """Decodes the demo prompts with each sampling row (see the module docstring)."""
+    """Decodes the demo prompts with each sampling row (see the module docstring).
+
+    ``sample_alpha="auto"``: tuned first by :func:`tune_sample_alpha` on ``calibration_prompts``
+    prompts of ``calibration_path`` (WikiText-2 valid: held out from the test prompts), for the
+    ``ngram p sampled`` row's rule and p; both lattice rows then use it."""
     model = BlockwiseLM.from_pretrained(Path(model_dir))
     tokenizer_path = Path(model_dir) / "tokenizer.json"
     if not tokenizer_path.is_file():
@@ -111,7 +125,16 @@ def run_sampling_demo(
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
     lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
     prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
-    st = settings
+    st, tuning = settings, None
+    if sample_alpha == "auto":
+        if calibration_path is None:
+            raise ValueError("sample_alpha='auto' needs calibration prompts (calibration_path)")
+        held_out = paragraph_prompts(calibration_path, tokenizer, calibration_prompts, st.prompt_tokens, spread=True)
+        tuning = tune_sample_alpha(model, lm, held_out, sampling, k=st.k, p=st.p, max_new_tokens=st.max_new_tokens,
+                                   seed=seed, progress=progress)
+        sample_alpha = tuning.best.alpha
+    elif isinstance(sample_alpha, str):
+        raise ValueError(f"sample_alpha must be a weight >= 0 or 'auto', got {sample_alpha!r}")
     specs = [
         ("vanilla", "each head sampled", "block", VanillaDrafter()),
         ("ngram 1 draft", f"k={st.k} sample_alpha={sample_alpha}, full support", "block",
@@ -133,4 +156,4 @@ def run_sampling_demo(
             stats += result.stats
             outputs.append(result.tokens)
         rows.append(SamplingRow(label, description, verifier, stats, time.perf_counter() - start, outputs))
-    return SamplingReport(settings, sampling, rows, tokenizer.decode)
+    return SamplingReport(settings, sampling, rows, tokenizer.decode, tuning)

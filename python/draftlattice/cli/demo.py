@@ -42,13 +42,30 @@ def register(subparsers) -> None:
     p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy "
                    "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
-    p.add_argument("--sample-alpha", type=float, default=0.2, help="n-gram LM weight of sampled drafts")
+    p.add_argument("--sample-alpha", type=_weight_or_auto, default=0.2,
+                   help="n-gram LM weight of sampled drafts (default 0.2), or 'auto': tuned first for the expected "
+                   "accepted length on held-out WikiText-2 valid prompts (see --calibration-prompts)")
+    p.add_argument("--calibration-prompts", type=int, default=8,
+                   help="prompts of WikiText-2 valid.txt (beside the test file) that --sample-alpha auto tunes on "
+                   "(default 8)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the texts as JSON: "
                    '{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}], "outputs": [text per prompt]}; '
                    "outputs are the target's greedy continuations, or with --temperature the vanilla row's "
                    "sampled continuations")
     p.add_argument("--force", action="store_true", help=FORCE_HELP + " (the --json file)")
     p.set_defaults(func=_demo)
+
+
+def _weight_or_auto(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}")
+    return value
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -80,8 +97,13 @@ def _demo(args: argparse.Namespace) -> int:
         from ..decode.sampling import SamplingConfig
 
         sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
+        calibration = None
+        if args.sample_alpha == "auto":
+            calibration = (args.data.parent if args.data else data_file(WIKITEXT_TEST).parent) / "valid.txt"
+            expect_text(calibration)
         report = run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
-                                   args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch)
+                                   args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch,
+                                   calibration_path=calibration, calibration_prompts=args.calibration_prompts)
         print(report.render())
         _write_json(args.json, report.to_json())
         return 0
