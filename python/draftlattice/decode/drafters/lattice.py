@@ -26,7 +26,7 @@ from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
 from ...sample import sample_from_heads
-from ..sampling import SamplingConfig, draw_distinct, seen_tokens
+from ..sampling import SamplingConfig, draw_distinct
 from .base import Drafts, check_head_logits
 
 
@@ -83,7 +83,7 @@ class LatticeDrafter:
         first token (q[:, 0] is then that law itself, before any removal)."""
         check_head_logits(head_logits)
         vocab = head_logits.shape[1]
-        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab, device=head_logits.device))
+        probs = sampling.distribution(head_logits.detach().double(), sampling.seen(context, vocab, device=head_logits.device))
         logp = probs.log().cpu().numpy()
         state = self.committed.after(context)
         drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, state,
