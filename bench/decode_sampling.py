@@ -52,6 +52,37 @@ class TemperatureOnly:
         return self.inner.sample(head_logits, context, plain, generator, n)
 
 
+class DraftTemperature:
+    """Wraps a drafter so that its heads are sampled at ``factor`` x the target's temperature (a
+    proposal-shaping knob: still lossless, q is reported exactly)."""
+
+    def __init__(self, inner, factor: float) -> None:
+        self.inner, self.name, self.num_drafts, self.factor = inner, inner.name, inner.num_drafts, factor
+
+    def propose(self, head_logits, context):
+        return self.inner.propose(head_logits, context)
+
+    def sample(self, head_logits, context, sampling, generator, n=1):
+        return self.inner.sample(head_logits, context, replace(sampling, temperature=sampling.temperature * self.factor),
+                                 generator, n)
+
+
+def sweep_rows(lm, k: int, ps: list[int], alphas: list[float], draft_temperatures: list[float]):
+    """``--sweep``: vanilla, then for every p the vanilla and lattice multi-draft rows (every
+    sample_alpha and draft-temperature factor)."""
+    out = [("vanilla", "block", VanillaDrafter())]
+    for p in ps:
+        for factor in draft_temperatures:
+            suffix = "" if factor == 1 else f", draft T x{factor}"
+            vanilla_p = VanillaDrafter()
+            vanilla_p.num_drafts = p
+            out.append((f"vanilla, {p} sampled drafts{suffix}", "multi", DraftTemperature(vanilla_p, factor)))
+            for a in alphas:
+                out.append((f"ngram k={k} {p} sampled drafts, sample_alpha={a}{suffix}", "multi",
+                            DraftTemperature(LatticeDrafter(lm, k=k, p=p, sample_alpha=a), factor)))
+    return out
+
+
 def rows(lm, k: int, p: int, alphas: list[float], top_p: bool):
     """(label, verifier, drafter) of one sampling setting; with top-p only the processing ablation."""
     out = [("vanilla", "block", VanillaDrafter())]
@@ -89,6 +120,10 @@ def main() -> None:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
     parser.add_argument("--top-p", type=float, default=0.9, help="one more setting at T=1 with this top-p (1 = none)")
     parser.add_argument("--models", type=Path)
+    parser.add_argument("--sweep", type=int, nargs="+", metavar="P",
+                        help="instead of the ablation rows: vanilla and lattice multi-draft rows for these p")
+    parser.add_argument("--draft-temperatures", type=float, nargs="+", default=[1.0],
+                        help="with --sweep: the drafts' temperature as a multiple of the target's")
     args = parser.parse_args()
     torch.set_num_threads(1)  # 2 threads slow down 10-30x when other jobs share the 2 cores
     model_dir = model_asset("default", args.models)
@@ -107,7 +142,9 @@ def main() -> None:
     for sampling in settings:
         base = None
         label = f"T={sampling.temperature}" + (f" top_p={sampling.top_p}" if sampling.top_p < 1 else "")
-        for name, verifier, drafter in rows(lm, args.k, args.p, args.alphas, sampling.top_p < 1):
+        table = (sweep_rows(lm, args.k, args.sweep, args.alphas, args.draft_temperatures) if args.sweep
+                 else rows(lm, args.k, args.p, args.alphas, sampling.top_p < 1))
+        for name, verifier, drafter in table:
             decoder = BlockwiseDecoder(model, drafter, verifier, replace(sampling))
             decoder.generate(prompts[0], 4, generator=torch.Generator().manual_seed(0))  # warm-up
             stats = DecodeStats()

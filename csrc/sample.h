@@ -62,11 +62,14 @@ class SplitMix64 {
 
 constexpr double kMaxSampleCells = 268435456.0;  // 2^28, see SampleDrafts
 
+// The LM starts in `start` (a state of `lm`, checked): a decoder keeps its committed text's state
+// and pays per step only for the tokens it accepted. The overload below starts after a context.
 template <typename Lm>
-DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
-                          size_t context_size, const RescoreOptions& options, int64_t n,
-                          uint64_t seed, const double* other_ln = nullptr) {
+DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
+                          const RescoreOptions& options, int64_t n, uint64_t seed,
+                          const double* other_ln = nullptr) {
   options.Validate();
+  lm.CheckState(start);
   if (n < 0) throw InvalidArgument(Message("number of samples must be >= 0, got ", n));
   const int h = lattice.h, k = lattice.k;
   const bool other = other_ln != nullptr;
@@ -81,7 +84,7 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
       if (std::isnan(other_ln[t]) || other_ln[t] > 1e-9)
         throw InvalidArgument(Message("other-mass log-prob of position ", t, " must be <= 0 or -inf, got ", other_ln[t]));
   const int columns = k + (other ? 1 : 0);
-  ComposedLattice<Lm> graph(lattice, lm, context, context_size, options.bos);
+  ComposedLattice<Lm> graph(lattice, lm, start);
   const LmState restart = lm.Start(nullptr, 0, false);
   std::vector<int32_t> all_ranks(k);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;
@@ -150,6 +153,13 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
     }
   }
   return out;
+}
+
+template <typename Lm>
+DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
+                          size_t context_size, const RescoreOptions& options, int64_t n,
+                          uint64_t seed, const double* other_ln = nullptr) {
+  return SampleDrafts(lattice, lm, lm.Start(context, context_size, options.bos), options, n, seed, other_ln);
 }
 
 }  // namespace dl

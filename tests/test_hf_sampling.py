@@ -2,7 +2,10 @@
 
 Monte-Carlo law test on a tiny vocabulary: many rows of one prompt in one batched call, the
 empirical law of the 3 new tokens against the exact law enumerated from the model with
-generate()'s warpers (temperature, top-k), by a chi-square test.
+generate()'s warpers (temperature, top-k), by a chi-square test; for each sampling rule
+(``draft_sample``: p sampled drafts with recursive rejection, the p best drafts with the tree
+rule, one draft with block verification), with and without an n-gram LM. The rules' own exact
+laws are checked by enumeration in test_verify_multi_draft.py.
 """
 
 from __future__ import annotations
@@ -70,8 +73,9 @@ def law_p_value(law, counts, n) -> float:
     return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
+@pytest.mark.parametrize("rule", ["multi", "tree", "block"])
 @pytest.mark.parametrize("use_lm", [False, True])
-def test_sampling_preserves_the_target_law(tmp_path, use_lm):
+def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
     model = peaked_model()
     heads = dlhf.DraftHeads.for_model(model, horizon=3)
     with torch.no_grad():  # heads that disagree with the target: drafts are accepted and rejected
@@ -80,10 +84,42 @@ def test_sampling_preserves_the_target_law(tmp_path, use_lm):
     lm = ngram_over(tmp_path, [[(3 * i + j) % V for j in range(12)] for i in range(V)], order=2) if use_lm else None
     torch.manual_seed(11)
     n = 6000
-    counts, stats = sampled_counts(model, heads, n, draft_lm=lm, draft_alpha=1.0, draft_k=4)
+    counts, stats = sampled_counts(model, heads, n, draft_lm=lm, draft_alpha=1.0, draft_sample_alpha=1.0, draft_k=4,
+                                   draft_p=3, draft_sample=rule)
     assert sum(counts.values()) == n
     assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
     assert law_p_value(exact_law(model), counts, n) > 1e-3
+
+
+def test_misreported_proposal_law_is_detected(monkeypatch):
+    """The law test catches a sampling path whose q is not the law the drafts came from."""
+    import draftlattice.hf.drafting as drafting
+
+    real = drafting.propose
+
+    def lying(head_logits, options, sampling):
+        proposal = real(head_logits, options, sampling)
+        sampled = proposal.sampled
+        uniform = drafting.SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V))
+        return drafting.Proposal(proposal.to_host, uniform, proposal.vocab_size)
+
+    import sys
+
+    monkeypatch.setattr(sys.modules["draftlattice.hf.generate"], "propose", lying)
+    model = peaked_model()
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    torch.manual_seed(13)
+    counts, _ = sampled_counts(model, heads, 6000, draft_p=3)
+    assert law_p_value(exact_law(model), counts, 6000) < 1e-3
+
+
+def test_bad_sampling_rule_is_named():
+    model = peaked_model()
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with pytest.raises(ValueError, match="draft_sample must be one of"):
+        sampled_counts(model, heads, 1, draft_sample="beam")
+    with pytest.raises(ValueError, match="draft_sample_alpha must be a finite number"):
+        sampled_counts(model, heads, 1, draft_sample_alpha=-1.0)
 
 
 def test_law_test_detects_a_wrong_law():
@@ -101,8 +137,9 @@ def test_law_test_detects_a_wrong_law():
     assert law_p_value(law, counts, 6000) < 1e-3
 
 
+@pytest.mark.parametrize("rule", ["multi", "tree", "block"])
 @pytest.mark.parametrize("use_lm", [False, True])
-def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm):
+def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm, rule):
     """top_k=1 makes the target law a point mass: the sampling path (proposal, block
     verification, padded rows, EOS, repetition penalty) must then give greedy generate()'s output."""
     from _hf_models import greedy, left_padded, qwen2
@@ -119,5 +156,5 @@ def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm):
         with torch.inference_mode():
             out = model.generate(ids, attention_mask=mask, do_sample=True, top_k=1, max_new_tokens=12,
                                  pad_token_id=0, custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm,
-                                 **{"eos_token_id": None, **extra})
+                                 draft_sample=rule, draft_p=3, **{"eos_token_id": None, **extra})
         assert out.tolist() == expected.tolist(), extra

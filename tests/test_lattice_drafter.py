@@ -14,6 +14,7 @@ import draftlattice as dl
 from arpa_writer import random_arpa
 from draftlattice.decode import LatticeDrafter
 from draftlattice.decode.drafters.lattice import CommittedLmState
+from draftlattice.sample import sample_from_heads
 
 
 def _models(tmp_path):
@@ -55,4 +56,25 @@ def test_proposals_equal_rescoring_the_whole_context(tmp_path):
             lattice = drafter.lattice(logits)
             want = dl.rescore(lattice, lm, 4, 0.7, np.array(context), bos=True).tokens
             np.testing.assert_array_equal(got, want)
+            context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]
+
+
+def test_samples_equal_sampling_after_the_whole_context(tmp_path):
+    """Sampling mode uses the committed state too: the same drafts and q as sampling the
+    full-support lattice after the whole context's tokens (same seeds)."""
+    from draftlattice.decode import SamplingConfig
+
+    rng = random.Random(3)
+    sampling = SamplingConfig(temperature=0.9)
+    for lm in _models(tmp_path):
+        drafter = LatticeDrafter(lm, k=3, sample_alpha=0.6, bos=True)
+        context = [rng.randrange(7) for _ in range(3)]
+        for step in range(15):
+            logits = torch.randn(3, 9, generator=torch.Generator().manual_seed(step))
+            got = drafter.sample(logits, context, sampling, torch.Generator().manual_seed(step), n=3)
+            logp = sampling.distribution(logits.double()).log().numpy()
+            want = sample_from_heads(logp, 3, lm, 3, 0.6, np.array(context), True,
+                                        torch.Generator().manual_seed(step))
+            np.testing.assert_array_equal(got.tokens.numpy(), want.tokens)
+            np.testing.assert_allclose(got.q.numpy(), want.q, rtol=1e-6, atol=1e-7)
             context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]

@@ -14,6 +14,7 @@ from scipy.stats import chisquare
 
 import draftlattice as dl
 from arpa_writer import random_arpa
+from draftlattice.sample import sample_from_heads
 from ngram_reference import BruteForceLM
 
 
@@ -135,3 +136,29 @@ def test_bad_inputs_raise(models):
             dl.sample_drafts(lattice, lm, **kwargs)
     with pytest.raises(ValueError, match="contexts"):
         dl.sample_drafts_batch([lattice, lattice], lm, [[1]])
+
+
+def test_an_lm_state_start_equals_the_context_it_stands_for(models):
+    """sample_drafts / sample_from_heads from lm.start(context, bos): the same draws and q as
+    from the token context (with and without the "other" arcs); a foreign state is refused."""
+    rng = random.Random(9)
+    for lm, _ in models:
+        for _ in range(5):
+            lattice = random_lattice(rng, rng.randint(1, 4), rng.randint(1, 4))
+            context = [rng.randrange(8) for _ in range(rng.randint(0, 5))]
+            bos, seed = rng.random() < 0.5, rng.randrange(2**64)
+            other = None if rng.random() < 0.5 else np.log(np.full(lattice.h, 0.3))
+            a = dl.sample_drafts(lattice, lm, 20, 0.7, context, bos, seed, other)
+            b = dl.sample_drafts(lattice, lm, 20, 0.7, lm.start(context, bos), False, seed, other)
+            np.testing.assert_array_equal(a.tokens, b.tokens)
+            np.testing.assert_array_equal(a.q, b.q)
+            heads = np.log(np.random.default_rng(seed % 2**32).dirichlet(np.ones(8), size=3))
+            c = sample_from_heads(heads, 3, lm, 5, 0.4, context, bos, seed)
+            d = sample_from_heads(heads, 3, lm, 5, 0.4, lm.start(context, bos), False, seed)
+            np.testing.assert_array_equal(c.tokens, d.tokens)
+            np.testing.assert_array_equal(c.q, d.q)
+    lattice = random_lattice(rng, 2, 2)
+    with pytest.raises(ValueError, match="bos=True applies to token contexts"):
+        dl.sample_drafts(lattice, models[0][0], 1, 0.5, models[0][0].start([1]), True)
+    with pytest.raises(ValueError, match="state"):
+        dl.sample_drafts(lattice, models[0][0], 1, 0.5, models[3][0].start([1, 2, 3, 4]))

@@ -273,3 +273,19 @@ def test_without_replacement_accepts_more_than_with():
         prob = torch.tensor([w for _, w in cases], dtype=F64)
         means.append(float((prob[:, None] * law.sum((1, 3)) * torch.arange(2, dtype=F64)).sum()))
     assert means[1] > means[0], means
+
+
+def test_draw_categorical_follows_the_law_and_never_draws_probability_zero(monkeypatch):
+    """The verifiers' inverse-CDF sampler: chi-square against the law (unnormalised rows), no
+    zero-probability token even when the uniform lands on the total mass."""
+    from scipy.stats import chisquare
+
+    from draftlattice.verify._common import draw_categorical
+
+    law = torch.tensor([0.0, 1.0, 0.0, 0.6, 0.4, 0.0], dtype=torch.float64)  # sums to 2
+    x = draw_categorical(law.expand(40000, 6), torch.Generator().manual_seed(1))
+    counts = torch.bincount(x, minlength=6)
+    assert counts[law == 0].sum() == 0
+    assert chisquare(counts[law > 0].numpy(), (law[law > 0] / 2 * 40000).numpy()).pvalue > 1e-3
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.ones(a[0], a[1], dtype=k["dtype"]))
+    assert draw_categorical(law[None]).tolist() == [4]  # the last token of positive mass

@@ -9,6 +9,7 @@
 
 #include "batch.h"
 #include "bindings/convert.h"
+#include "bindings/rescore_args.h"
 #include "lattice.h"
 #include "ngram/token_lm.h"
 #include "sample.h"
@@ -63,18 +64,23 @@ std::vector<double> OtherLogprobs(const std::optional<CArray<double>>& array, co
 
 const double* OrNull(const std::vector<double>& values) { return values.empty() ? nullptr : values.data(); }
 
+// `context`: token ids (int32 [n]) or an LmState of `lm` (then bos must be False).
 py::tuple Sample(const Lattice& lattice, const TokenLm& lm, py::handle n_arg, py::handle alpha,
-                 const CArray<int32_t>& context_array, bool bos, uint64_t seed,
+                 const py::object& context, bool bos, uint64_t seed,
                  const std::optional<CArray<double>>& other_array) {
   const int64_t n = IntArg<int64_t>(n_arg, "n");
   const RescoreOptions options = Options(RealArg(alpha, "alpha"), bos);
-  const auto context = ContextVector(context_array, "context");
-  CheckInputs(lm, lattice, context);
+  const Start start = StartArg(context, bos);
+  CheckInputs(lm, lattice, start.context);
+  if (start.has_state) lm.CheckState(start.state);
   const auto other = OtherLogprobs(other_array, lattice);
   DraftSamples samples;
   {
     py::gil_scoped_release release;
-    samples = SampleDrafts(lattice, lm, context.data(), context.size(), options, n, seed, OrNull(other));
+    samples = start.has_state
+                  ? SampleDrafts(lattice, lm, start.state, options, n, seed, OrNull(other))
+                  : SampleDrafts(lattice, lm, start.context.data(), start.context.size(), options, n,
+                                 seed, OrNull(other));
   }
   return SamplesToPython(samples);
 }

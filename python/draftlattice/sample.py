@@ -30,6 +30,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import context_array, int_array, to_numpy
+from ._core import LmState
 from .lattice import Lattice
 from .rescore import as_lattices, contexts_list, core_lattice, threads_arg
 
@@ -86,16 +87,20 @@ def _samples(raw: tuple) -> DraftSamples:
 
 
 def sample_drafts(lattice: Lattice, lm: Any, n: int = 1, alpha: float = 1.0,
-                  context: Sequence[int] | np.ndarray = (), bos: bool = False,
+                  context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False,
                   generator: Any = None, other_logprobs: Any = None) -> DraftSamples:
     """n drafts drawn exactly from ``P(d) ∝ exp(lattice(d) + alpha * ln p_LM(d | context))``.
+
+    ``context``: token ids (``bos`` puts ``<s>`` before them) or the :class:`~draftlattice.LmState`
+    of this LM after them (``bos`` False), as in :func:`draftlattice.rescore`: a decoder that keeps
+    its committed text's state pays per step only for the tokens it accepted.
 
     ``other_logprobs`` [h] (natural log, ``-inf`` allowed) adds the "other" arc of each position
     (module docstring): ``q`` then has ``k + 1`` columns, the last one the other arc, and a
     drawn other arc shows as token ``-1``. :func:`sample_from_heads` builds on it."""
     other = None if other_logprobs is None else _other_array(other_logprobs)
-    raw = _core.sample_drafts(core_lattice(lattice), lm, n, alpha,
-                              context_array(context), bool(bos), draw_seed(generator), other)
+    start = context if isinstance(context, LmState) else context_array(context)
+    raw = _core.sample_drafts(core_lattice(lattice), lm, n, alpha, start, bool(bos), draw_seed(generator), other)
     return _samples(raw)
 
 
@@ -127,7 +132,7 @@ class HeadDraftSamples:
 
 
 def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: float = 1.0,
-                      context: Sequence[int] | np.ndarray = (), bos: bool = False,
+                      context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False,
                       generator: Any = None, full_support: bool = True) -> HeadDraftSamples:
     """n drafts from the rescored top-k lattice of ``head_logprobs``, with an "other" arc per
     position when ``full_support`` (the default; off: the proposal only has the top-k tokens).
@@ -136,7 +141,7 @@ def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: fl
         head_logprobs: [h, V] natural-log head distributions (rows sum to 1 in probability;
             ``-inf`` for tokens a head excludes, e.g. after top-p).
         k: top-k candidates per head (capped at the smallest number of non-zero tokens of a head).
-        lm, alpha, context, bos: as :func:`sample_drafts`.
+        lm, alpha, context, bos: as :func:`sample_drafts` (``context`` token ids or an LmState).
         generator: source of two seeds (the lattice walk, then the concrete "other" tokens).
         full_support: add the "other" arcs.
     Returns:
@@ -154,23 +159,22 @@ def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: fl
     k = min(_count(k), support)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    order = np.lexsort((np.broadcast_to(np.arange(vocab), logp.shape), -logp), axis=1)[:, :k]  # best, then lower id
+    order = _top_k(logp, k)
     top = np.take_along_axis(logp, order, axis=1)
-    outside = logp.copy()
-    np.put_along_axis(outside, order, -np.inf, axis=1)
-    with np.errstate(divide="ignore"):
-        other = np.logaddexp.reduce(outside, axis=1)  # ln(mass outside the top-k), -inf if none
+    rest = np.exp(logp)  # becomes the head restricted outside the top-k, [h, V]
+    np.put_along_axis(rest, order, 0.0, axis=1)
+    mass = rest.sum(axis=1)  # outside the top-k: a sum of positive terms, no cancellation
+    with np.errstate(divide="ignore", invalid="ignore"):
+        other = np.log(mass)  # -inf if none
+        rest /= mass[:, None]
+    rest[mass <= 0] = 0.0
     lattice = Lattice.from_topk(order.astype(np.int32), top.astype(np.float32))
     if not full_support:
         other = np.full(h, -np.inf)  # an "other" arc of probability 0 changes nothing else
+        rest[:] = 0.0
     drawn = sample_drafts(lattice, lm, n, alpha, context, bos, generator, other)
     rng = np.random.default_rng(draw_seed(generator))
     arc_q = drawn.q  # [n, h, k+1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rest = np.exp(outside - other[:, None])  # head restricted outside the top-k, [h, V]
-    rest[~np.isfinite(other)] = 0.0
-    if not full_support:
-        rest[:] = 0.0
     q = arc_q[:, :, k : k + 1] * rest[None]  # [n, h, V]
     for t in range(h):
         q[:, t, lattice.tokens[t]] = arc_q[:, t, :k]
@@ -178,6 +182,19 @@ def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: fl
     for i, t in zip(*np.nonzero(tokens < 0)):
         tokens[i, t] = rng.choice(vocab, p=rest[t] / rest[t].sum())
     return HeadDraftSamples(tokens=tokens, q=q, lattice=lattice, arc_q=arc_q)
+
+
+def _top_k(logp: np.ndarray, k: int) -> np.ndarray:
+    """[h, k] ids of each row's k largest values, best first, ties by lower id (the order of a
+    full stable sort, without sorting all V values)."""
+    kth = -np.partition(-logp, k - 1, axis=1)[:, k - 1 : k]  # each row's k-th largest value
+    out = np.empty((logp.shape[0], k), dtype=np.int64)
+    for t, (row, bound) in enumerate(zip(logp, kth[:, 0])):
+        above = np.flatnonzero(row > bound)
+        ties = np.flatnonzero(row == bound)[: k - len(above)]  # lowest ids first
+        ids = np.concatenate([above, ties])
+        out[t] = ids[np.lexsort((ids, -row[ids]))]
+    return out
 
 
 def sample_drafts_batch(lattices: Any, lm: Any, contexts: Any = None, n: int = 1,

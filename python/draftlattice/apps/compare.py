@@ -48,6 +48,11 @@ class ComparisonRow:
     identical: bool  # every output equal to plain greedy decoding
     seconds: float
 
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens per wall-clock second of the whole row (drafting, verification, prefill)."""
+        return self.stats.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
 
 @dataclass
 class Comparison:

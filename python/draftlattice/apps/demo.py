@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..decode import DecodeStats
 from ..decode.drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
 from ..evaluate.prompts import paragraph_prompts
 from ..model import BlockwiseLM
@@ -60,17 +61,26 @@ class DemoReport:
         """Markdown table of the rows (block efficiency = tokens per serial call, prefill included)."""
         lines = [
             "| drafter | settings | verifier | block efficiency | mean block | serial calls | tokens "
-            "| drafting s | verification s | total s | = greedy |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| drafting s | verification s | total s | tokens/s | = greedy |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in [self.comparison.greedy, *self.comparison.rows]:
             s = row.stats
             lines.append(
                 f"| {row.label} | {row.settings} | {row.verifier} | {s.block_efficiency:.3f} | {s.mean_block_size:.2f} "
                 f"| {s.serial_calls} | {s.new_tokens} | {s.drafting_seconds:.2f} | {s.verification_seconds:.2f} "
-                f"| {row.seconds:.2f} | {'yes' if row.identical else 'NO'} |"
+                f"| {row.seconds:.2f} | {row.tokens_per_second:.1f} | {'yes' if row.identical else 'NO'} |"
             )
         return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """``demo --json``: ``{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}],
+        "outputs": [text per prompt]}``; the outputs are the target's greedy continuations (which
+        every row reproduced when ``all_identical``)."""
+        rows = [row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
+                | {"identical": row.identical} for row in [self.comparison.greedy, *self.comparison.rows]]
+        return {"mode": "greedy", "rows": rows,
+                "outputs": [self.decode(reference) for reference in self.comparison.references]}
 
     def render(self, num_examples: int = 3) -> str:
         st = self.settings
@@ -106,6 +116,13 @@ class DemoReport:
             bad = ", ".join(row.label for row in rows if not row.identical)
             out.append(f"FAILED: outputs of {bad} differ from greedy decoding of the target.")
         return "\n".join(out)
+
+
+def row_json(name: str, settings: str, verifier: str, stats: DecodeStats, tokens_per_second: float) -> dict:
+    """One table row as ``demo --json`` writes it (the same numbers as the printed table)."""
+    return {"name": name, "settings": settings, "verifier": verifier,
+            "block_efficiency": stats.block_efficiency, "tokens_per_s": tokens_per_second,
+            "mean_block": stats.mean_block_size, "serial_calls": stats.serial_calls, "tokens": stats.new_tokens}
 
 
 def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -> NgramLM:

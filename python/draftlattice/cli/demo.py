@@ -9,10 +9,12 @@ identical to plain greedy decoding of the target.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._output import FORCE_HELP, atomic_file, check_output
 
 
 def register(subparsers) -> None:
@@ -40,8 +42,30 @@ def register(subparsers) -> None:
     p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy "
                    "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
-    p.add_argument("--sample-alpha", type=float, default=0.2, help="n-gram LM weight of sampled drafts")
+    p.add_argument("--sample-alpha", type=_weight_or_auto, default=0.2,
+                   help="n-gram LM weight of sampled drafts (default 0.2), or 'auto': tuned first for the expected "
+                   "accepted length on held-out WikiText-2 valid prompts (see --calibration-prompts)")
+    p.add_argument("--calibration-prompts", type=int, default=8,
+                   help="prompts of WikiText-2 valid.txt (beside the test file) that --sample-alpha auto tunes on "
+                   "(default 8)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the table and the texts as JSON: "
+                   '{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}], "outputs": [text per prompt]}; '
+                   "outputs are the target's greedy continuations, or with --temperature the vanilla row's "
+                   "sampled continuations")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP + " (the --json file)")
     p.set_defaults(func=_demo)
+
+
+def _weight_or_auto(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}")
+    return value
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -61,6 +85,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     expect_lm(lm_path)
     expect_text(data)
+    if args.json is not None:
+        check_output(args.json, force=args.force, inputs=[lm_path, data])
     settings = DemoSettings(
         num_prompts=args.prompts, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
         k=args.k, p=args.p, alpha=args.alpha, neural_alpha=args.neural_alpha,
@@ -71,16 +97,30 @@ def _demo(args: argparse.Namespace) -> int:
         from ..decode.sampling import SamplingConfig
 
         sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
-        print(run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
-                                args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch).render())
+        calibration = None
+        if args.sample_alpha == "auto":
+            calibration = (args.data.parent if args.data else data_file(WIKITEXT_TEST).parent) / "valid.txt"
+            expect_text(calibration)
+        report = run_sampling_demo(model_asset("default", args.models), lm_path, data, settings, sampling,
+                                   args.sample_alpha, progress=_progress(), allow_mismatch=args.allow_mismatch,
+                                   calibration_path=calibration, calibration_prompts=args.calibration_prompts)
+        print(report.render())
+        _write_json(args.json, report.to_json())
         return 0
     report = run_demo(model_asset("default", args.models), lm_path, data, settings, progress=_progress(),
                       allow_mismatch=args.allow_mismatch)
     print(report.render(args.examples))
+    _write_json(args.json, report.to_json())
     if not report.all_identical:
         print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_json(path: Path | None, data: dict) -> None:
+    if path is not None:
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _progress():

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..verify import sampling_distribution
+from ..verify._common import draw_categorical, sampling_distribution
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,14 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not self.repetition_penalty > 0:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+    def seen(self, context: Sequence[int], vocab_size: int, drafts: torch.Tensor | None = None,
+             device: torch.device | str | None = None) -> torch.Tensor | None:
+        """:func:`seen_tokens` when the repetition penalty needs it, else None (saves the
+        [p, g+1, V] masks of every step)."""
+        if self.repetition_penalty == 1.0:
+            return None
+        return seen_tokens(context, vocab_size, drafts, device)
 
     def distribution(self, logits: torch.Tensor, seen: torch.Tensor | None = None) -> torch.Tensor:
         """Probabilities [..., V] (float32 or wider, rows sum to 1) from logits [..., V].
@@ -108,8 +116,7 @@ def scatter_candidates(candidates: torch.Tensor, probs: torch.Tensor, vocab_size
 
 def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One draw per row of probs [..., n] (int64 [...])."""
-    flat = probs.reshape(-1, probs.shape[-1])
-    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    return draw_categorical(probs, generator)
 
 
 def draw_distinct(probs: torch.Tensor, n: int, generator: torch.Generator | None) -> torch.Tensor:

@@ -25,7 +25,7 @@ import torch
 
 from .. import verify
 from .drafters.base import Drafter, Drafts
-from .sampling import SamplingConfig, sample_categorical, seen_tokens
+from .sampling import SamplingConfig, sample_categorical
 
 SAMPLING_VERIFIERS = ("token", "block", "multi", "multi-wor", "tree-sample")
 
@@ -75,7 +75,7 @@ def sampling_step(
         cache.expand(p)
     out = forward(rows, cache)
     logits = out.head1().float()  # [p, g+1, V]
-    probs = sampling.distribution(logits, seen_tokens(context, logits.shape[-1], tokens, device=logits.device))
+    probs = sampling.distribution(logits, sampling.seen(context, logits.shape[-1], tokens, device=logits.device))
     if g == 0:
         best, a, next_token = 0, 0, int(sample_categorical(probs[0, 0], generator))
     elif verifier in ("token", "block"):

@@ -3,8 +3,12 @@
 Greedy decoding verifies the ``p`` best drafts of the heads' top-k lattice: without an LM the
 search runs on the device (only the ``[B, p, g]`` draft ids go to the host); with an n-gram LM
 only the top-k ids and log-probabilities go to the host, where draftlattice's C++ core rescores
-them exactly (:func:`draftlattice.rescore_batch`). Sampling draws one draft per row whose
-proposal law ``q`` is known, as lossless block verification requires.
+them exactly (:func:`draftlattice.rescore_batch`). Sampling uses the decoder's lossless rules
+(``draft_sample``): ``"multi"`` draws p drafts per row whose proposal law ``q`` is known (the
+heads' processed law, or with an LM the full-support rescored lattice of
+:func:`draftlattice.sample.sample_from_heads` with its own weight ``sample_alpha``), verified by
+recursive rejection sampling; ``"tree"`` proposes the p best drafts as in greedy mode (the
+deterministic tree rule); ``"block"`` one sampled draft, block verification.
 
 Drafting is split in two so that the decoding loop needs one device->host transfer per step:
 :func:`propose` (device, right after verification) and :func:`finish` (host, after the
@@ -19,14 +23,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..lattice import Lattice
 from ..rescore import rescore_batch
-from ..sample import sample_drafts_batch
+from ..sample import sample_from_heads
 from ..verify import sampling_distribution
 
 # Context tokens passed to the LM per row: only the last order - 1 matter, and no draftlattice
 # LM has order above 8.
 LM_CONTEXT = 8
+
+# The lossless rules of sampling mode (``draft_sample``), as the decoder's verifiers "multi",
+# "tree-sample" and "block".
+SAMPLE_RULES = ("multi", "tree", "block")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,13 @@ class DraftOptions:
     k: int
     p: int
     alpha: float
+    sample_rule: str = "multi"
+    sample_alpha: float = 0.2
+
+    @property
+    def sampled_drafts(self) -> int:
+        """Drafts sampled per row in sampling mode (0: the rule takes deterministic drafts)."""
+        return {"multi": self.p, "block": 1, "tree": 0}[self.sample_rule]
 
 
 def topk_lattice(head_logits: Tensor, k: int, temperature: float = 1.0) -> tuple[Tensor, Tensor]:
@@ -82,7 +96,9 @@ class Sampling:
 
 @dataclass(frozen=True)
 class SampledDrafts:
-    """One draft per row: ``tokens [B, g]`` (device) and its proposal law ``q [B, g, V]``."""
+    """``n`` drafts per row, ``tokens [B, n, g]`` (device), and their proposal laws
+    ``q [B, n, g, V]``: ``q[b, i, j]`` is the law draft i's token j was drawn from, given its
+    first j tokens (float32, device)."""
 
     tokens: Tensor
     q: Tensor
@@ -103,37 +119,40 @@ class Proposal:
 
 
 def propose(head_logits: Tensor, options: DraftOptions, sampling: Sampling | None) -> Proposal:
-    """Device work of drafting: top-k lattice, p-best paths or sampled drafts."""
+    """Device work of drafting: top-k lattice, p-best paths or sampled drafts.
+
+    Sampled drafts without an LM stay on the device; with an LM the heads' processed
+    log-probabilities ``[B, g, V]`` go to the host, where the rescored lattice is sampled."""
     B, g, V = head_logits.shape
     k = min(options.k, V)
-    if sampling is None:
+    if sampling is None or options.sampled_drafts == 0:
         ids, logprobs = topk_lattice(head_logits, k)
         if options.lm is None:
             return Proposal([pbest_paths(ids, logprobs, options.p)], vocab_size=V)
         return Proposal([ids, logprobs], vocab_size=V)
-    if options.lm is None:
-        q = sampling_distribution(head_logits, sampling.temperature, sampling.top_k, sampling.top_p,
-                                  dtype=torch.float32)
-        tokens = torch.multinomial(q.view(B * g, V), 1).view(B, g)
-        return Proposal([], SampledDrafts(tokens, q), V)
-    return Proposal(list(topk_lattice(head_logits, k, sampling.temperature)), vocab_size=V)
+    q = sampling_distribution(head_logits, sampling.temperature, sampling.top_k, sampling.top_p, dtype=torch.float32)
+    if options.lm is None:  # the heads are independent: n draws per position, the same q for all
+        n = options.sampled_drafts
+        tokens = torch.multinomial(q.view(B * g, V), n, replacement=True).view(B, g, n).transpose(1, 2)
+        return Proposal([], SampledDrafts(tokens, q.unsqueeze(1).expand(B, n, g, V)), V)
+    return Proposal([q.log()], vocab_size=V)
 
 
 def finish(proposal: Proposal, host: list[Tensor], options: DraftOptions, contexts: list[list[int]],
            sampling: Sampling | None, device: torch.device) -> tuple[Tensor, SampledDrafts | None]:
     """Host part of drafting: ``(drafts [B, p, g], sampled)``; ``host`` = ``proposal.to_host``
-    on the host. Greedy drafts stay on the host (the tree is built there); sampled drafts are on
-    the device."""
+    on the host. Deterministic drafts stay on the host (the tree is built there); sampled drafts
+    are on the device."""
     if proposal.sampled is not None:
-        return proposal.sampled.tokens.unsqueeze(1), proposal.sampled
+        return proposal.sampled.tokens, proposal.sampled
     if options.lm is None:
         return host[0], None
-    ids, logprobs = host[0].numpy(), host[1].numpy()
     contexts = [c[-LM_CONTEXT:] for c in contexts]
-    if sampling is None:
+    if sampling is None or options.sampled_drafts == 0:
+        ids, logprobs = host[0].numpy(), host[1].numpy()
         return torch.from_numpy(rescored_drafts(ids, logprobs, options, contexts)), None
-    sampled = lattice_samples(ids, logprobs, options, contexts, proposal.vocab_size, device)
-    return sampled.tokens.unsqueeze(1), sampled
+    sampled = lattice_samples(host[0].numpy(), options, contexts, device)
+    return sampled.tokens, sampled
 
 
 def rescored_drafts(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions,
@@ -150,21 +169,22 @@ def rescored_drafts(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions
     return drafts
 
 
-def lattice_samples(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]],
-                    vocab_size: int, device: torch.device) -> SampledDrafts:
-    """One draft per row drawn exactly from ``exp(lattice + alpha * LM)`` over the top-k lattice
-    (:func:`draftlattice.sample_drafts_batch`), its conditionals ``q`` scattered over the vocabulary."""
-    lattices = [Lattice.from_topk(i, lp) for i, lp in zip(ids, logprobs)]
+def lattice_samples(head_logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]],
+                    device: torch.device) -> SampledDrafts:
+    """``options.sampled_drafts`` i.i.d. drafts per row from the full-support rescored lattice of
+    the heads' processed log-probabilities ``[B, g, V]`` (host), LM weight ``sample_alpha``, with
+    their exact laws q over the vocabulary (:func:`draftlattice.sample.sample_from_heads`).
+    The seeds come from torch's global generator, like generate()'s own draws."""
     seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
-    samples = sample_drafts_batch(lattices, options.lm, contexts, n=1, alpha=options.alpha, generator=seed)
-    B, g, _ = ids.shape
-    tokens = torch.as_tensor(np.stack([s.tokens[0] for s in samples]), dtype=torch.int64)
-    # q's columns follow each lattice's candidate order (Lattice.tokens), not topk's.
-    q_topk = torch.as_tensor(np.stack([s.q[0] for s in samples]), dtype=torch.float32)
-    columns = torch.as_tensor(np.stack([lat.tokens for lat in lattices]), dtype=torch.int64)
-    q = torch.zeros(B, g, vocab_size, dtype=torch.float32, device=device)
-    q.scatter_(-1, columns.to(device, non_blocking=True), q_topk.to(device, non_blocking=True))
-    return SampledDrafts(tokens.to(device, non_blocking=True), q)
+    n = options.sampled_drafts
+    tokens, q = [], []
+    for logp, context in zip(head_logprobs.astype(np.float64), contexts):
+        drawn = sample_from_heads(logp, options.k, options.lm, n, options.sample_alpha, np.asarray(context, np.int32),
+                                  False, seed)
+        tokens.append(drawn.tokens)
+        q.append(drawn.q.astype(np.float32))
+    return SampledDrafts(torch.from_numpy(np.stack(tokens)).to(device, non_blocking=True),
+                         torch.from_numpy(np.stack(q)).to(device, non_blocking=True))
 
 
 def greedy_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]]) -> np.ndarray:

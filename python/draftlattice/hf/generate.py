@@ -10,7 +10,8 @@ Usage (see :func:`generate`)::
 Each step is ONE forward of the base model: it verifies the drafts proposed at the previous step
 and, at the last accepted position, gives the hidden state from which the heads propose the
 next drafts. Greedy output equals ``generate(do_sample=False)``'s token for token; sampling is
-lossless (block verification of one draft whose proposal law is known).
+lossless with the decoder's multi-draft rules (``draft_sample``: p sampled drafts and recursive
+rejection sampling, the p best drafts and the tree rule, or one draft and block verification).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import time
 import torch
 from torch import Tensor
 
-from ..verify import block_verify
+from ..verify import block_verify, multi_draft_verify
 from .cache import cache_layers, compact, keep_block
-from .drafting import DraftOptions, Sampling, finish, propose, to_host
+from .drafting import SAMPLE_RULES, DraftOptions, Sampling, finish, propose, to_host
 from .heads import DraftHeads, output_embeddings
 from .stats import DecodingStats, DraftGenerateOutput
 from .stopping import RowStopper
@@ -58,6 +59,8 @@ def generate(
     draft_p: int = 4,
     draft_alpha: float = 0.5,
     draft_verify: str = "tree",
+    draft_sample: str = "multi",
+    draft_sample_alpha: float = 0.2,
     draft_streamer=None,
     streamer=None,
     **kwargs,
@@ -73,10 +76,19 @@ def generate(
         draft_lm: a :class:`draftlattice.NgramLM` over the model's token ids, or None: the
             drafts are then the p best paths of the heads' own top-k lattice.
         draft_k: candidates per head in the lattice (top-k).
-        draft_p: drafts verified per step (greedy; sampling verifies one draft).
-        draft_alpha: LM weight in the rescoring (lattice log-prob + alpha * LM log-prob).
-        draft_verify: "tree" (the drafts' trie in one row, tree attention) or "batch" (one row
-            per draft).
+        draft_p: drafts verified per step.
+        draft_alpha: LM weight in the rescoring (lattice log-prob + alpha * LM log-prob) of the
+            p best drafts.
+        draft_verify: greedy layout: "tree" (the drafts' trie in one row, tree attention) or
+            "batch" (one row per draft). Sampling always verifies one row per draft.
+        draft_sample: the lossless rule of ``do_sample=True``, as the decoder's sampling
+            verifiers: "multi" (default; ``draft_p`` drafts sampled i.i.d. from the heads'
+            processed law, or with ``draft_lm`` from the full-support rescored lattice, recursive
+            rejection sampling; with ``draft_p=1``, block verification, which is optimal for one
+            draft), "tree" (the ``draft_p`` best drafts as in greedy mode, the exact tree rule)
+            or "block" (one sampled draft, block verification).
+        draft_sample_alpha: LM weight of sampled lattice drafts (default 0.2; 0 = the heads'
+            own law; see ``draftlattice eval tune-sample-alpha``).
         draft_streamer: a transformers streamer fed with the tokens as they are committed.
             transformers' generate() does not hand its own ``streamer=`` to a callable
             ``custom_generate`` (it is a parameter of its default decoding loop), hence this
@@ -98,7 +110,8 @@ def generate(
         raise ValueError("pass either streamer= (direct call) or draft_streamer=, not both")
     draft_streamer = draft_streamer if draft_streamer is not None else streamer
     draft_kwargs = {"draft_heads": draft_heads, "draft_lm": draft_lm, "draft_k": draft_k, "draft_p": draft_p,
-                    "draft_alpha": draft_alpha, "draft_verify": draft_verify, "draft_streamer": draft_streamer}
+                    "draft_alpha": draft_alpha, "draft_verify": draft_verify, "draft_sample": draft_sample,
+                    "draft_sample_alpha": draft_sample_alpha, "draft_streamer": draft_streamer}
     from transformers.generation import LogitsProcessorList, StoppingCriteriaList
 
     # generate() hands over its prepared lists and config; a user calling directly does not.
@@ -134,7 +147,7 @@ def _reject_unsupported(model, config, kwargs) -> None:
                          "(soft-capping / scaling); draftlattice heads read lm_head(hidden) and do not support it")
 
 
-def _check_options(model, heads, lm, k, p, alpha, verify, do_sample) -> DraftOptions:
+def _check_options(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> DraftOptions:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
             "draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
@@ -150,19 +163,22 @@ def _check_options(model, heads, lm, k, p, alpha, verify, do_sample) -> DraftOpt
     for name, value in (("draft_k", k), ("draft_p", p)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha < float("inf"):
-        raise ValueError(f"draft_alpha must be a finite number >= 0, got {alpha!r}")
+    for name, value in (("draft_alpha", alpha), ("draft_sample_alpha", sample_alpha)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if verify not in VERIFY_MODES:
         raise ValueError(f"draft_verify must be one of {VERIFY_MODES}, got {verify!r}")
+    if sample_rule not in SAMPLE_RULES:
+        raise ValueError(f"draft_sample must be one of {SAMPLE_RULES}, got {sample_rule!r}")
     if lm is not None:
         from ..ngram import NgramLM
 
         if not isinstance(lm, NgramLM):
             raise ValueError(f"draft_lm must be a draftlattice.NgramLM or None, got {type(lm).__name__}")
         check_lm_for_model(lm, model)
-    if do_sample and p > 1:
-        logger.info("sampling verifies one draft per row (block verification); draft_p=%d is not used", p)
-    return DraftOptions(lm, k, p, float(alpha))
+    if sample_rule == "multi" and p == 1:
+        sample_rule = "block"  # one draft: block verification accepts at least as much (Sun et al. 2024)
+    return DraftOptions(lm, k, p, float(alpha), sample_rule, float(sample_alpha))
 
 
 def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
@@ -185,9 +201,10 @@ def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
 
 
 def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_heads, draft_lm, draft_k,
-            draft_p, draft_alpha, draft_verify, draft_streamer):
+            draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha, draft_streamer):
     do_sample = bool(config.do_sample)
-    options = _check_options(model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, do_sample)
+    options = _check_options(model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample,
+                             draft_sample_alpha)
     lm_head = output_embeddings(model)
     device, dtype = lm_head.weight.device, lm_head.weight.dtype
     input_ids = input_ids.to(device)
@@ -243,16 +260,15 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         past = cache.get_seq_length()
         sequences = ([torch.tensor(rows_host[b] + new_tokens[b]).to(device, non_blocking=True) for b in range(B)]
                      if processors else [])
-        if draft_verify == "tree" and sampled is None:
+        if do_sample:
+            forward = chain_forward(target, kv_valid, root, drafts, positions, sequences)
+            accepted = chain_accept(forward, drafts, *_verify_sampled(forward, drafts, sampled))
+        elif draft_verify == "tree":
             forward = tree_forward(target, kv_valid, root, drafts, positions, sequences)
             accepted = tree_accept(forward)
         else:
             forward = chain_forward(target, kv_valid, root, drafts, positions, sequences)
-            if sampled is not None:
-                num, nxt = block_verify(sampled.tokens, sampled.q, forward.scores.softmax(-1))
-                accepted = chain_accept(forward, drafts, num, nxt)
-            else:
-                accepted = chain_accept(forward, drafts)
+            accepted = chain_accept(forward, drafts)
         stats.target_calls += 1
         proposal = propose(draft_heads.logits(accepted.z_last, model), options, sampling)
         # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
@@ -285,6 +301,19 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
     if config.return_dict_in_generate:
         return DraftGenerateOutput(sequences=sequences, draft_stats=stats)
     return sequences
+
+
+def _verify_sampled(forward, drafts, sampled):
+    """``(num [B], next [B], best [B] or None)`` of the sampling rule: block verification of one
+    sampled draft, recursive rejection over several (q given), or the tree rule (no q)."""
+    B, p, g = drafts.shape
+    probs = forward.scores.softmax(-1).view(B, p, g + 1, -1)
+    if sampled is not None and p == 1:
+        num, nxt = block_verify(sampled.tokens[:, 0], sampled.q[:, 0], probs[:, 0])
+        return num, nxt, None
+    drafts = drafts.to(probs.device, non_blocking=True)
+    result = multi_draft_verify(drafts, probs, None, None if sampled is None else sampled.q)
+    return result.num_accepted, result.next_token, result.best_draft
 
 
 def _stream(streamer, new_tokens: list[list[int]], before: list[int]) -> None:

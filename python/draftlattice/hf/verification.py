@@ -211,15 +211,16 @@ def chain_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor
 
 
 def chain_accept(forward: Forward, drafts: Tensor, num: Tensor | None = None,
-                 next_token: Tensor | None = None) -> Accepted:
-    """Greedy acceptance over the chains, or the given ``num``/``next_token`` (sampling: p = 1)."""
+                 next_token: Tensor | None = None, best: Tensor | None = None) -> Accepted:
+    """Greedy acceptance over the chains, or the given ``num``/``next_token`` of chain ``best``
+    (a sampling rule's result; ``best`` None = chain 0)."""
     B, p, g = drafts.shape
     device = forward.z.device
     scores = forward.scores.view(B, p, g + 1, -1)
     drafts = drafts.to(device, non_blocking=True)
     if num is None:
         best, num, next_token = greedy_accept(drafts, scores)
-    else:
+    elif best is None:
         best = torch.zeros(B, dtype=torch.int64, device=device)
     rows = torch.arange(B, device=device)
     tokens = torch.cat([drafts[rows, best], torch.zeros_like(drafts[:, 0, :1])], dim=1)

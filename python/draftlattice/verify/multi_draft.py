@@ -53,7 +53,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._common import residual_distribution
+from ._common import draw_categorical, residual_distribution
 
 __all__ = ["MultiDraftResult", "multi_draft_verify", "multi_draft_verify_distribution"]
 
@@ -133,7 +133,7 @@ def multi_draft_verify(
                                               without_replacement)
         else:
             child = None
-        y = torch.multinomial(law, 1, generator=generator).squeeze(-1)  # next token if not descending
+        y = draw_categorical(law, generator)  # next token if not descending
         if j == g:
             nxt = torch.where(walking, y, nxt)
             break

@@ -10,8 +10,8 @@ full support (an "other" arc per position for the head's mass outside the top-k)
 verifier the exact conditional distribution of every drawn token over the whole vocabulary
 (``draftlattice.sample.sample_from_heads``, forward-backward).
 
-Greedy mode keeps the LM state of the committed text (:class:`CommittedLmState`) and advances it
-by the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
+Both modes keep the LM state of the committed text (:class:`CommittedLmState`) and advance it by
+the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..._core import LmState
 from ...lattice import Lattice
 from ...rescore import rescore
 from ...sample import sample_from_heads
-from ..sampling import SamplingConfig, draw_distinct, seen_tokens
+from ..sampling import SamplingConfig, draw_distinct
 from .base import Drafts, check_head_logits
 
 
@@ -83,11 +83,11 @@ class LatticeDrafter:
         first token (q[:, 0] is then that law itself, before any removal)."""
         check_head_logits(head_logits)
         vocab = head_logits.shape[1]
-        probs = sampling.distribution(head_logits.detach().double(), seen_tokens(context, vocab, device=head_logits.device))
+        probs = sampling.distribution(head_logits.detach().double(), sampling.seen(context, vocab, device=head_logits.device))
         logp = probs.log().cpu().numpy()
-        ctx = np.asarray(context, dtype=np.int32)
-        drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, ctx,
-                                  self.bos, generator, self.full_support)
+        state = self.committed.after(context)
+        drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, state,
+                                  False, generator, self.full_support)
         if not distinct_first:
             return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
         q0 = torch.from_numpy(drawn.q[0, 0])
@@ -97,8 +97,8 @@ class LatticeDrafter:
             row, law = [c], [drawn.q[0, 0]]
             if logp.shape[0] > 1:  # the rest given c: the lattice of heads 2.. after c's LM state
                 known = c in drawn.lattice.tokens[0]  # else an "other" token: the LM restarts
-                rest = sample_from_heads(logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha,
-                                         np.append(ctx, np.int32(c)) if known else ctx[:0], self.bos and known,
+                after = self.lm.advance(state, [c]) if known else self.lm.start([], False)
+                rest = sample_from_heads(logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha, after, False,
                                          generator, self.full_support)
                 row += rest.tokens[0].tolist()
                 law += list(rest.q[0])

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..sampling import SamplingConfig, draw_distinct, sample_categorical, seen_tokens
+from ..sampling import SamplingConfig, draw_distinct, sample_categorical
 from .base import Drafts, check_head_logits
 
 
@@ -34,7 +34,7 @@ class VanillaDrafter:
         """n drafts; with ``distinct_first``, min(n, support) drafts whose first tokens are drawn
         without replacement from head 2's law (q[:, 0] is that law, before any removal)."""
         check_head_logits(head_logits)
-        seen = seen_tokens(context, head_logits.shape[1], device=head_logits.device)
+        seen = sampling.seen(context, head_logits.shape[1], device=head_logits.device)
         law = sampling.distribution(head_logits.float(), seen)  # [g, V]
         firsts = draw_distinct(law[0], n, generator) if distinct_first else None
         q = law.expand(n if firsts is None else len(firsts), *law.shape)  # [n, g, V]
