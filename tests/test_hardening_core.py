@@ -128,11 +128,11 @@ def _arpa(path, body: str):
 def test_arpa_header_counts_are_bounded_by_the_file(tmp_path):
     # 99999999999 claimed 1-grams in a few bytes: a FormatError before anything is reserved.
     path = _arpa(tmp_path / "huge.arpa", "\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n\n\\end\\\n")
-    with pytest.raises(dl.FormatError, match="claims 99999999999 1-grams"):
+    with pytest.raises(dl.FormatError, match="claims more n-grams than the file"):
         dl.NgramLM(path)
     path = _arpa(tmp_path / "huge2.arpa",
                  "\\data\\\nngram 1=2\nngram 2=100000\n\n\\1-grams:\n-1 a\n-1 b\n\n\\2-grams:\n-1 a b\n\n\\end\\\n")
-    with pytest.raises(dl.FormatError, match="2-grams"):
+    with pytest.raises(dl.FormatError, match="claims more n-grams than the file"):
         dl.NgramLM(path)
 
 
@@ -152,7 +152,7 @@ def test_numeric_word_does_not_size_the_token_table(tmp_path):
     for word in ("500000000", "2147483647"):
         path = _arpa(tmp_path / f"{word}.arpa",
                      f"\\data\\\nngram 1=4\n\n\\1-grams:\n-1 <s>\n-1 </s>\n-1 <unk>\n-1 {word}\n\n\\end\\\n")
-        with pytest.raises(ValueError, match="explicit vocab"):
+        with pytest.raises(ValueError, match="pass vocab= to map its words explicitly"):
             dl.NgramLM(path)
         dl.NgramLM(path, vocab=["x", word])  # an explicit vocab maps the word without a table
 
