@@ -32,7 +32,13 @@
 
 namespace dl {
 
-// Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d).
+// The LM term alpha * lm_ln of a total. alpha = 0 means the LM is not used at all: the term is 0
+// even where the LM gives -inf (an impossible n-gram, oov_logprob=-inf), not 0 * -inf = NaN.
+// With alpha > 0 a -inf LM score makes the total -inf: that draft is impossible.
+inline double LmTerm(double alpha, double lm_ln) { return alpha == 0 ? 0.0 : alpha * lm_ln; }
+
+// Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d)
+// (LmTerm: alpha = 0 drops the LM term).
 struct RescoreOptions {
   int64_t p = 1;       // number of drafts (nbest.h); ignored by sampling
   double alpha = 1.0;  // LM weight, >= 0 (the admissible bound of nbest.h needs it)

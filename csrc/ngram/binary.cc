@@ -371,9 +371,16 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
   ReadVocab(file, h, &views);
   ReadTables(file, h, &views);
   views.suffix_closed = (h.flags & kFlagSuffixClosed) != 0;
-  if (h.version >= 2)  // version 1 has no bounds: NgramLM derives weaker ones from the tables
+  if (h.version >= 2) {  // version 1 has no bounds: NgramLM derives weaker ones from the tables
     views.word_bounds = reinterpret_cast<const float*>(
         file.Section(h.word_bound_offset, h.vocab_size * sizeof(float), "word bounds"));
+    // A NaN bound disables the search's pruning test (every comparison is false). Writers
+    // before this check stored NaN for a word whose every probability is -inf.
+    for (uint64_t w = 0; w < h.vocab_size; ++w)
+      if (std::isnan(views.word_bounds[w]))
+        file.Fail("the word bound of word ", w, " is NaN (a file written by an older version: "
+                  "compile it again from its ARPA, or build it again)");
+  }
   views.keep_alive = file.keep_alive();
   return std::make_shared<NgramLM>(std::move(views));
 }
