@@ -107,10 +107,11 @@ void BindNgram(py::module_& m) {
                              })
       .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
       .def_property_readonly("mapped_words", &TokenLm::mapped_words)
-      .def("word", [](const TokenLm& lm, WordIndex i) {
-        if (i >= lm.ngram().vocab_size())
-          throw InvalidArgument(Message("word id ", i, " >= vocab size ", lm.ngram().vocab_size()));
-        return std::string(lm.ngram().Word(i));
+      .def("word", [](const TokenLm& lm, const py::object& index) {
+        const int64_t i = IntArg(index, "word id");
+        if (i < 0 || static_cast<uint64_t>(i) >= lm.ngram().vocab_size())
+          throw InvalidArgument(Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
+        return std::string(lm.ngram().Word(static_cast<WordIndex>(i)));
       })
       .def("words",
            [](const TokenLm& lm) {

@@ -225,6 +225,8 @@ def build_lm(
     """
     _core.check_build_options(order, min_counts, prune_threshold, prune_to)
     check_limit(max_decompressed_bytes)
+    if isinstance(arpa_digits, bool) or not isinstance(arpa_digits, int) or not 1 <= arpa_digits <= 17:
+        raise ValueError(f"arpa_digits must be an integer in 1..17, got {arpa_digits!r}")
     if isinstance(corpus_paths, (str, os.PathLike)):
         corpus_paths = [corpus_paths]
     paths = [Path(p) for p in corpus_paths]
