@@ -255,7 +255,8 @@ class DraftExtractor {
       const Prefix parent = prefixes_[entry.prefix];
       const int t = graph_.layer(parent.node);
       const auto& arc = graph_.GetArc(parent.node, entry.rank);
-      const double g = parent.g + graph_.lattice().logprob(t, entry.rank) + LmTerm(alpha_, arc.lm_ln);
+      const double g =
+          parent.g + graph_.lattice().logprob(t, entry.rank) + LmTerm(alpha_, arc.lm_ln);
       prefixes_.push_back({entry.prefix, arc.child, entry.rank, g});
       const int32_t id = static_cast<int32_t>(prefixes_.size() - 1);
       if (t + 1 < h) {

@@ -103,7 +103,8 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* c
     }
     if (other) {
       const double lm_other = std::log(std::max(1.0 - lm_mass, kOtherLmFloor));
-      weight[k] = other_ln[t] + LmTerm(options.alpha, lm_other) + beta[graph.NodeAt(t + 1, restart)];
+      weight[k] =
+          other_ln[t] + LmTerm(options.alpha, lm_other) + beta[graph.NodeAt(t + 1, restart)];
     }
   };
   auto child_of = [&](int32_t node, int t, int r) {

@@ -120,7 +120,8 @@ inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int nd
     const auto unsigned_ids = CArray<uint64_t>::ensure(array);
     for (pybind11::ssize_t i = 0; i < unsigned_ids.size(); ++i)
       if (unsigned_ids.data()[i] > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
-        throw InvalidArgument(Message(name, " holds token id ", unsigned_ids.data()[i], " outside int32"));
+        throw InvalidArgument(
+            Message(name, " holds token id ", unsigned_ids.data()[i], " outside int32"));
   }
   const auto wide = CArray<int64_t>::ensure(array);
   const int64_t* v = wide.data();

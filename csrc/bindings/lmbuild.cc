@@ -158,7 +158,8 @@ void BindLmBuild(py::module_& m) {
       .def(
           "write_arpa",
           [](const KatzModel& k, const std::string& path,
-             const std::vector<std::pair<std::string, std::string>>& metadata, const py::object& digits_arg) {
+             const std::vector<std::pair<std::string, std::string>>& metadata,
+             const py::object& digits_arg) {
             const int digits = IntArg<int>(digits_arg, "arpa_digits");
             py::gil_scoped_release release;
             lmbuild::WriteArpa(k.model, path, metadata, digits);

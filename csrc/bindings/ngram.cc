@@ -110,7 +110,8 @@ void BindNgram(py::module_& m) {
       .def("word", [](const TokenLm& lm, const py::object& index) {
         const int64_t i = IntArg(index, "word id");
         if (i < 0 || static_cast<uint64_t>(i) >= lm.ngram().vocab_size())
-          throw InvalidArgument(Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
+          throw InvalidArgument(
+              Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
         return std::string(lm.ngram().Word(static_cast<WordIndex>(i)));
       })
       .def("words",

@@ -240,7 +240,8 @@ class Image {
       if (n <= 0) {
         const int error = errno;
         close(fd);
-        if (n == 0) Fail("the file shrank to ", got, " bytes while it was read (", size_, " at open)");
+        if (n == 0)
+          Fail("the file shrank to ", got, " bytes while it was read (", size_, " at open)");
         errno = error;
         FailFile("read error");
       }
