@@ -7,9 +7,11 @@ BUILD ?= build/dev
 CTEST_BUILD ?= build/ctest
 # ASan+UBSan build of the extension and the C++ tests; then both test suites under it. Python
 # is not built with ASan, so the runtime is preloaded (LD_PRELOAD=libasan) and leak checks are
-# off (CPython's allocations look like leaks); ASAN_TESTS picks the pytest files (default all).
+# off (CPython's allocations look like leaks); ASAN_TESTS picks the pytest files (default all but
+# the Spark engine's: the JVM that pyspark starts inherits LD_PRELOAD and does not start under the
+# ASan runtime; the C++ those tests reach is the one-machine trainer's, covered by the others).
 ASAN_BUILD ?= build/asan
-ASAN_TESTS ?=
+ASAN_TESTS ?= --ignore=tests/test_spark_build.py
 dev:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -Dpybind11_DIR=$$(python -m pybind11 --cmakedir) >/dev/null
 	cmake --build $(BUILD)

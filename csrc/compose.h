@@ -34,7 +34,13 @@
 
 namespace dl {
 
-// Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d).
+// The LM term alpha * lm_ln of a total. alpha = 0 means the LM is not used at all: the term is 0
+// even where the LM gives -inf (an impossible n-gram, oov_logprob=-inf), not 0 * -inf = NaN.
+// With alpha > 0 a -inf LM score makes the total -inf: that draft is impossible.
+inline double LmTerm(double alpha, double lm_ln) { return alpha == 0 ? 0.0 : alpha * lm_ln; }
+
+// Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d)
+// (LmTerm: alpha = 0 drops the LM term).
 struct RescoreOptions {
   // Most drafts one call may ask for: the n-best search reserves per requested draft, and p near
   // 2^63 would overflow its counters, so larger requests fail before anything is allocated.

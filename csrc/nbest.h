@@ -116,7 +116,7 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
       graph.ScoreArcs(node, all_ranks.data(), k);
       for (int r = 0; r < k; ++r) {
         const auto& arc = graph.GetArc(node, r);
-        const double value = g + lattice.logprob(t, r) + alpha * arc.lm_ln;
+        const double value = g + lattice.logprob(t, r) + LmTerm(alpha, arc.lm_ln);
         if (t == h - 1) {
           finals.push_back(value);
           continue;
@@ -185,7 +185,7 @@ ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, 
       double* g = &b.gain[static_cast<size_t>(row) * k];
       int32_t* o = &b.order[static_cast<size_t>(row) * k];
       for (int c = 0; c < k; ++c) {
-        g[c] = lattice.logprob(t, c) + alpha * bound[c] + (t + 1 < h ? b.best[b.Row(t + 1, c)] : 0.0);
+        g[c] = lattice.logprob(t, c) + LmTerm(alpha, bound[c]) + (t + 1 < h ? b.best[b.Row(t + 1, c)] : 0.0);
         o[c] = c;
       }
       // (gain desc, rank asc) is a total order: std::sort gives the stable order without the
@@ -232,7 +232,7 @@ Survivors ForwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
       }
       for (int j = 0; j < n; ++j) {
         const auto& arc = graph.GetArc(v, o[j]);
-        const double value = fwd[v] + lattice.logprob(t, o[j]) + alpha * arc.lm_ln;
+        const double value = fwd[v] + lattice.logprob(t, o[j]) + LmTerm(alpha, arc.lm_ln);
         fwd[arc.child] = std::max(fwd[arc.child], value);
         if (t + 1 < h && s.row[arc.child] < 0) s.row[arc.child] = bounds.Row(t + 1, o[j]);
       }
@@ -247,7 +247,7 @@ template <typename Lm>
 double ArcValue(ComposedLattice<Lm>& graph, const std::vector<double>& beta, double alpha,
                 int32_t v, int t, int r) {
   const auto& arc = graph.GetArc(v, r);
-  return graph.lattice().logprob(t, r) + alpha * arc.lm_ln + beta[arc.child];
+  return graph.lattice().logprob(t, r) + LmTerm(alpha, arc.lm_ln) + beta[arc.child];
 }
 
 // Step 3: beta(v) = best completion from v over the kept arcs, kNone where the search dropped v.
@@ -289,7 +289,8 @@ class DraftExtractor {
       const Prefix parent = prefixes_[entry.prefix];
       const int t = graph_.layer(parent.node);
       const auto& arc = graph_.GetArc(parent.node, entry.rank);
-      const double g = parent.g + graph_.lattice().logprob(t, entry.rank) + alpha_ * arc.lm_ln;
+      const double g =
+          parent.g + graph_.lattice().logprob(t, entry.rank) + LmTerm(alpha_, arc.lm_ln);
       prefixes_.push_back({entry.prefix, arc.child, entry.rank, g});
       const int32_t id = static_cast<int32_t>(prefixes_.size() - 1);
       if (t + 1 < h) {

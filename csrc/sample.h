@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "hash.h"
@@ -100,12 +101,13 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& s
     double lm_mass = 0;
     for (int r = 0; r < k; ++r) {
       const auto& arc = graph.GetArc(node, r);
-      weight[r] = lattice.logprob(t, r) + options.alpha * arc.lm_ln + beta[arc.child];
+      weight[r] = lattice.logprob(t, r) + LmTerm(options.alpha, arc.lm_ln) + beta[arc.child];
       lm_mass += std::exp(static_cast<double>(arc.lm_ln));
     }
     if (other) {
       const double lm_other = std::log(std::max(1.0 - lm_mass, kOtherLmFloor));
-      weight[k] = other_ln[t] + options.alpha * lm_other + beta[graph.NodeAt(t + 1, restart)];
+      weight[k] =
+          other_ln[t] + LmTerm(options.alpha, lm_other) + beta[graph.NodeAt(t + 1, restart)];
     }
   };
   auto child_of = [&](int32_t node, int t, int r) {
@@ -117,8 +119,13 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& s
       const double top = *std::max_element(weight.begin(), weight.end());
       double sum = 0;
       for (double w : weight) sum += std::exp(w - top);
-      beta[node] = top + std::log(sum);
+      // A node whose every continuation is impossible (-inf: the LM's -inf with alpha > 0) has
+      // beta -inf, not -inf - -inf = NaN; its arcs then get probability 0 from the parent.
+      beta[node] = top == -std::numeric_limits<double>::infinity() ? top : top + std::log(sum);
     }
+  if (beta[graph.root()] == -std::numeric_limits<double>::infinity())
+    throw InvalidArgument(Message("every draft has probability 0 (the LM gives -inf to a token of "
+                                  "each and alpha=", options.alpha, " > 0): nothing to sample"));
 
   DraftSamples out;
   out.n = n;

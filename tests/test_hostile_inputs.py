@@ -44,7 +44,7 @@ def test_huge_sample_requests_are_refused_before_allocating(lm):
         dl.sample_drafts(lattice, lm, n=2**31, alpha=0.5, generator=0)
     with pytest.raises(ValueError, match="out of range"):
         dl.rescore(lattice, lm, p=2**70, alpha=0.5)
-    with pytest.raises(ValueError, match="p must be <= 16777216"):
+    with pytest.raises(ValueError, match="p must be <= 16777216"):  # the documented 2^24 cap
         dl.rescore(lattice, lm, p=10**9, alpha=0.5)
     assert len(dl.rescore(lattice, lm, p=2**24, alpha=0.5).tokens) == 4**3  # all k^h drafts
 

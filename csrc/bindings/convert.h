@@ -67,7 +67,11 @@ inline double RealArg(pybind11::handle obj, const char* name) {
   if (PyBool_Check(o) || !number)
     throw pybind11::type_error(Message(name, " must be a number, got ", Repr(obj)));
   const double value = PyFloat_AsDouble(o);
-  if (value == -1.0 && PyErr_Occurred()) throw pybind11::error_already_set();
+  if (value == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw pybind11::error_already_set();
+    PyErr_Clear();  // an int beyond double's range: a bad value, not a bad type
+    throw InvalidArgument(Message(name, " is out of range (an integer too large for a float)"));
+  }
   return value;
 }
 
@@ -112,6 +116,13 @@ inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int nd
     throw InvalidArgument(Message(name, " must hold integer token ids, got dtype ",
                                   pybind11::str(array.dtype()).cast<std::string>()));
   if (array.dtype().is(pybind11::dtype::of<int32_t>())) return CArray<int32_t>::ensure(array);
+  if (kind == 'u' && array.itemsize() == 8) {  // above 2^63 an int64 view would show them negative
+    const auto unsigned_ids = CArray<uint64_t>::ensure(array);
+    for (pybind11::ssize_t i = 0; i < unsigned_ids.size(); ++i)
+      if (unsigned_ids.data()[i] > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+        throw InvalidArgument(
+            Message(name, " holds token id ", unsigned_ids.data()[i], " outside int32"));
+  }
   const auto wide = CArray<int64_t>::ensure(array);
   const int64_t* v = wide.data();
   for (pybind11::ssize_t i = 0; i < wide.size(); ++i)

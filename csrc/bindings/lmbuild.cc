@@ -158,11 +158,13 @@ void BindLmBuild(py::module_& m) {
       .def(
           "write_arpa",
           [](const KatzModel& k, const std::string& path,
-             const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
+             const std::vector<std::pair<std::string, std::string>>& metadata,
+             const py::object& digits_arg) {
+            const int digits = IntArg<int>(digits_arg, "arpa_digits");
             py::gil_scoped_release release;
             lmbuild::WriteArpa(k.model, path, metadata, digits);
           },
-          py::arg("path"), py::arg("metadata") = Metadata{}, py::arg("digits") = 7)
+          py::arg("path"), py::arg("metadata") = Metadata{}, py::arg("digits") = py::int_(7))
       .def(
           "write_binary",
           [](const KatzModel& k, const std::string& path, const Metadata& metadata, bool overwrite) {

@@ -26,18 +26,24 @@ std::vector<int32_t> CheckedTokens(const TokenLm& lm, const py::handle& tokens, 
   return ids;
 }
 
+// `source`: a path (str), or ARPA text in a byte buffer (bytes, or the bytearray a streamed
+// decompression fills) that the caller does not change while it is parsed.
 std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
-                              std::optional<std::vector<std::string>> vocab, const py::object& oov) {
+                              std::optional<std::vector<std::string>> vocab, const py::object& oov,
+                              bool copy) {
   const auto oov_ln = static_cast<float>(RealArg(oov, "oov_logprob"));
   std::shared_ptr<NgramLM> model;
-  if (py::isinstance<py::bytes>(source)) {
-    std::string_view text = source.cast<std::string_view>();
-    py::gil_scoped_release release;
-    model = LoadNgramText(text, name);
-  } else {
+  if (py::isinstance<py::str>(source)) {
     const std::string path = source.cast<std::string>();
     py::gil_scoped_release release;
-    model = LoadNgramFile(path);
+    model = LoadNgramFile(path, copy);
+  } else {
+    const py::buffer_info info = source.cast<py::buffer>().request();
+    if (info.ndim != 1 || info.itemsize != 1)
+      throw InvalidArgument("NgramLM source must be a path or a 1-D byte buffer of ARPA text");
+    const std::string_view text(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size));
+    py::gil_scoped_release release;
+    model = LoadNgramText(text, name);
   }
   return std::make_shared<TokenLm>(model, std::move(vocab), oov_ln);
 }
@@ -82,7 +88,7 @@ void BindNgram(py::module_& m) {
 
   py::class_<TokenLm, std::shared_ptr<TokenLm>>(m, "NgramLM", py::dynamic_attr())
       .def(py::init(&Open), py::arg("source"), py::arg("name"), py::arg("vocab"),
-           py::arg("oov_ln"))
+           py::arg("oov_ln"), py::arg("copy") = false)
       .def(py::init(&Remap), py::arg("other"), py::arg("vocab"), py::arg("oov_ln"),
            "The same model (shared, not copied) with another token mapping.")
       .def_property_readonly("order", &TokenLm::order)
@@ -102,10 +108,12 @@ void BindNgram(py::module_& m) {
       .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
       .def_property_readonly("mapped_words", &TokenLm::mapped_words)
       .def_property_readonly("token_map_bytes", &TokenLm::map_bytes)
-      .def("word", [](const TokenLm& lm, WordIndex i) {
-        if (i >= lm.ngram().vocab_size())
-          throw InvalidArgument(Message("word id ", i, " >= vocab size ", lm.ngram().vocab_size()));
-        return std::string(lm.ngram().Word(i));
+      .def("word", [](const TokenLm& lm, const py::object& index) {
+        const int64_t i = IntArg(index, "word id");
+        if (i < 0 || static_cast<uint64_t>(i) >= lm.ngram().vocab_size())
+          throw InvalidArgument(
+              Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
+        return std::string(lm.ngram().Word(static_cast<WordIndex>(i)));
       })
       .def("words",
            [](const TokenLm& lm) {

@@ -68,6 +68,12 @@ struct Mapping {
   }
 };
 
+// A private copy of the file (LoadBinary with copy): uint64_t words keep the 8-byte alignment
+// the sections need.
+struct Copy {
+  std::unique_ptr<uint64_t[]> words;
+};
+
 }  // namespace
 
 uint64_t FileChecksum(const char* file, uint64_t bytes);
@@ -173,8 +179,9 @@ class Image {
     throw FormatError(Message(path_, ": ", parts...));
   }
 
-  // Maps the whole file (MAP_POPULATE: the tables are read at random right away).
-  void Map() {
+  // Maps the whole file (MAP_POPULATE: the tables are read at random right away), or with
+  // `copy` reads it into private memory.
+  void Open(bool copy) {
     const int fd = open(path_.c_str(), O_RDONLY);
     if (fd < 0) FailFile("cannot open");
     struct stat st;
@@ -189,17 +196,22 @@ class Image {
       close(fd);
       Fail("truncated binary LM: ", size_, " bytes, the header alone needs ", kHeaderBytes);
     }
-    mapping_ = std::make_shared<Mapping>();
-    mapping_->addr = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (copy) {
+      ReadAll(fd);
+      return;
+    }
+    auto mapping = std::make_shared<Mapping>();
+    mapping->addr = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     const int error = errno;
     close(fd);
-    if (mapping_->addr == MAP_FAILED) {
-      mapping_->addr = nullptr;
+    if (mapping->addr == MAP_FAILED) {
+      mapping->addr = nullptr;
       errno = error;
       FailFile("cannot mmap");
     }
-    mapping_->bytes = size_;
-    base_ = static_cast<const char*>(mapping_->addr);
+    mapping->bytes = size_;
+    base_ = static_cast<const char*>(mapping->addr);
+    storage_ = std::move(mapping);
   }
 
   // `bytes` bytes at `offset`, which must lie inside the file after the header, 8-byte aligned.
@@ -212,16 +224,41 @@ class Image {
 
   const char* base() const { return base_; }
   uint64_t size() const { return size_; }
-  std::shared_ptr<const void> keep_alive() const { return mapping_; }
+  std::shared_ptr<const void> keep_alive() const { return storage_; }
 
  private:
+  // Reads size_ bytes of `fd` (then closes it). A file that shrinks meanwhile is a FormatError;
+  // one that grows is caught by the header's size check.
+  void ReadAll(int fd) {
+    auto copy = std::make_shared<Copy>();
+    copy->words.reset(new uint64_t[(size_ + 7) / 8]);
+    char* out = reinterpret_cast<char*>(copy->words.get());
+    uint64_t got = 0;
+    while (got < size_) {
+      const ssize_t n = pread(fd, out + got, size_ - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int error = errno;
+        close(fd);
+        if (n == 0)
+          Fail("the file shrank to ", got, " bytes while it was read (", size_, " at open)");
+        errno = error;
+        FailFile("read error");
+      }
+      got += static_cast<uint64_t>(n);
+    }
+    close(fd);
+    base_ = out;
+    storage_ = std::move(copy);
+  }
+
   [[noreturn]] void FailFile(const char* what) const {
     const int error = errno;
     throw FileError(error, Message(path_, ": ", what, ": ", std::strerror(error)));
   }
 
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const void> storage_;  // the Mapping or the Copy
   const char* base_ = nullptr;
   uint64_t size_ = 0;
 };
@@ -323,9 +360,9 @@ void ReadTables(const Image& file, const BinaryHeader& h, NgramLM::Views* views)
 
 }  // namespace
 
-std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
+std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
   Image file(path);
-  file.Map();
+  file.Open(copy);
   const BinaryHeader h = ReadHeader(file);
   NgramLM::Views views;
   views.order = static_cast<int>(h.order);
@@ -335,9 +372,16 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path) {
   ReadVocab(file, h, &views);
   ReadTables(file, h, &views);
   views.suffix_closed = (h.flags & kFlagSuffixClosed) != 0;
-  if (h.version >= 2)  // version 1 has no bounds: NgramLM derives weaker ones from the tables
+  if (h.version >= 2) {  // version 1 has no bounds: NgramLM derives weaker ones from the tables
     views.word_bounds = reinterpret_cast<const float*>(
         file.Section(h.word_bound_offset, h.vocab_size * sizeof(float), "word bounds"));
+    // A NaN bound disables the search's pruning test (every comparison is false). Writers
+    // before this check stored NaN for a word whose every probability is -inf.
+    for (uint64_t w = 0; w < h.vocab_size; ++w)
+      if (std::isnan(views.word_bounds[w]))
+        file.Fail("the word bound of word ", w, " is NaN (a file written by an older version: "
+                  "compile it again from its ARPA, or build it again)");
+  }
   views.keep_alive = file.keep_alive();
   return std::make_shared<NgramLM>(std::move(views));
 }

@@ -31,8 +31,11 @@ constexpr uint32_t kBinaryVersion = 2;
 
 // True if the file starts with the binary magic (false if it cannot be read).
 bool IsBinaryLm(const std::string& path);
-// Maps and validates a binary model.
-std::shared_ptr<NgramLM> LoadBinary(const std::string& path);
+// Maps and validates a binary model. The mapping follows the file: a file rewritten in place
+// changes scores, and one truncated kills the process (SIGBUS) on the next access, so new models
+// are installed by rename (SaveBinary does). `copy` reads the file into private memory instead
+// (a read, not a mapping): later changes to the file cannot reach the model.
+std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy = false);
 // Writes `model`; throws InvalidArgument if `path` exists and !overwrite. Atomic (temp + rename).
 void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite);
 // The checksum used by the format (exposed for benchmarks and tests).

@@ -5,8 +5,8 @@
 
 namespace dl {
 
-std::shared_ptr<NgramLM> LoadNgramFile(const std::string& path) {
-  if (IsBinaryLm(path)) return LoadBinary(path);
+std::shared_ptr<NgramLM> LoadNgramFile(const std::string& path, bool copy) {
+  if (IsBinaryLm(path)) return LoadBinary(path, copy);
   return std::shared_ptr<NgramLM>(ReadArpaFile(path));
 }
 

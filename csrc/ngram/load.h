@@ -11,8 +11,9 @@
 
 namespace dl {
 
-// A binary model (recognised by its magic) or an uncompressed ARPA file.
-std::shared_ptr<NgramLM> LoadNgramFile(const std::string& path);
+// A binary model (recognised by its magic) or an uncompressed ARPA file. `copy`: read a binary
+// model into private memory instead of mapping it (LoadBinary); ARPA models always are.
+std::shared_ptr<NgramLM> LoadNgramFile(const std::string& path, bool copy = false);
 // ARPA text already in memory (e.g. decompressed by the caller); `name` labels errors.
 std::shared_ptr<NgramLM> LoadNgramText(std::string_view arpa_text, const std::string& name);
 

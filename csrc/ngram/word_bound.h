@@ -57,8 +57,9 @@ class WordBoundBuilder {
         const float p = max_prob_[static_cast<size_t>(m - 1) * vocab_size_ + w];
         if (p != kNone) best = std::max(best, p + slack[m]);
       }
-      // Margin: Score sums these terms in float, which may round above the exact sum.
-      bound[w] = static_cast<float>(best + 1e-5 * (1.0 + std::fabs(best)));
+      // Margin: Score sums these terms in float, which may round above the exact sum. A word
+      // that is impossible everywhere (-inf) stays -inf (-inf + inf would be NaN).
+      bound[w] = best == kNone ? kNone : static_cast<float>(best + 1e-5 * (1.0 + std::fabs(best)));
     }
     return bound;
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
@@ -93,6 +94,45 @@ TEST(Ngram, BinaryRoundTripScoresIdentically) {
   TokenScores(b, tokens.data(), tokens.size(), nullptr, 0, true, true, &sb);
   EXPECT_EQ(sa, sb);
   std::remove(path.c_str());
+}
+
+TEST(Ngram, CopiedBinaryIsUnaffectedByRewritingTheFile) {
+  const auto model = LoadNgramText(kBigram, "bigram");
+  const std::string path = ::testing::TempDir() + "core_test_copy.dlm";
+  SaveBinary(*model, path, true);
+  const TokenLm copied(LoadBinary(path, /*copy=*/true), std::nullopt, -20.0f);
+  FILE* f = std::fopen(path.c_str(), "wb");  // truncate in place: a mapping would SIGBUS
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  LmState next;
+  EXPECT_NEAR(copied.ScoreToken(copied.Start(nullptr, 0, true), 0, &next), Reference(-1, 0), 1e-5);
+  EXPECT_THROW(LoadBinary(path, true), FormatError);  // the empty file itself is refused
+  std::remove(path.c_str());
+}
+
+TEST(Rescore, AlphaZeroIgnoresMinusInfinityLmScores) {
+  // Tokens 3..5 map to words the LM lacks and oov_logprob = -inf makes drafts through them
+  // impossible under the LM; alpha = 0
+  // must still rank all k^h drafts by their lattice score alone (no 0 * -inf = NaN).
+  const TokenLm lm(LoadNgramText(kBigram, "bigram"),
+                   std::vector<std::string>{"0", "1", "2", "not3", "not4", "not5"},
+                   -std::numeric_limits<float>::infinity());
+  const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.1f, 0.5f,
+                                     2.0f, -1.0f, 0.7f, 0.2f, 0.4f, 1.5f};
+  const Lattice lattice = Lattice::FromLogits(logits.data(), 2, 6, 3, 1.0f);
+  RescoreOptions options;
+  options.p = 9;
+  options.alpha = 0.0;
+  const Drafts drafts = BestDrafts(lattice, lm, nullptr, 0, options);
+  ASSERT_EQ(drafts.n, 9);
+  std::vector<double> heads;
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) heads.push_back(lattice.logprob(0, a) + lattice.logprob(1, b));
+  std::sort(heads.rbegin(), heads.rend());
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_NEAR(drafts.scores[i], heads[i], 1e-5) << i;
+    EXPECT_EQ(drafts.scores[i], drafts.head_scores[i]) << i;
+  }
 }
 
 TEST(Ngram, MalformedArpaIsAFormatError) {

@@ -25,7 +25,12 @@ class NgramLM:
 
     @overload
     def __init__(
-        self, source: str | bytes, name: str, vocab: Sequence[str] | None, oov_ln: float
+        self,
+        source: str | bytes | bytearray,
+        name: str,
+        vocab: Sequence[str] | None,
+        oov_ln: float,
+        copy: bool = False,
     ) -> None: ...
     @overload
     def __init__(self, other: NgramLM, vocab: Sequence[str] | None, oov_ln: float) -> None: ...

@@ -12,6 +12,12 @@ total, exactly as if all ``k**h`` drafts had been enumerated and sorted, without
 (dynamic programming over the lattice composed with the LM's states, branch-and-bound, then a
 best-first extraction; see csrc/nbest.h). If ``p > k**h``, all ``k**h`` drafts are returned.
 
+``-inf`` LM scores (``-inf`` or ``-99`` n-grams, ``oov_logprob=-inf``): ``alpha = 0`` means the
+LM term is not used at all, so the total is the lattice score even there (never ``0 * -inf``);
+with ``alpha > 0`` a draft the LM gives ``-inf`` is impossible and is not returned, so fewer than
+``p`` drafts come back when fewer than ``p`` are possible (``lm_scores`` still reports the
+unweighted LM score, ``-inf`` included, with ``alpha = 0``).
+
 Tie rule: drafts with equal totals are ordered by the lexicographic order of their rank
 sequences (the rank of a candidate is its column in :attr:`Lattice.tokens`, i.e. its order by
 lattice log-probability then token id), smallest first. Totals are double-precision sums, so

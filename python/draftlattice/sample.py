@@ -74,10 +74,10 @@ def draw_seed(generator: Any = None) -> int:
                      f"{type(generator).__name__}")
 
 
-def _count(n: Any) -> int:
+def _count(n: Any, name: str = "n (number of samples)") -> int:
     # >= 2**63 would be a pybind TypeError; the core bounds n * h * k (kMaxSampleValues).
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not 0 <= n < 2**63:
-        raise ValueError(f"n (number of samples) must be an integer in [0, 2**63), got {n!r}")
+        raise ValueError(f"{name} must be an integer in [0, 2**63), got {n!r}")
     return int(n)
 
 
@@ -156,7 +156,7 @@ def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: fl
     support = int(np.isfinite(logp).sum(axis=1).min())
     if support < 1:
         raise ValueError("every head needs at least one token of non-zero probability")
-    k = min(_count(k), support)
+    k = min(_count(k, "k"), support)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     order = _top_k(logp, k)

@@ -35,7 +35,10 @@ def fuzz_one(target: str, libfuzzer_args: list[str]) -> None:
         except targets.EXPECTED:
             pass  # the documented error for bad input
 
-    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input)
+    # libFuzzer's -jobs/-workers mode starts its workers through the shell with argv[0] plus the
+    # options: name the interpreter, this script and the target there, so workers fuzz it too.
+    command = f"{sys.executable} {Path(__file__).resolve()} {target}"
+    atheris.Setup([command, *libfuzzer_args], one_input)
     atheris.Fuzz()
 
 

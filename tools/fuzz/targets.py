@@ -9,6 +9,7 @@ stopping at it.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import struct
@@ -42,8 +43,13 @@ def _exercise(lm) -> None:
 
 
 def arpa(data: bytes) -> None:
-    """ARPA text: parse, then query."""
-    _exercise(dl.NgramLM(_file(data, ".arpa")))
+    """ARPA text: parse, then query; every third input goes through the streamed gzip reader
+    (with a small decompression limit, so the limit's error path is reached too)."""
+    if len(data) % 3 == 0:
+        lm = dl.NgramLM(_file(gzip.compress(data, 1), ".arpa.gz"), max_decompressed_bytes=1 << 16)
+    else:
+        lm = dl.NgramLM(_file(data, ".arpa"))
+    _exercise(lm)
 
 
 def reseal_dlm(data: bytes) -> bytes:
@@ -61,8 +67,9 @@ def reseal_dlm(data: bytes) -> bytes:
 
 
 def dlm(data: bytes) -> None:
-    """Binary LM: map, validate, query (checksum re-sealed)."""
-    _exercise(dl.NgramLM(_file(reseal_dlm(data), ".dlm")))
+    """Binary LM: map (or, for odd lengths, read a private copy), validate, query (checksum
+    re-sealed)."""
+    _exercise(dl.NgramLM(_file(reseal_dlm(data), ".dlm"), copy=len(data) % 2 == 1))
 
 
 def reseal_trace(data: bytes) -> bytes:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._limits import add_decompression_limit
 from ._output import FORCE_HELP, atomic_dir, check_output
 from .trace import WIKITEXT_HELP, record_from_args
 
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
         trace = record_from_args(args)  # live: record in memory; replay is exact (see replay.py)
     model_name = f"the model of {args.trace or args.model}"
     tokenizer_sha = trace.meta.get("tokenizer_sha256")  # recorded by `trace record`
-    lm = NgramLM(args.lm)
+    lm = NgramLM(args.lm, max_decompressed_bytes=args.max_decompressed_bytes)
     check_lm_tokenizer_pair(lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name,
                             allow_mismatch=args.allow_mismatch)
     neural = None
@@ -87,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--max-new-tokens", type=int, default=128)
     group.add_argument("--top-k", type=int, default=16)
     parser.add_argument("--lm", required=True, help="n-gram LM (.arpa[.xz|.gz] or .dlm) over the model's token ids")
+    add_decompression_limit(parser, "--lm ARPA file")
     parser.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     parser.add_argument("--k", type=int, default=16, help="candidates per head (<= trace top-K)")
     parser.add_argument("--p", type=int, default=16, help="drafts for the p-best rows of Table 4")

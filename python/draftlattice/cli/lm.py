@@ -15,13 +15,14 @@ import time
 from typing import Any
 
 from . import lm_build
+from ._limits import add_decompression_limit
 
 
 def _info(args: argparse.Namespace) -> int:
     from draftlattice.ngram import NgramLM, detect_format
 
     start = time.perf_counter()
-    lm = NgramLM(args.path)
+    lm = NgramLM(args.path, max_decompressed_bytes=args.max_decompressed_bytes)
     seconds = time.perf_counter() - start
     info = {
         "path": os.fspath(args.path),
@@ -66,7 +67,7 @@ def _score(args: argparse.Namespace) -> int:
     else:
         lines = list(args.text)
     vocab = _read_vocab(args.vocab) if args.vocab else None
-    lm = NgramLM(args.path, vocab=vocab)
+    lm = NgramLM(args.path, vocab=vocab, max_decompressed_bytes=args.max_decompressed_bytes)
     tokenizer = _score_tokenizer(args, lm)
     if tokenizer is not None:
         vocab = None
@@ -143,7 +144,7 @@ def _compile(args: argparse.Namespace) -> int:
 
     check_output(args.output, force=args.force, inputs=[args.arpa])
     start = time.perf_counter()
-    lm = NgramLM(args.arpa)
+    lm = NgramLM(args.arpa, max_decompressed_bytes=args.max_decompressed_bytes)
     loaded = time.perf_counter()
     lm.save(args.output, overwrite=args.force)
     saved = time.perf_counter()
@@ -159,6 +160,7 @@ def register_lm(lm_subparsers) -> None:
     info = lm_subparsers.add_parser("info", help="order, n-gram counts, vocabulary, metadata")
     info.add_argument("path", help="ARPA (.arpa, .arpa.gz, .arpa.xz) or binary model")
     info.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    add_decompression_limit(info, "ARPA file")
     info.set_defaults(func=_info)
 
     score = lm_subparsers.add_parser(
@@ -173,12 +175,14 @@ def register_lm(lm_subparsers) -> None:
                        "through it (checked against the LM's recorded sha256)")
     score.add_argument("--bos", action="store_true", help="put <s> before each line")
     score.add_argument("--eos", action="store_true", help="score </s> after each line")
+    add_decompression_limit(score, "ARPA file")
     score.set_defaults(func=_score)
 
     compile_ = lm_subparsers.add_parser("compile", help="convert an ARPA model to the binary format")
     compile_.add_argument("arpa", help="ARPA file (.arpa, .arpa.gz, .arpa.xz)")
     compile_.add_argument("-o", "--output", required=True, help="binary model to write (.dlm)")
     compile_.add_argument("--force", action="store_true", help="replace an existing output file")
+    add_decompression_limit(compile_, "ARPA file")
     compile_.set_defaults(func=_compile)
 
 

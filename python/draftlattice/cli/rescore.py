@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ._lattice_input import load_lattices, parse_context, read_vocab
+from ._limits import add_decompression_limit
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -14,7 +15,7 @@ def _run(args: argparse.Namespace) -> int:
 
     vocab = read_vocab(args.vocab) if args.vocab else None
     lattices = load_lattices(args.logits, args.topk, args.k, args.temperature)
-    lm = NgramLM(args.lm, vocab=vocab)
+    lm = NgramLM(args.lm, vocab=vocab, max_decompressed_bytes=args.max_decompressed_bytes)
     context = parse_context(args.context, vocab)
     results = rescore_batch(lattices, lm, [context] * len(lattices), p=args.p, alpha=args.alpha,
                             bos=args.bos, num_threads=args.threads)
@@ -45,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--logits", help="logits .npy, [h, V] or [B, h, V] (needs -k)")
     source.add_argument("--topk", help="top-k .npz with arrays tokens and logprobs, [h, k] or [B, h, k]")
     parser.add_argument("--lm", required=True, help="ARPA (.arpa/.gz/.xz) or binary LM")
+    add_decompression_limit(parser, "--lm ARPA file")
     parser.add_argument("--vocab", help="vocabulary file: line i is the LM word of token id i")
     parser.add_argument("-k", type=int, help="candidates per head (with --logits)")
     parser.add_argument("-p", type=int, default=1, help="number of drafts (default 1)")

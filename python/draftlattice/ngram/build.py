@@ -17,17 +17,16 @@ Corpus conventions:
   special tokens); the ARPA words are decimal token ids, and the ARPA records
   ``# draftlattice-tokenizer-sha256: HEX`` so that using the LM with another tokenizer is detected
   (:func:`check_lm_tokenizer`).
-- Files ending in ``.xz``, ``.gz`` or ``.bz2`` are decompressed on the fly. A NUL byte or invalid
-  UTF-8 is an error naming the file, line and byte offset.
+- Files ending in ``.xz``, ``.gz`` or ``.bz2`` are decompressed as a stream, at most
+  ``max_decompressed_bytes`` per file (default 16 GiB, ``draftlattice._compressed``): more is a
+  FormatError naming the file and the limit (a decompression bomb stops there). A NUL byte,
+  invalid UTF-8 or a line longer than 64 MiB is an error naming the file, line and byte offset.
 """
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
-import gzip
 import logging
-import lzma
 import os
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from typing import IO, Any
 import numpy as np
 
 from .. import _core
+from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, compression_of_name, open_input
 from .._core import FormatError
 from ..tokenizer import load_tokenizer, tokenizer_sha256
 
@@ -57,6 +57,8 @@ __all__ = [
 TOKENIZER_SHA256_KEY = "draftlattice-tokenizer-sha256"
 MAX_ORDER = 8
 _CHUNK_BYTES = 8 << 20
+# A line is a sentence; a longer one is no text corpus (and would be held whole in memory).
+_MAX_LINE_BYTES = 64 << 20
 _ENCODE_BATCH_LINES = 4096
 
 
@@ -85,37 +87,47 @@ class LmBuildResult:
     discounts: list[list[float]]
 
 
-def _open_binary(path: Path) -> IO[bytes]:
-    name = path.name.lower()
-    if name.endswith(".xz"):
-        return lzma.open(path, "rb")
-    if name.endswith(".gz"):
-        return gzip.open(path, "rb")
-    if name.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    return open(path, "rb")
+def _open_binary(path: Path, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> IO[bytes]:
+    """The corpus file, decompressed by its suffix (.xz/.gz/.bz2) as a bounded stream."""
+    return open_input(path, compression_of_name(path), max_decompressed_bytes)
 
 
-def _read_chunks(path: Path, progress: Any) -> Iterator[tuple[bytes, str]]:
+def _read_chunks(
+    path: Path, progress: Any, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> Iterator[tuple[bytes, str]]:
     """Yields (raw bytes, decoded text) of whole lines, about _CHUNK_BYTES at a time.
 
-    Raises FormatError for a NUL byte or invalid UTF-8, with line number and byte offset.
+    Reads fixed-size blocks (so neither a long line nor a decompression bomb is ever held whole)
+    and cuts each after its last newline. Raises FormatError for a NUL byte, invalid UTF-8 or a
+    line over _MAX_LINE_BYTES, with line number and byte offset, and for compressed data that is
+    corrupt or decompresses to more than ``max_decompressed_bytes``.
     """
     line_no = 0  # lines before the chunk
     offset = 0  # bytes before the chunk
     try:
-        file = _open_binary(path)
+        file = _open_binary(path, max_decompressed_bytes)
     except OSError as error:
         raise OSError(f"cannot read corpus {path}: {error.strerror or error}") from None
     with file:
+        carry = b""  # the start of a line that continues in the next block
         while True:
-            try:
-                lines = file.readlines(_CHUNK_BYTES)
-            except (lzma.LZMAError, OSError, EOFError) as error:
-                raise FormatError(f"{path}: cannot decompress ({error})") from None
-            if not lines:
-                return
-            chunk = b"".join(lines)
+            block = file.read(_CHUNK_BYTES)
+            if not block:
+                chunk, carry = carry, b""  # the last line, without its newline
+                if not chunk:
+                    return
+            else:
+                data = carry + block
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    if len(data) > _MAX_LINE_BYTES:
+                        raise FormatError(
+                            f"{path}: line {line_no + 1} (byte offset {offset}) is longer than "
+                            f"{_MAX_LINE_BYTES} bytes; a corpus holds one sentence per line"
+                        )
+                    carry = data
+                    continue
+                chunk, carry = data[:cut], data[cut:]
             nul = chunk.find(b"\x00")
             if nul >= 0:
                 at_line = line_no + chunk.count(b"\n", 0, nul) + 1
@@ -132,7 +144,7 @@ def _read_chunks(path: Path, progress: Any) -> Iterator[tuple[bytes, str]]:
                     f"({error.reason})"
                 ) from None
             yield chunk, text
-            line_no += len(lines)
+            line_no += chunk.count(b"\n")
             offset += len(chunk)
             if progress is not None:
                 progress.update(len(chunk))
@@ -152,11 +164,10 @@ def _make_progress(total: int | None, desc: str) -> Any:
     )
 
 
-def _count_file(counter: Any, path: Path, tokenizer: Any) -> None:
-    compressed = path.name.lower().endswith((".xz", ".gz", ".bz2"))
-    total = None if compressed else path.stat().st_size
+def _count_file(counter: Any, path: Path, tokenizer: Any, max_decompressed_bytes: int) -> None:
+    total = None if compression_of_name(path) else path.stat().st_size
     with _make_progress(total, f"counting {path.name}") as progress:
-        for chunk, text in _read_chunks(path, progress):
+        for chunk, text in _read_chunks(path, progress, max_decompressed_bytes):
             if tokenizer is None:
                 counter.add_text(chunk)
                 continue
@@ -185,6 +196,7 @@ def build_lm(
     prune_threshold: float | None = None,
     overwrite: bool = False,
     arpa_digits: int = 7,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> LmBuildResult:
     """Builds a Katz backoff n-gram LM and writes it to ``out_path`` (``.arpa`` or ``.dlm``).
 
@@ -203,6 +215,8 @@ def build_lm(
       overwrite: replace an existing ``out_path``.
       arpa_digits: significant digits of ARPA log10 values (OpenGrm prints 7, which rounds each
         value by up to 5e-7; more keeps the estimate's full precision). Unused for ``.dlm``.
+      max_decompressed_bytes: a compressed corpus file is refused (FormatError naming the file and
+        the limit) once more than this many bytes come out of it (default 16 GiB per file).
 
     Raises:
       ValueError: impossible parameters, empty corpus; FormatError (a ValueError) for a corpus
@@ -210,6 +224,9 @@ def build_lm(
       existing files.
     """
     _core.check_build_options(order, min_counts, prune_threshold, prune_to)
+    check_limit(max_decompressed_bytes)
+    if isinstance(arpa_digits, bool) or not isinstance(arpa_digits, int) or not 1 <= arpa_digits <= 17:
+        raise ValueError(f"arpa_digits must be an integer in 1..17, got {arpa_digits!r}")
     if isinstance(corpus_paths, (str, os.PathLike)):
         corpus_paths = [corpus_paths]
     paths = [Path(p) for p in corpus_paths]
@@ -247,7 +264,7 @@ def build_lm(
     counter = _core.NgramCounter(order)
     for path in paths:
         before = counter.sentences
-        _count_file(counter, path, tok)
+        _count_file(counter, path, tok, max_decompressed_bytes)
         if counter.sentences == before:
             logger.warning("%s holds no sentences (empty or blank lines only)", path)
     if counter.sentences == 0:

@@ -1,7 +1,8 @@
 """Backoff n-gram language models with exact Katz backoff scoring.
 
-``NgramLM`` loads an ARPA file (plain, ``.gz`` or ``.xz``; recognised by content) or the
-compact binary format written by :meth:`NgramLM.save` (memory-mapped). Scores are natural-log
+``NgramLM`` loads an ARPA file (plain, ``.gz`` or ``.xz``; recognised by content, decompressed
+as a stream with a bound on its size: ``draftlattice._compressed``) or the compact binary format
+written by :meth:`NgramLM.save` (memory-mapped, or read into memory with ``copy=True``). Scores are natural-log
 probabilities (ARPA files store log10). Token ids map to LM words through ``vocab`` (index = token
 id) or, without it, through LM words that are decimal integers. A token the LM does not know
 scores as ``<unk>`` when the model has one, else ``oov_logprob``, and resets the history.
@@ -13,9 +14,7 @@ converts types and documents the API. File errors: OSError (FileNotFoundError, F
 
 from __future__ import annotations
 
-import gzip
 import logging
-import lzma
 import os
 from collections.abc import Iterable, Sequence
 from typing import Union
@@ -24,6 +23,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import tokens_in
+from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, read_decompressed
 from .._core import FormatError, LmState
 
 logger = logging.getLogger(__name__)
@@ -49,13 +49,16 @@ def detect_format(path: PathLike) -> str:
     return "arpa"
 
 
-def _read_compressed(path: str, file_format: str) -> bytes:
-    opener = lzma.open if file_format == "arpa.xz" else gzip.open
+FileIdentity = tuple[int, int, int, int]
+
+
+def _file_identity(path: str) -> FileIdentity | None:
+    """(device, inode, size, mtime in ns) of the file at ``path``, None when there is none."""
     try:
-        with opener(path, "rb") as handle:
-            return handle.read()
-    except (lzma.LZMAError, EOFError, gzip.BadGzipFile, OSError) as error:
-        raise FormatError(f"{path}: cannot decompress {file_format}: {error}") from error
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class NgramLM(_core.NgramLM):
@@ -67,11 +70,26 @@ class NgramLM(_core.NgramLM):
             except ``<s>``, ``</s>``, ``<unk>``. Without it, LM words that are decimal integers
             are token ids (LMs built by draftlattice).
         oov_logprob: natural-log score of a token the LM does not know when it has no ``<unk>``.
+        copy: read a binary model into private memory instead of mapping it. A mapped model
+            follows its file: rewriting the file in place (``cp`` over it) silently changes
+            scores, and truncating it kills the process with SIGBUS on the next lookup. With
+            ``copy=True`` later changes to the file cannot reach the model (it costs the file's
+            size in private memory, where a mapping shares the page cache). ARPA models are always
+            parsed into private memory. Install new models by rename (:meth:`save` does), never
+            by writing over a file that a running process may have mapped.
+        max_decompressed_bytes: a ``.gz``/``.xz`` ARPA file is decompressed as a stream and
+            refused (FormatError naming the file and the limit) once more than this many bytes
+            come out (default 16 GiB: the parser holds the text in memory).
+
+    The file's identity (device, inode, size, modification time) is recorded at load; a file
+    that changes while it is loaded is a FormatError, and :meth:`changed` tells later whether
+    the file at ``path`` is still the one loaded.
 
     Raises:
-        FormatError: malformed, truncated or corrupted file (message names file and line).
+        FormatError: malformed, truncated or corrupted file (message names file and line), or one
+            that changed while it was loaded.
         OSError: the file cannot be read (FileNotFoundError when it does not exist).
-        ValueError: vocab not covering the LM, NaN or positive ``oov_logprob``.
+        ValueError: vocab not covering the LM, NaN or positive ``oov_logprob``, a bad limit.
     """
 
     def __init__(
@@ -79,19 +97,43 @@ class NgramLM(_core.NgramLM):
         path: PathLike,
         vocab: Sequence[str] | None = None,
         oov_logprob: float = -1000.0,
+        *,
+        copy: bool = False,
+        max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     ) -> None:
         path = os.fspath(path)
+        check_limit(max_decompressed_bytes)
+        identity = _file_identity(path)
         file_format = detect_format(path)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
         if file_format in ("arpa.xz", "arpa.gz"):
             logger.info("decompressing %s", path)
-            source: str | bytes = _read_compressed(path, file_format)
+            compression = file_format.removeprefix("arpa.")
+            source: str | bytearray = read_decompressed(path, compression, max_decompressed_bytes)
         else:
             source = path
-        super().__init__(source, path, vocab_list, oov_logprob)
+        super().__init__(source, path, vocab_list, oov_logprob, bool(copy))
+        del source  # the decompressed text: the model has its own tables now
+        if _file_identity(path) != identity:
+            raise FormatError(f"{path}: the file changed while it was being loaded; load it again")
         self.path = path
         self.file_format = file_format
+        self.mapped = file_format == "binary" and not copy
+        self.file_identity = identity
         logger.info("loaded %s: order %d, counts %s", path, self.order, self.counts)
+
+    def changed(self) -> bool:
+        """True when the file at :attr:`path` is no longer the file this model was loaded from.
+
+        Compares the file's (device, inode, size, modification time in ns) with those recorded
+        at load: one ``stat``, cheap enough to call before each use. It sees a file rewritten in
+        place (``cp`` over it), truncated, appended to, replaced by rename, or deleted. It does
+        not read the content, so it misses a same-size rewrite whose modification time was set
+        back (``touch -d``, ``cp -p``) or that fell in the same timestamp tick as the load. A
+        mapped model (:attr:`mapped`) whose file changed in place may already score with the new
+        bytes or crash on the next lookup: reload it (or load with ``copy=True``).
+        """
+        return _file_identity(self.path) != self.file_identity
 
     def with_vocab(
         self, vocab: Sequence[str] | None, oov_logprob: float | None = None
@@ -103,6 +145,8 @@ class NgramLM(_core.NgramLM):
         _core.NgramLM.__init__(other, self, vocab_list, oov)
         other.path = self.path
         other.file_format = self.file_format
+        other.mapped = self.mapped
+        other.file_identity = self.file_identity
         return other
 
     @property

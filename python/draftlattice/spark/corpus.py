@@ -157,6 +157,8 @@ def read_split(split: Split) -> Iterator[tuple[int, bytes, str]]:
                 line = file.readline()
             except (lzma.LZMAError, OSError, EOFError) as error:
                 raise CorpusError(f"{split.path}: cannot decompress ({error})") from None
+            except ValueError as error:  # the bounded decompressing reader's FormatError names the file
+                raise CorpusError(str(error)) from None
             if not line:
                 return
             yield base | offset, line, _check_line(split.path, line, offset)
