@@ -115,8 +115,9 @@ class FstResult:
     composed_states: np.ndarray | None = None  # [n] states of lattice x LM (exact run only)
 
 
-def run_openfst_exact(lm: LmAutomata, jobs: list[tuple[Lattices, int]], alpha: float,
-                      repeats: int, warmup: int = 10) -> list[FstResult]:
+def run_openfst_exact(
+    lm: LmAutomata, jobs: list[tuple[Lattices, int]], alpha: float, repeats: int, warmup: int = 10
+) -> list[FstResult]:
     """For each (lattices, p): lazy ComposeFst(lattice, LM) with a PhiMatcher +
     ShortestPath(p), timed in C++ (one process, one LM load for all jobs)."""
     args = [str(lmfst_binary()), "bench", str(lm.phi_fst), repr(alpha), str(repeats), str(warmup)]
@@ -148,7 +149,10 @@ class OpenFstServer:
     def __init__(self, lm: LmAutomata, alpha: float, repeats: int, warmup: int = 10):
         self.proc = subprocess.Popen(
             [str(lmfst_binary()), "bench", str(lm.phi_fst), repr(alpha), str(repeats), str(warmup), "-"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.count = 0
 
     def run(self, lat: Lattices, p: int) -> FstResult:
@@ -359,7 +363,7 @@ class LatticeMaker:
         for i in range(n):
             while True:  # a text position whose context and next h words are all known
                 pos = int(rng.integers(c, len(self.text) - h))
-                window = self.text[pos - c:pos + h]
+                window = self.text[pos - c : pos + h]
                 if (window >= 0).all() and not any(int(w) in self.banned for w in window):
                     break
             contexts[i] = window[:c]

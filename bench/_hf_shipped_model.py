@@ -31,29 +31,46 @@ def convert(blockwise_dir: Path, out: Path) -> tuple[Path, Path]:
     state = {k: v.float() for k, v in load_file(str(blockwise_dir / "model.safetensors")).items()}
     d, H = cfg["d_model"], cfg["n_head"]
     config = GPTNeoXConfig(
-        vocab_size=cfg["vocab_size"], hidden_size=d, num_hidden_layers=cfg["n_layer"], num_attention_heads=H,
-        intermediate_size=cfg["d_ff"], hidden_act="gelu", max_position_embeddings=cfg["max_seq_len"],
-        layer_norm_eps=cfg["layer_norm_eps"], use_parallel_residual=False, attention_bias=True,
-        tie_word_embeddings=True, bos_token_id=cfg["eos_token_id"], eos_token_id=cfg["eos_token_id"],
+        vocab_size=cfg["vocab_size"],
+        hidden_size=d,
+        num_hidden_layers=cfg["n_layer"],
+        num_attention_heads=H,
+        intermediate_size=cfg["d_ff"],
+        hidden_act="gelu",
+        max_position_embeddings=cfg["max_seq_len"],
+        layer_norm_eps=cfg["layer_norm_eps"],
+        use_parallel_residual=False,
+        attention_bias=True,
+        tie_word_embeddings=True,
+        bos_token_id=cfg["eos_token_id"],
+        eos_token_id=cfg["eos_token_id"],
         pad_token_id=cfg["eos_token_id"],
         rope_parameters={"rope_type": "default", "rope_theta": cfg["rope_base"], "partial_rotary_factor": 1.0},
     )
     model = GPTNeoXForCausalLM(config).eval()
-    new = {"gpt_neox.embed_in.weight": state["embed.weight"], "lm_head.weight": state["embed.weight"],
-           "gpt_neox.final_layer_norm.weight": state["ln_f.weight"], "gpt_neox.final_layer_norm.bias": state["ln_f.bias"]}
+    new = {
+        "gpt_neox.embed_in.weight": state["embed.weight"],
+        "lm_head.weight": state["embed.weight"],
+        "gpt_neox.final_layer_norm.weight": state["ln_f.weight"],
+        "gpt_neox.final_layer_norm.bias": state["ln_f.bias"],
+    }
     for i in range(cfg["n_layer"]):
         src, dst = f"blocks.{i}.", f"gpt_neox.layers.{i}."
         qkv_w = state[src + "attn.qkv.weight"].view(3, H, d // H, d).transpose(0, 1).reshape(3 * d, d)
         qkv_b = state[src + "attn.qkv.bias"].view(3, H, d // H).transpose(0, 1).reshape(3 * d)
         new |= {
-            dst + "input_layernorm.weight": state[src + "ln1.weight"], dst + "input_layernorm.bias": state[src + "ln1.bias"],
+            dst + "input_layernorm.weight": state[src + "ln1.weight"],
+            dst + "input_layernorm.bias": state[src + "ln1.bias"],
             dst + "post_attention_layernorm.weight": state[src + "ln2.weight"],
             dst + "post_attention_layernorm.bias": state[src + "ln2.bias"],
-            dst + "attention.query_key_value.weight": qkv_w, dst + "attention.query_key_value.bias": qkv_b,
+            dst + "attention.query_key_value.weight": qkv_w,
+            dst + "attention.query_key_value.bias": qkv_b,
             dst + "attention.dense.weight": state[src + "attn.out.weight"],
             dst + "attention.dense.bias": state[src + "attn.out.bias"],
-            dst + "mlp.dense_h_to_4h.weight": state[src + "mlp.0.weight"], dst + "mlp.dense_h_to_4h.bias": state[src + "mlp.0.bias"],
-            dst + "mlp.dense_4h_to_h.weight": state[src + "mlp.2.weight"], dst + "mlp.dense_4h_to_h.bias": state[src + "mlp.2.bias"],
+            dst + "mlp.dense_h_to_4h.weight": state[src + "mlp.0.weight"],
+            dst + "mlp.dense_h_to_4h.bias": state[src + "mlp.0.bias"],
+            dst + "mlp.dense_4h_to_h.weight": state[src + "mlp.2.weight"],
+            dst + "mlp.dense_4h_to_h.bias": state[src + "mlp.2.bias"],
         }
     missing, unexpected = model.load_state_dict(new, strict=False)
     missing = [k for k in missing if "rotary_emb" not in k]
@@ -61,8 +78,9 @@ def convert(blockwise_dir: Path, out: Path) -> tuple[Path, Path]:
         raise ValueError(f"conversion left missing {missing} unexpected {unexpected}")
     model_dir, heads_dir = out / "model", out / "heads"
     model.save_pretrained(model_dir)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(blockwise_dir / "tokenizer.json"), eos_token="<|endoftext|>",
-                                        pad_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_file=str(blockwise_dir / "tokenizer.json"), eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+    )
     tokenizer.save_pretrained(model_dir)
     # The same tokenizer, byte for byte, so the shipped LMs' recorded tokenizer hash matches.
     shutil.copyfile(blockwise_dir / "tokenizer.json", model_dir / "tokenizer.json")

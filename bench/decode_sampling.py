@@ -63,8 +63,9 @@ class DraftTemperature:
         return self.inner.propose(head_logits, context)
 
     def sample(self, head_logits, context, sampling, generator, n=1):
-        return self.inner.sample(head_logits, context, replace(sampling, temperature=sampling.temperature * self.factor),
-                                 generator, n)
+        return self.inner.sample(
+            head_logits, context, replace(sampling, temperature=sampling.temperature * self.factor), generator, n
+        )
 
 
 def sweep_rows(lm, k: int, ps: list[int], alphas: list[float], draft_temperatures: list[float]):
@@ -78,8 +79,13 @@ def sweep_rows(lm, k: int, ps: list[int], alphas: list[float], draft_temperature
             vanilla_p.num_drafts = p
             out.append((f"vanilla, {p} sampled drafts{suffix}", "multi", DraftTemperature(vanilla_p, factor)))
             for a in alphas:
-                out.append((f"ngram k={k} {p} sampled drafts, sample_alpha={a}{suffix}", "multi",
-                            DraftTemperature(LatticeDrafter(lm, k=k, p=p, sample_alpha=a), factor)))
+                out.append(
+                    (
+                        f"ngram k={k} {p} sampled drafts, sample_alpha={a}{suffix}",
+                        "multi",
+                        DraftTemperature(LatticeDrafter(lm, k=k, p=p, sample_alpha=a), factor),
+                    )
+                )
     return out
 
 
@@ -91,10 +97,15 @@ def rows(lm, k: int, p: int, alphas: list[float], top_p: bool):
         return out + [
             ("vanilla, heads: temperature only", "block", TemperatureOnly(VanillaDrafter())),
             (f"ngram full support, sample_alpha={a}", "block", LatticeDrafter(lm, k=k, sample_alpha=a)),
-            (f"ngram full support, sample_alpha={a}, heads: temperature only", "block",
-             TemperatureOnly(LatticeDrafter(lm, k=k, sample_alpha=a))),
+            (
+                f"ngram full support, sample_alpha={a}, heads: temperature only",
+                "block",
+                TemperatureOnly(LatticeDrafter(lm, k=k, sample_alpha=a)),
+            ),
         ]
-    out.append(("ngram top-k only, sample_alpha=0.5", "block", LatticeDrafter(lm, k=k, sample_alpha=0.5, full_support=False)))
+    out.append(
+        ("ngram top-k only, sample_alpha=0.5", "block", LatticeDrafter(lm, k=k, sample_alpha=0.5, full_support=False))
+    )
     for a in alphas:
         out.append((f"ngram full support, sample_alpha={a}", "block", LatticeDrafter(lm, k=k, sample_alpha=a)))
     for verifier in ("multi", "multi-wor"):
@@ -102,9 +113,13 @@ def rows(lm, k: int, p: int, alphas: list[float], top_p: bool):
         vanilla_p.num_drafts = p
         out.append((f"vanilla, {p} sampled drafts", verifier, vanilla_p))
     for a in alphas:
-        out.append((f"ngram {p} sampled drafts, sample_alpha={a}", "multi", LatticeDrafter(lm, k=k, p=p, sample_alpha=a)))
+        out.append(
+            (f"ngram {p} sampled drafts, sample_alpha={a}", "multi", LatticeDrafter(lm, k=k, p=p, sample_alpha=a))
+        )
     for a in alphas[1:]:
-        out.append((f"ngram {p} sampled drafts, sample_alpha={a}", "multi-wor", LatticeDrafter(lm, k=k, p=p, sample_alpha=a)))
+        out.append(
+            (f"ngram {p} sampled drafts, sample_alpha={a}", "multi-wor", LatticeDrafter(lm, k=k, p=p, sample_alpha=a))
+        )
     out.append((f"ngram {p}-best drafts (alpha=0.5)", "tree-sample", LatticeDrafter(lm, k=k, p=p, alpha=0.5)))
     return out
 
@@ -120,30 +135,46 @@ def main() -> None:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
     parser.add_argument("--top-p", type=float, default=0.9, help="one more setting at T=1 with this top-p (1 = none)")
     parser.add_argument("--models", type=Path)
-    parser.add_argument("--sweep", type=int, nargs="+", metavar="P",
-                        help="instead of the ablation rows: vanilla and lattice multi-draft rows for these p")
-    parser.add_argument("--draft-temperatures", type=float, nargs="+", default=[1.0],
-                        help="with --sweep: the drafts' temperature as a multiple of the target's")
+    parser.add_argument(
+        "--sweep",
+        type=int,
+        nargs="+",
+        metavar="P",
+        help="instead of the ablation rows: vanilla and lattice multi-draft rows for these p",
+    )
+    parser.add_argument(
+        "--draft-temperatures",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="with --sweep: the drafts' temperature as a multiple of the target's",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)  # 2 threads slow down 10-30x when other jobs share the 2 cores
     model_dir = model_asset("default", args.models)
     model = BlockwiseLM.from_pretrained(model_dir)
     tokenizer_path = model_asset("tokenizer.json", args.models)
     lm = load_ngram(model_asset("katz4.dlm", args.models), tokenizer_path)
-    prompts = paragraph_prompts(data_file(WIKITEXT_TEST), load_tokenizer(tokenizer_path),
-                               args.prompts, args.prompt_tokens, spread=True)
+    prompts = paragraph_prompts(
+        data_file(WIKITEXT_TEST), load_tokenizer(tokenizer_path), args.prompts, args.prompt_tokens, spread=True
+    )
     settings = [SamplingConfig(temperature=t) for t in args.temperatures]
     if args.top_p < 1:
         settings.append(SamplingConfig(temperature=1.0, top_p=args.top_p))
-    print(f"model {model_dir}; {len(prompts)} prompts x {args.max_new_tokens} tokens; k={args.k}; "
-          f"2-core x86_64 CPU (shared)")
+    print(
+        f"model {model_dir}; {len(prompts)} prompts x {args.max_new_tokens} tokens; k={args.k}; "
+        f"2-core x86_64 CPU (shared)"
+    )
     print("| sampling | verifier | drafter | block efficiency | vs vanilla | tokens/s | vs vanilla |")
     print("|---|---|---|---:|---:|---:|---:|")
     for sampling in settings:
         base = None
         label = f"T={sampling.temperature}" + (f" top_p={sampling.top_p}" if sampling.top_p < 1 else "")
-        table = (sweep_rows(lm, args.k, args.sweep, args.alphas, args.draft_temperatures) if args.sweep
-                 else rows(lm, args.k, args.p, args.alphas, sampling.top_p < 1))
+        table = (
+            sweep_rows(lm, args.k, args.sweep, args.alphas, args.draft_temperatures)
+            if args.sweep
+            else rows(lm, args.k, args.p, args.alphas, sampling.top_p < 1)
+        )
         for name, verifier, drafter in table:
             decoder = BlockwiseDecoder(model, drafter, verifier, replace(sampling))
             decoder.generate(prompts[0], 4, generator=torch.Generator().manual_seed(0))  # warm-up
@@ -153,8 +184,11 @@ def main() -> None:
                 stats += decoder.generate(prompt, args.max_new_tokens, generator=torch.Generator().manual_seed(i)).stats
             speed = stats.new_tokens / (time.perf_counter() - start)
             base = base or (stats.block_efficiency, speed)
-            print(f"| {label} | {verifier} | {name} | {stats.block_efficiency:.3f} | {stats.block_efficiency / base[0]:.3f} "
-                  f"| {speed:.0f} | {speed / base[1]:.2f} |", flush=True)
+            print(
+                f"| {label} | {verifier} | {name} | {stats.block_efficiency:.3f} | {stats.block_efficiency / base[0]:.3f} "
+                f"| {speed:.0f} | {speed / base[1]:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

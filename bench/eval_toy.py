@@ -24,8 +24,14 @@ trace = record_trace(model, prompts(40, 0), 60, top_k=8, progress=False)
 with tempfile.TemporaryDirectory() as tmp:
     corpus = markov_corpus(20000, 0).tolist()
     text = Path(tmp) / "chain.txt"
-    text.write_text("\n".join(" ".join(map(str, corpus[i:i + 30])) for i in range(0, len(corpus), 30)) + "\n")
+    text.write_text("\n".join(" ".join(map(str, corpus[i : i + 30])) for i in range(0, len(corpus), 30)) + "\n")
     build_lm(text, 3, out_path=Path(tmp) / "chain.arpa")
     lm = NgramLM(Path(tmp) / "chain.arpa")
-    print(format_tables(evaluate_trace(trace, lm, k=8, p=8, tune_alpha=True, ks=(1, 2, 4, 8),
-                                       ps=(1, 2, 4, 8), alphas=(0, 0.25, 0.5, 1, 2))), end="")
+    print(
+        format_tables(
+            evaluate_trace(
+                trace, lm, k=8, p=8, tune_alpha=True, ks=(1, 2, 4, 8), ps=(1, 2, 4, 8), alphas=(0, 0.25, 0.5, 1, 2)
+            )
+        ),
+        end="",
+    )

@@ -64,8 +64,18 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
     calls = []
     handle = model.base_model.register_forward_hook(lambda *a: calls.append(1))
     try:
-        outputs = [model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
-                                  eos_token_id=None, pad_token_id=0, **kwargs) for ids, mask in inputs]  # warm-up
+        outputs = [
+            model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=max_new,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=0,
+                **kwargs,
+            )
+            for ids, mask in inputs
+        ]  # warm-up
         serial = len(calls)
         seconds = []
         for _ in range(repeats):
@@ -73,8 +83,15 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
                 torch.cuda.synchronize()
             start = time.perf_counter()
             for ids, mask in inputs:
-                model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False, eos_token_id=None,
-                               pad_token_id=0, **kwargs)
+                model.generate(
+                    ids,
+                    attention_mask=mask,
+                    max_new_tokens=max_new,
+                    do_sample=False,
+                    eos_token_id=None,
+                    pad_token_id=0,
+                    **kwargs,
+                )
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             seconds.append(time.perf_counter() - start)
@@ -95,8 +112,12 @@ def main() -> int:
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--heads", type=Path, help="DraftHeads folder to use instead of the shipped heads "
-                        "(e.g. from `draftlattice hf train-heads` on the converted model)")
+    parser.add_argument(
+        "--heads",
+        type=Path,
+        help="DraftHeads folder to use instead of the shipped heads "
+        "(e.g. from `draftlattice hf train-heads` on the converted model)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
@@ -122,17 +143,27 @@ def main() -> int:
         "prompt-lookup": {"prompt_lookup_num_tokens": 10},
         "heads": {**draft, "draft_k": 1, "draft_p": 1},
         "lattice 1-best": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": 1, "draft_alpha": args.alpha},
-        f"lattice {args.p}-best tree": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": args.p,
-                                        "draft_alpha": args.alpha, "draft_verify": "tree"},
+        f"lattice {args.p}-best tree": {
+            **draft,
+            "draft_lm": lm,
+            "draft_k": args.k,
+            "draft_p": args.p,
+            "draft_alpha": args.alpha,
+            "draft_verify": "tree",
+        },
     }
-    print(f"model: shipped WikiText-2 model as GPTNeoXForCausalLM ({sum(p.numel() for p in model.parameters()):,} "
-          f"parameters, {args.dtype}, {device}), heads h={heads.horizon}, LM katz4.dlm; {len(rows)} prompts of "
-          f"{args.prompt_tokens} tokens, {args.max_new_tokens} new tokens, k={args.k}, alpha={args.alpha}, "
-          f"torch threads {args.threads}")
+    print(
+        f"model: shipped WikiText-2 model as GPTNeoXForCausalLM ({sum(p.numel() for p in model.parameters()):,} "
+        f"parameters, {args.dtype}, {device}), heads h={heads.horizon}, LM katz4.dlm; {len(rows)} prompts of "
+        f"{args.prompt_tokens} tokens, {args.max_new_tokens} new tokens, k={args.k}, alpha={args.alpha}, "
+        f"torch threads {args.threads}"
+    )
     with torch.inference_mode():
         for size in args.batch:
             inputs = batches(rows, size, device)
-            print(f"\nbatch {size}\n\n| method | serial calls / token | tokens/s | speedup vs generate() |\n|---|---|---|---|")
+            print(
+                f"\nbatch {size}\n\n| method | serial calls / token | tokens/s | speedup vs generate() |\n|---|---|---|---|"
+            )
             reference = None
             for name, kwargs in methods.items():
                 if name == "prompt-lookup" and size > 1:
@@ -143,8 +174,11 @@ def main() -> int:
                     reference = (outputs, seconds)
                 same = all(torch.equal(a, b) for a, b in zip(outputs, reference[0]))
                 per_token = (serial / len(inputs)) / (tokens / len(rows))  # per batch, per row's token
-                print(f"| {name} | {per_token:.3f} | {tokens / seconds:.1f} | {reference[1] / seconds:.2f}x"
-                      f"{'' if same else ' (OUTPUT DIFFERS)'} |", flush=True)
+                print(
+                    f"| {name} | {per_token:.3f} | {tokens / seconds:.1f} | {reference[1] / seconds:.2f}x"
+                    f"{'' if same else ' (OUTPUT DIFFERS)'} |",
+                    flush=True,
+                )
     return 0
 
 

@@ -117,8 +117,9 @@ def run_measured(args: list[str], command: list[str] | None = None, stdin=None, 
     peak RSS in MiB of its process tree."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = command if command is not None else [sys.executable, "-c", *args]
-    process = subprocess.Popen(argv, stdin=stdin, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    process = subprocess.Popen(
+        argv, stdin=stdin, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     peak = [0]
 
     def sample() -> None:
@@ -147,17 +148,34 @@ def kenlm_tools(models: dict, name: str, corpus: str, arpa: Path, n: int, args) 
     # WikiText has "<unk>" tokens, which lmplz refuses in a corpus: --skip_symbols reads them as
     # whitespace (a few more distinct n-grams for us than for lmplz; this compares cost).
     with open(corpus, "rb") as text, open(out, "wb") as sink:
-        _, peak = run_measured([], [str(tools / "lmplz"), "-o", str(models[name]["order"]), "-S", args.lmplz_memory,
-                                    "-T", str(temp), "--skip_symbols"], stdin=text, stdout=sink)
+        _, peak = run_measured(
+            [],
+            [
+                str(tools / "lmplz"),
+                "-o",
+                str(models[name]["order"]),
+                "-S",
+                args.lmplz_memory,
+                "-T",
+                str(temp),
+                "--skip_symbols",
+            ],
+            stdin=text,
+            stdout=sink,
+        )
     row["lmplz"] = {"seconds": time.perf_counter() - start, "peak_mb": peak, "ngrams": arpa_ngrams(out)}
     out.unlink()
     for kind in ("probing", "trie"):
         binary = args.work / f"{name}.{kind}"
         start = time.perf_counter()
-        _, peak = run_measured([], [str(tools / "build_binary"), "-S", args.lmplz_memory, "-T", str(temp),
-                                    kind, str(arpa), str(binary)])
-        built = {"seconds": time.perf_counter() - start, "peak_mb": peak,
-                 "file_bytes_per_ngram": binary.stat().st_size / n}
+        _, peak = run_measured(
+            [], [str(tools / "build_binary"), "-S", args.lmplz_memory, "-T", str(temp), kind, str(arpa), str(binary)]
+        )
+        built = {
+            "seconds": time.perf_counter() - start,
+            "peak_mb": peak,
+            "file_bytes_per_ngram": binary.stat().st_size / n,
+        }
         if models[name]["order"] <= KENLM_MAX_ORDER:
             loads = [run_measured([LOAD_CHILD, "kenlm", str(binary)])[0] for _ in range(args.repeats)]
             built["load_s"] = statistics.median(x["seconds"] for x in loads)
@@ -185,8 +203,10 @@ def prepare(work: Path) -> dict[str, Path]:
     if not wt2.exists():
         shutil.copy(SHARED / "wikitext-2" / "train.txt", wt2)
     if not big.exists():
-        with lzma.open(SHARED / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src, \
-                open(big, "w", encoding="utf-8") as dst:
+        with (
+            lzma.open(SHARED / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src,
+            open(big, "w", encoding="utf-8") as dst,
+        ):
             for line in src:
                 if not line.startswith(("<doc ", "</doc>")):
                     dst.write(line)
@@ -256,8 +276,13 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--spark", nargs="*", default=["wt2"], help="models also built with the Spark engine")
     parser.add_argument("--spark-partitions", type=int, default=8)
-    parser.add_argument("--spark-conf", action="append", default=[], metavar="K=V",
-                        help="Spark settings for the Spark builds (default: spark.driver.memory=2g)")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="Spark settings for the Spark builds (default: spark.driver.memory=2g)",
+    )
     parser.add_argument("--lmplz", action="store_true", help="compare KenLM's lmplz and build_binary")
     parser.add_argument("--lmplz-bin", type=Path, default=ROOT / "bench" / ".cache" / "kenlm" / "bin")
     parser.add_argument("--lmplz-memory", default="2G", help="lmplz's and build_binary's -S")
@@ -273,8 +298,11 @@ def main() -> int:
     conf.update(item.split("=", 1) for item in args.spark_conf)
     spark_settings = json.dumps({"partitions": args.spark_partitions, "conf": conf})
     corpora = prepare(args.work)
-    report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-                    "load_average_start": os.getloadavg(), "models": {}}
+    report: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "load_average_start": os.getloadavg(),
+        "models": {},
+    }
     for name in args.models:
         spec = dict(MODELS[name])
         corpus = str(corpora[spec.pop("corpus")])
@@ -293,7 +321,9 @@ def main() -> int:
         print(name, "one-machine", row["one_machine"], "compile", row["compile_dlm"], flush=True)
         if name in args.spark:
             spark_arpa = args.work / f"{name}.spark.arpa"
-            built, peak = run_measured([BUILD_CHILD, "spark", corpus, str(spark_arpa), json.dumps(spec), spark_settings])
+            built, peak = run_measured(
+                [BUILD_CHILD, "spark", corpus, str(spark_arpa), json.dumps(spec), spark_settings]
+            )
             identical = files_equal(spark_arpa, arpa)
             row["spark_local2"] = {**built, "peak_mb": peak, "identical_arpa": identical, "settings": spark_settings}
             print(name, "spark", row["spark_local2"], flush=True)
@@ -312,8 +342,11 @@ def main() -> int:
             print(name, "kenlm tools", row["kenlm_tools"], flush=True)
         row["latency_8x16"] = latency(dlm, args.lattices)
         row["ngrams"] = n
-        print(name, {k: v for k, v in row.items() if k not in ("one_machine", "compile_dlm", "spark_local2", "kenlm_tools")},
-              flush=True)
+        print(
+            name,
+            {k: v for k, v in row.items() if k not in ("one_machine", "compile_dlm", "spark_local2", "kenlm_tools")},
+            flush=True,
+        )
         report["models"][name] = row
         if not args.keep_arpa:
             arpa.unlink()

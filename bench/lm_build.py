@@ -85,7 +85,10 @@ def run_child(kind: str, corpus: Path, out: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, kind, str(corpus), str(out)],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -109,9 +112,10 @@ def prepare(tmp: Path) -> dict[str, Path]:
             if line:
                 dst.write(line + "\n")
     enwiki = tmp / "enwiki.txt"
-    with lzma.open(data_dir() / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src, open(
-        enwiki, "w", encoding="utf-8"
-    ) as dst:
+    with (
+        lzma.open(data_dir() / "enwiki-sample" / "enwiki-sample.txt.xz", "rt", encoding="utf-8") as src,
+        open(enwiki, "w", encoding="utf-8") as dst,
+    ):
         for line in src:
             if line.startswith("<doc ") or line.startswith("</doc>"):
                 continue
@@ -137,7 +141,9 @@ def main() -> None:
     parser.add_argument("--python-lines", type=int, default=100_000)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     report: dict = {"machine": machine, "corpora": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

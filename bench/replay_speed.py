@@ -28,8 +28,8 @@ def synthetic(positions: int, h: int, k: int, vocab: int, seed: int = 0, length:
         y = rng.integers(0, vocab, length + h).astype(np.int32)
         ids = rng.integers(0, vocab, (length, h, k)).astype(np.int32)
         for j in range(h):
-            right = rng.random(length) < 0.8 ** j if j else np.ones(length, bool)
-            ids[:, j, 0] = np.where(right, y[j: j + length], ids[:, j, 0])
+            right = rng.random(length) < 0.8**j if j else np.ones(length, bool)
+            ids[:, j, 0] = np.where(right, y[j : j + length], ids[:, j, 0])
         # distinct candidates per head: top-1 + 37 c + shift (shift < 37) for c = 1..K-1
         shift = rng.integers(0, 37, (length, h, 1))
         ids[:, :, 1:] = (ids[:, :, :1] + 37 * np.arange(1, k)[None, None, :] + shift) % vocab
@@ -55,8 +55,10 @@ def main() -> None:
     start = time.perf_counter()
     trace = synthetic(args.positions, args.heads, args.top_k, vocab)
     view = TraceView(trace)
-    print(f"synthetic trace: {trace.num_positions} positions, h={args.heads}, K={args.top_k} "
-          f"({time.perf_counter() - start:.1f}s to build); LM {args.lm} order {lm.order}")
+    print(
+        f"synthetic trace: {trace.num_positions} positions, h={args.heads}, K={args.top_k} "
+        f"({time.perf_counter() - start:.1f}s to build); LM {args.lm} order {lm.order}"
+    )
     for spec in (Vanilla(), Oracle(args.top_k), NgramRescore(lm, 4, 1, 0.5), NgramRescore(lm, 8, 4, 0.5)):
         replay(view, spec, prompts=[0], progress=False)  # warm-up
         times = []
@@ -65,8 +67,10 @@ def main() -> None:
             result = replay(view, spec, progress=False)
             times.append(time.perf_counter() - start)
         t = statistics.median(times)
-        print(f"{spec.name:<28} {t:8.2f}s  {trace.num_positions / t:10.0f} positions/s  "
-              f"{result.stats.steps / t:9.0f} steps/s  BE {result.block_efficiency:.3f}")
+        print(
+            f"{spec.name:<28} {t:8.2f}s  {trace.num_positions / t:10.0f} positions/s  "
+            f"{result.stats.steps / t:9.0f} steps/s  BE {result.block_efficiency:.3f}"
+        )
 
 
 if __name__ == "__main__":

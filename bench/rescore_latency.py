@@ -132,8 +132,8 @@ def tied_sets_equal(scores, tokens_a, tokens_b, tol) -> bool:
         while j + 1 < p and abs(scores[j + 1] - scores[q]) < tol:
             j += 1
         if j + 1 < p:
-            a = sorted(map(tuple, tokens_a[q:j + 1]))
-            b = sorted(map(tuple, tokens_b[q:j + 1]))
+            a = sorted(map(tuple, tokens_a[q : j + 1]))
+            b = sorted(map(tuple, tokens_b[q : j + 1]))
             if a != b:
                 return False
         q = j + 1
@@ -152,8 +152,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="20 lattices per shape, 1 run each")
     ap.add_argument("-n", type=int, default=None, help="lattices per shape and kind (default 100)")
-    ap.add_argument("--repeats", type=int, default=None,
-                    help="runs per lattice, fewer once they add up to 10 ms; their median counts (5)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="runs per lattice, fewer once they add up to 10 ms; their median counts (5)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     ap.add_argument("--alpha", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=2024)
@@ -173,9 +177,12 @@ def main() -> int:
     arpa = data / "lm" / "wt2_kn4.arpa.xz"
     t0 = time.perf_counter()
     lm_auto = ref.convert(arpa)
-    print(f"# OpenFST automata for {arpa.name}: "
-          + (f"converted in {lm_auto.convert_seconds:.1f} s" if lm_auto.convert_seconds else "cached")
-          + f" ({time.perf_counter() - t0:.1f} s)", flush=True)
+    print(
+        f"# OpenFST automata for {arpa.name}: "
+        + (f"converted in {lm_auto.convert_seconds:.1f} s" if lm_auto.convert_seconds else "cached")
+        + f" ({time.perf_counter() - t0:.1f} s)",
+        flush=True,
+    )
     maker = ref.LatticeMaker(lm_auto, data / "wikitext-2" / "test.txt")
     dl, lm, info = load_ours(lm_auto)
     print(f"# ours: {f'loaded in {info:.2f} s' if dl else info}", flush=True)
@@ -196,9 +203,11 @@ def main() -> int:
     # of a shared machine hits them alike.
     server = ref.OpenFstServer(lm_auto, args.alpha, repeats, warmup)
 
-    header = (f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
-              f"{'_core ms':>8} "
-              f"| {'pynini-eps ms':>13} {'eps best differs':>16} | {'ours == exact':>13} | {'states':>6}")
+    header = (
+        f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
+        f"{'_core ms':>8} "
+        f"| {'pynini-eps ms':>13} {'eps best differs':>16} | {'ours == exact':>13} | {'states':>6}"
+    )
     rows = []
     print(header)
     print("-" * len(header))
@@ -231,9 +240,20 @@ def main() -> int:
                 total = head - args.alpha * exact_lm_cost(maker, int(ex.start_states[i]), draft)
                 d += total < ex.scores[i, 0] - 1e-3
             differs = 100.0 * d / lat.n
-        row = dict(kind=kind, h=h, k=k, p=p, ours_ms=ours_ms, core_ms=core_ms, exact_ms=ex_ms, ratio=ratio,
-                   eps_ms=eps_ms, eps_differs_pct=differs, equal=equal,
-                   composed_states=float(np.median(ex.composed_states)))
+        row = dict(
+            kind=kind,
+            h=h,
+            k=k,
+            p=p,
+            ours_ms=ours_ms,
+            core_ms=core_ms,
+            exact_ms=ex_ms,
+            ratio=ratio,
+            eps_ms=eps_ms,
+            eps_differs_pct=differs,
+            equal=equal,
+            composed_states=float(np.median(ex.composed_states)),
+        )
         rows.append(row)
         print(format_row(row), flush=True)
 
@@ -245,12 +265,25 @@ def main() -> int:
     if args.json:
         import json
 
-        args.json.write_text(json.dumps({"n": n, "repeats": repeats, "alpha": args.alpha, "seed": args.seed,
-                                         "date": str(datetime.date.today()), "latency": rows,
-                                         "batch": rows_batch}, indent=1))
-    print(f"# n={n} lattices per shape, {repeats} run(s) per lattice (median), warm-up {warmup}; "
-          f"alpha={args.alpha}; seed={args.seed}; {platform.machine()} {os.cpu_count()} CPUs; "
-          f"{datetime.date.today()}; load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "n": n,
+                    "repeats": repeats,
+                    "alpha": args.alpha,
+                    "seed": args.seed,
+                    "date": str(datetime.date.today()),
+                    "latency": rows,
+                    "batch": rows_batch,
+                },
+                indent=1,
+            )
+        )
+    print(
+        f"# n={n} lattices per shape, {repeats} run(s) per lattice (median), warm-up {warmup}; "
+        f"alpha={args.alpha}; seed={args.seed}; {platform.machine()} {os.cpu_count()} CPUs; "
+        f"{datetime.date.today()}; load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 
@@ -258,18 +291,22 @@ def format_row(r) -> str:
     def f(x, fmt):
         return format(x, fmt) if x is not None else "n/a"
 
-    return (f"{r['kind']:<9} {r['h']:>2} {r['k']:>2} {r['p']:>2} | {f(r['ours_ms'], '8.3f'):>8} "
-            f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} "
-            f"{f(r['core_ms'], '8.3f'):>8} | "
-            f"{f(r['eps_ms'], '13.3f'):>13} {f(r['eps_differs_pct'], '15.1f') + '%' if r['eps_differs_pct'] is not None else 'n/a':>16} | "
-            f"{r['equal']:>13} | {r['composed_states']:>6.0f}")
+    return (
+        f"{r['kind']:<9} {r['h']:>2} {r['k']:>2} {r['p']:>2} | {f(r['ours_ms'], '8.3f'):>8} "
+        f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} "
+        f"{f(r['core_ms'], '8.3f'):>8} | "
+        f"{f(r['eps_ms'], '13.3f'):>13} {f(r['eps_differs_pct'], '15.1f') + '%' if r['eps_differs_pct'] is not None else 'n/a':>16} | "
+        f"{r['equal']:>13} | {r['composed_states']:>6.0f}"
+    )
 
 
 def batch_throughput(dl, lm, sets, kinds, alpha, batch):
     """Lattices per second: single rescore() calls in a loop vs rescore_batch (1 and 2 threads)."""
     print()
-    print(f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'loop lat/s':>10} {'batch 1 thr':>11} "
-          f"{'batch 2 thr':>11} | {'2 thr / loop':>12}")
+    print(
+        f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'loop lat/s':>10} {'batch 1 thr':>11} "
+        f"{'batch 2 thr':>11} | {'2 thr / loop':>12}"
+    )
     rows = []
     for kind in kinds:
         for h, k, p in ((8, 16, 1), (8, 16, 4), (8, 16, 16), (4, 4, 1)):
@@ -295,12 +332,32 @@ def batch_throughput(dl, lm, sets, kinds, alpha, batch):
 
             tries = 2 if k * h * p > 1000 else 5
             rate_loop = best_of(loop, tries)
-            rates = [best_of(lambda: dl.rescore_batch(lattices, lm, p=p, alpha=alpha, contexts=contexts,
-                                                      bos=False, num_threads=thr), tries) for thr in (1, 2)]
-            rows.append(dict(kind=kind, h=h, k=k, p=p, batch=m, loop_per_s=rate_loop,
-                             batch1_per_s=rates[0], batch2_per_s=rates[1]))
-            print(f"{kind:<9} {h:>2} {k:>2} {p:>2} | {rate_loop:>10.0f} {rates[0]:>11.0f} {rates[1]:>11.0f} | "
-                  f"{rates[1] / rate_loop:>11.1f}x", flush=True)
+            rates = [
+                best_of(
+                    lambda: dl.rescore_batch(
+                        lattices, lm, p=p, alpha=alpha, contexts=contexts, bos=False, num_threads=thr
+                    ),
+                    tries,
+                )
+                for thr in (1, 2)
+            ]
+            rows.append(
+                dict(
+                    kind=kind,
+                    h=h,
+                    k=k,
+                    p=p,
+                    batch=m,
+                    loop_per_s=rate_loop,
+                    batch1_per_s=rates[0],
+                    batch2_per_s=rates[1],
+                )
+            )
+            print(
+                f"{kind:<9} {h:>2} {k:>2} {p:>2} | {rate_loop:>10.0f} {rates[0]:>11.0f} {rates[1]:>11.0f} | "
+                f"{rates[1] / rate_loop:>11.1f}x",
+                flush=True,
+            )
     print(f"# batch = {m} lattices per call; best of several calls")
     return rows
 

@@ -35,7 +35,7 @@ rng = np.random.default_rng(0)
 
 def make(kind: str, h: int, k: int):
     pos = int(rng.integers(10, len(ids) - 20))
-    ctx = np.array(ids[pos - 5:pos], dtype=np.int32)
+    ctx = np.array(ids[pos - 5 : pos], dtype=np.int32)
     if kind == "unigram":
         logits = (log_unigram[None, :] + rng.gumbel(size=(h, V))).astype(np.float32)
     else:

@@ -43,5 +43,7 @@ for n in (100, 10_000, 100_000):
         assert np.array_equal(a.tokens, b.tokens)
         old.append(t1 - t0)
         new.append(t2 - t1)
-    print(f"history {n:>7}: whole history {statistics.median(old)*1e3:.3f} ms/step, "
-          f"committed state {statistics.median(new)*1e3:.3f} ms/step")
+    print(
+        f"history {n:>7}: whole history {statistics.median(old) * 1e3:.3f} ms/step, "
+        f"committed state {statistics.median(new) * 1e3:.3f} ms/step"
+    )

@@ -57,8 +57,10 @@ def machine(device: torch.device) -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return (f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, load average "
-            f"{os.getloadavg()[0]:.1f}, torch {torch.__version__}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, load average "
+        f"{os.getloadavg()[0]:.1f}, torch {torch.__version__}"
+    )
 
 
 def main() -> None:
@@ -78,8 +80,11 @@ def main() -> None:
     dev = torch.device(args.device)
     fdtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if dev.type == "cuda" else torch.float32)
     g, d = args.g, args.hidden
-    print(f"# device: {machine(dev)}; forward: LM head [B*(g+1), {d}] @ [{d}, V] in {fdtype}; g = {g}; "
-          f"medians of {args.reps} after {args.warmup} warm-up", flush=True)
+    print(
+        f"# device: {machine(dev)}; forward: LM head [B*(g+1), {d}] @ [{d}, V] in {fdtype}; g = {g}; "
+        f"medians of {args.reps} after {args.warmup} warm-up",
+        flush=True,
+    )
     cols = ["softmax", "top-p", "greedy", "token", "block"]
     print("| B | V | forward ms | " + " | ".join(f"{c} ms (% fwd)" for c in cols) + " |")
     print("|---|---|---|" + "---|" * len(cols), flush=True)
@@ -97,7 +102,12 @@ def main() -> None:
                 "forward": timed(lambda: x @ W, dev, args.warmup, args.reps),
                 "softmax": timed(lambda: sampling_distribution(logits), dev, args.warmup, args.reps),
                 "top-p": timed(lambda: sampling_distribution(logits, 0.8, None, 0.9), dev, args.warmup, args.reps),
-                "greedy": timed(lambda: greedy_accept(drafts.view(B, 1, g), logits.view(B, 1, g + 1, V)), dev, args.warmup, args.reps),
+                "greedy": timed(
+                    lambda: greedy_accept(drafts.view(B, 1, g), logits.view(B, 1, g + 1, V)),
+                    dev,
+                    args.warmup,
+                    args.reps,
+                ),
                 "token": timed(lambda: token_verify(drafts, q, p, generator=vgen), dev, args.warmup, args.reps),
                 "block": timed(lambda: block_verify(drafts, q, p, generator=vgen), dev, args.warmup, args.reps),
             }

@@ -13,8 +13,8 @@
 //   float ScoreToken(const LmState& in, int32_t token, LmState* out) const;   // natural log
 //   void ScoreTokens(const LmState& in, const int32_t* tokens, int n, float* lm_ln,
 //                    LmState* outs) const;                                  // n at once
-//   void BoundsAfter(const int32_t* prev, int rows, const int32_t* tokens, int n, float* out) const;
-//   void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const;
+//   void BoundsAfter(const int32_t* prev, int rows, const int32_t* tokens, int n, float* out)
+//   const; void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const;
 //       // out[i * n + j] >= ScoreToken(any state after a history ending in prev[i], tokens[j])
 // and, for the entry points that validate their input (nbest.h),
 //   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;  // throws
@@ -143,7 +143,8 @@ class ComposedLattice {
 
  private:
   static uint64_t Hash(int t, const LmState& state) {
-    return (LmStateHash()(state) ^ (static_cast<uint64_t>(t) * 0xD6E8FEB86659FD93ull)) * 0x9E3779B97F4A7C15ull;
+    return (LmStateHash()(state) ^ (static_cast<uint64_t>(t) * 0xD6E8FEB86659FD93ull)) *
+           0x9E3779B97F4A7C15ull;
   }
 
   int32_t AddNode(int t, const LmState& state) {

@@ -42,7 +42,8 @@ std::string EscapeDot(const std::string& text) {
 
 Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float temperature) {
   if (h < 1) throw InvalidArgument(Message("logits must have at least one head, got h=", h));
-  if (vocab < 1) throw InvalidArgument(Message("logits must have a non-empty vocabulary, got V=", vocab));
+  if (vocab < 1)
+    throw InvalidArgument(Message("logits must have a non-empty vocabulary, got V=", vocab));
   if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
   if (k > vocab) throw InvalidArgument(Message("k=", k, " > vocabulary size V=", vocab));
   if (!(temperature > 0) || !std::isfinite(temperature))
@@ -62,18 +63,22 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
     int unmasked = 0;
     for (int v = 0; v < vocab; ++v) {
       if (std::isnan(row[v]) || row[v] == INFINITY)
-        throw InvalidArgument(Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
+        throw InvalidArgument(
+            Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
       if (row[v] == -INFINITY) continue;
       ++unmasked;
       max_logit = std::max(max_logit, static_cast<double>(row[v]));
     }
     if (unmasked < k)
-      throw InvalidArgument(Message("head ", t, " has ", unmasked, " tokens with a logit above -inf, fewer than k=", k));
+      throw InvalidArgument(Message("head ", t, " has ", unmasked,
+                                    " tokens with a logit above -inf, fewer than k=", k));
     double sum = 0;
     for (int v = 0; v < vocab; ++v) sum += std::exp((row[v] - max_logit) * inv_temperature);
     const double log_normalizer = std::log(sum);
     std::iota(index.begin(), index.end(), 0);
-    auto better = [row](int32_t a, int32_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; };
+    auto better = [row](int32_t a, int32_t b) {
+      return row[a] != row[b] ? row[a] > row[b] : a < b;
+    };
     if (k < vocab) std::nth_element(index.begin(), index.begin() + k, index.end(), better);
     std::sort(index.begin(), index.begin() + k, better);
     for (int i = 0; i < k; ++i) {
@@ -103,7 +108,8 @@ Lattice Lattice::FromTopk(const int32_t* tokens, const float* logprobs, int h, i
     for (int i = 0; i < k; ++i) {
       const int32_t token = lattice.token(t, i);
       const float logprob = lattice.logprob(t, i);
-      if (token < 0) throw InvalidArgument(Message("negative token id ", token, " at head ", t, " column ", i));
+      if (token < 0)
+        throw InvalidArgument(Message("negative token id ", token, " at head ", t, " column ", i));
       if (vocab_size >= 0 && token >= vocab_size)
         throw InvalidArgument(Message("unknown token id ", token, ": vocab_size=", vocab_size));
       if (!seen.insert(token).second)
@@ -138,9 +144,10 @@ std::string Lattice::ToDot(const std::vector<std::string>& words) const {
   for (int t = 0; t < h; ++t)
     for (int i = 0; i < k; ++i) {
       const int32_t tok = token(t, i);
-      std::string name = (tok >= 0 && static_cast<size_t>(tok) < words.size()) ? words[tok] : std::to_string(tok);
-      out << "  " << t << " -> " << t + 1 << " [label=\"" << EscapeDot(name) << " (" << logprob(t, i)
-          << ")\"];\n";
+      std::string name =
+          (tok >= 0 && static_cast<size_t>(tok) < words.size()) ? words[tok] : std::to_string(tok);
+      out << "  " << t << " -> " << t + 1 << " [label=\"" << EscapeDot(name) << " ("
+          << logprob(t, i) << ")\"];\n";
     }
   out << "}\n";
   return out.str();

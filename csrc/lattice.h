@@ -19,10 +19,10 @@
 namespace dl {
 
 struct Lattice {
-  int h = 0;                      // number of heads (positions)
-  int k = 0;                      // candidates per head
-  std::vector<int32_t> tokens;    // [h * k], row-major; rank order within a row
-  std::vector<float> logprobs;    // [h * k], natural log, <= 0, non-increasing within a row
+  int h = 0;                    // number of heads (positions)
+  int k = 0;                    // candidates per head
+  std::vector<int32_t> tokens;  // [h * k], row-major; rank order within a row
+  std::vector<float> logprobs;  // [h * k], natural log, <= 0, non-increasing within a row
 
   int32_t token(int t, int rank) const { return tokens[static_cast<size_t>(t) * k + rank]; }
   float logprob(int t, int rank) const { return logprobs[static_cast<size_t>(t) * k + rank]; }

@@ -42,12 +42,12 @@
 namespace dl {
 
 struct Drafts {
-  int64_t n = 0;                     // number of drafts returned
+  int64_t n = 0;  // number of drafts returned
   int h = 0;
-  std::vector<int32_t> tokens;       // [n * h]
-  std::vector<double> scores;        // [n] total = head + alpha * lm
-  std::vector<double> head_scores;   // [n] sum of lattice log-probs
-  std::vector<double> lm_scores;     // [n] ln p_LM(draft | context), unweighted
+  std::vector<int32_t> tokens;      // [n * h]
+  std::vector<double> scores;       // [n] total = head + alpha * lm
+  std::vector<double> head_scores;  // [n] sum of lattice log-probs
+  std::vector<double> lm_scores;    // [n] ln p_LM(draft | context), unweighted
   // Work done (for benchmarks): composed nodes created, arcs scored by the LM, heap pops.
   int64_t nodes = 0, arcs_scored = 0, pops = 0;
 };
@@ -103,7 +103,7 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
   const int h = lattice.h, k = lattice.k;
   const int64_t width = std::max<int64_t>(4, (p + k - 1) / k);  // 4: measured best on wt2_kn4
   std::vector<std::pair<double, int32_t>> beam{{0.0, graph.root()}}, next;
-  std::vector<double> best;   // per node id: best value this layer
+  std::vector<double> best;  // per node id: best value this layer
   std::vector<double> finals;
   std::vector<int32_t> all_ranks(k);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;
@@ -177,15 +177,19 @@ ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, 
   std::vector<float> lm_bound(static_cast<size_t>(k) * k);  // [row of the layer][candidate]
   for (int t = h - 1; t >= 0; --t) {
     const int32_t* tokens = &lattice.tokens[static_cast<size_t>(t) * k];
-    if (t > 0) lm.BoundsAfter(&lattice.tokens[static_cast<size_t>(t - 1) * k], k, tokens, k, lm_bound.data());
-    else lm.BoundsAfter(start, tokens, k, lm_bound.data());
+    if (t > 0)
+      lm.BoundsAfter(&lattice.tokens[static_cast<size_t>(t - 1) * k], k, tokens, k,
+                     lm_bound.data());
+    else
+      lm.BoundsAfter(start, tokens, k, lm_bound.data());
     for (int r = 0; r < (t > 0 ? k : 1); ++r) {
       const int32_t row = t > 0 ? b.Row(t, r) : 0;
       const float* bound = &lm_bound[static_cast<size_t>(r) * k];
       double* g = &b.gain[static_cast<size_t>(row) * k];
       int32_t* o = &b.order[static_cast<size_t>(row) * k];
       for (int c = 0; c < k; ++c) {
-        g[c] = lattice.logprob(t, c) + LmTerm(alpha, bound[c]) + (t + 1 < h ? b.best[b.Row(t + 1, c)] : 0.0);
+        g[c] = lattice.logprob(t, c) + LmTerm(alpha, bound[c]) +
+               (t + 1 < h ? b.best[b.Row(t + 1, c)] : 0.0);
         o[c] = c;
       }
       // (gain desc, rank asc) is a total order: std::sort gives the stable order without the
@@ -260,7 +264,8 @@ std::vector<double> BackwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bo
   for (int t = h - 1; t >= 0; --t)
     for (int32_t v : graph.LayerNodes(t))
       for (int i = 0; i < kept.used[v]; ++i)
-        beta[v] = std::max(beta[v], ArcValue(graph, beta, alpha, v, t, bounds.Ranked(kept.row[v], i)));
+        beta[v] =
+            std::max(beta[v], ArcValue(graph, beta, alpha, v, t, bounds.Ranked(kept.row[v], i)));
   return beta;
 }
 
@@ -272,8 +277,14 @@ class DraftExtractor {
  public:
   DraftExtractor(ComposedLattice<Lm>& graph, const ArcBounds& bounds, const Survivors& kept,
                  const std::vector<double>& beta, double alpha)
-      : graph_(graph), bounds_(bounds), kept_(kept), beta_(beta), alpha_(alpha),
-        children_(graph.num_nodes()), prefixes_{{-1, graph.root(), -1, 0.0}}, ties_(prefixes_),
+      : graph_(graph),
+        bounds_(bounds),
+        kept_(kept),
+        beta_(beta),
+        alpha_(alpha),
+        children_(graph.num_nodes()),
+        prefixes_{{-1, graph.root(), -1, 0.0}},
+        ties_(prefixes_),
         heap_(HeapOrder{&ties_}) {
     Push(0, 0);
   }
@@ -305,7 +316,7 @@ class DraftExtractor {
 
  private:
   using Child = std::pair<double, int32_t>;  // (value, rank)
-  struct HeapOrder {  // a pops after b
+  struct HeapOrder {                         // a pops after b
     const TieBreaker* ties;
     bool operator()(const Entry& a, const Entry& b) const {
       return a.f != b.f ? a.f < b.f : ties->After(a, b);
@@ -386,9 +397,9 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   // 1. Lower bound, lowered by a rounding margin so that drafts scoring exactly L survive.
   double bound = BeamLowerBound(graph, alpha, options.p);
   if (bound != kNone) bound -= 1e-9 * (1.0 + std::fabs(bound));
-  const Survivors kept = ForwardPass(graph, bounds, alpha, bound);              // 2.
-  const std::vector<double> beta = BackwardPass(graph, bounds, kept, alpha);    // 3.
-  Drafts out;                                                                   // 4.
+  const Survivors kept = ForwardPass(graph, bounds, alpha, bound);            // 2.
+  const std::vector<double> beta = BackwardPass(graph, bounds, kept, alpha);  // 3.
+  Drafts out;                                                                 // 4.
   out.h = lattice.h;
   DraftExtractor<Lm> extract(graph, bounds, kept, beta, alpha);
   while (out.n < options.p && extract.Next(&out)) {

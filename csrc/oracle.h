@@ -21,10 +21,12 @@ struct OracleDraft {
 
 inline OracleDraft BestOracleDraft(const Lattice& lattice, const int32_t* reference, size_t size) {
   if (size != static_cast<size_t>(lattice.h))
-    throw InvalidArgument(Message("reference has ", size, " tokens but the lattice has h=", lattice.h));
+    throw InvalidArgument(
+        Message("reference has ", size, " tokens but the lattice has h=", lattice.h));
   for (size_t t = 0; t < size; ++t)
     if (reference[t] < 0)
-      throw InvalidArgument(Message("reference[", t, "] = ", reference[t], " is negative; token ids are >= 0"));
+      throw InvalidArgument(
+          Message("reference[", t, "] = ", reference[t], " is negative; token ids are >= 0"));
   OracleDraft out;
   out.tokens.resize(lattice.h);
   bool following = true;

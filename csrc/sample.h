@@ -5,9 +5,9 @@
 // The whole composed lattice (compose.h) is built, then a backward pass computes
 // beta(node) = ln sum over completions of exp(remaining total) (beta = 0 at layer h), so
 // ln Z = beta(root). Drafts are drawn left to right: at node v of layer t candidate r has the
-// exact conditional probability q(r) = exp(logprob(t, r) + alpha * lm(v, r) + beta(child) - beta(v)),
-// which is returned for every position (the verifier scatters it over the vocabulary); the
-// product of a draft's q equals P(d).
+// exact conditional probability q(r) = exp(logprob(t, r) + alpha * lm(v, r) + beta(child) -
+// beta(v)), which is returned for every position (the verifier scatters it over the vocabulary);
+// the product of a draft's q equals P(d).
 //
 // Full support (other_ln != nullptr): every position also has an "other" arc, rank k, standing
 // for all the vocabulary outside the head's top-k. Its lattice log-prob is other_ln[t] (the
@@ -31,20 +31,20 @@
 #include <limits>
 #include <vector>
 
-#include "hash.h"
 #include "compose.h"
+#include "hash.h"
 #include "lattice.h"
 
 namespace dl {
 
 struct DraftSamples {
   int64_t n = 0;
-  int h = 0, k = 0;             // k: columns of q (the lattice's k, plus 1 with full support)
-  std::vector<int32_t> tokens;  // [n * h], -1 where the "other" arc was drawn
-  std::vector<int32_t> ranks;   // [n * h]
-  std::vector<double> q;        // [n * h * k] conditional distribution of each head's candidates
-  std::vector<double> logprobs; // [n] ln P(d) of each sampled draft (sum of ln q)
-  double log_z = 0;             // ln Z, the log-partition of the rescored lattice
+  int h = 0, k = 0;              // k: columns of q (the lattice's k, plus 1 with full support)
+  std::vector<int32_t> tokens;   // [n * h], -1 where the "other" arc was drawn
+  std::vector<int32_t> ranks;    // [n * h]
+  std::vector<double> q;         // [n * h * k] conditional distribution of each head's candidates
+  std::vector<double> logprobs;  // [n] ln P(d) of each sampled draft (sum of ln q)
+  double log_z = 0;              // ln Z, the log-partition of the rescored lattice
 };
 
 // LM probability given to an "other" arc when the LM's candidates already hold all its mass.
@@ -83,7 +83,8 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& s
   if (other)
     for (int t = 0; t < h; ++t)
       if (std::isnan(other_ln[t]) || other_ln[t] > 1e-9)
-        throw InvalidArgument(Message("other-mass log-prob of position ", t, " must be <= 0 or -inf, got ", other_ln[t]));
+        throw InvalidArgument(Message("other-mass log-prob of position ", t,
+                                      " must be <= 0 or -inf, got ", other_ln[t]));
   const int columns = k + (other ? 1 : 0);
   ComposedLattice<Lm> graph(lattice, lm, start);
   const LmState restart = lm.Start(nullptr, 0, false);
@@ -124,8 +125,10 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& s
       beta[node] = top == -std::numeric_limits<double>::infinity() ? top : top + std::log(sum);
     }
   if (beta[graph.root()] == -std::numeric_limits<double>::infinity())
-    throw InvalidArgument(Message("every draft has probability 0 (the LM gives -inf to a token of "
-                                  "each and alpha=", options.alpha, " > 0): nothing to sample"));
+    throw InvalidArgument(
+        Message("every draft has probability 0 (the LM gives -inf to a token of "
+                "each and alpha=",
+                options.alpha, " > 0): nothing to sample"));
 
   DraftSamples out;
   out.n = n;
@@ -150,7 +153,10 @@ DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const LmState& s
       double cumulative = 0;
       for (int r = 0; r < columns; ++r) {
         cumulative += q[r];
-        if (u < cumulative && q[r] > 0) { chosen = r; break; }
+        if (u < cumulative && q[r] > 0) {
+          chosen = r;
+          break;
+        }
       }
       while (q[chosen] <= 0 && chosen > 0) --chosen;  // u beyond the rounded total mass
       out.ranks[s * h + t] = chosen;
@@ -166,7 +172,8 @@ template <typename Lm>
 DraftSamples SampleDrafts(const Lattice& lattice, const Lm& lm, const int32_t* context,
                           size_t context_size, const RescoreOptions& options, int64_t n,
                           uint64_t seed, const double* other_ln = nullptr) {
-  return SampleDrafts(lattice, lm, lm.Start(context, context_size, options.bos), options, n, seed, other_ln);
+  return SampleDrafts(lattice, lm, lm.Start(context, context_size, options.bos), options, n, seed,
+                      other_ln);
 }
 
 }  // namespace dl

@@ -41,8 +41,16 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(args.model_dir), local_files_only=True)
 
     print(f"1. training {args.horizon - 1} draft heads for {args.steps} steps -> {work / 'heads'}")
-    dlhf.train_heads(model, args.corpus, horizon=args.horizon, steps=args.steps, batch_size=8, seq_len=128,
-                     output_dir=work / "heads", progress=True)
+    dlhf.train_heads(
+        model,
+        args.corpus,
+        horizon=args.horizon,
+        steps=args.steps,
+        batch_size=8,
+        seq_len=128,
+        output_dir=work / "heads",
+        progress=True,
+    )
     heads = dlhf.DraftHeads.from_pretrained(work / "heads", model)
 
     print(f"2. building a 4-gram LM over the model's tokenizer -> {work / 'lm.dlm'}")
@@ -53,8 +61,14 @@ def main() -> None:
     lines = [line.strip() for line in args.corpus.read_text().splitlines() if len(line.split()) > 24]
     warm = tokenizer("The", return_tensors="pt").input_ids.to(device)  # first calls pay one-off costs
     model.generate(warm, max_new_tokens=4, pad_token_id=tokenizer.eos_token_id)
-    model.generate(warm, max_new_tokens=4, pad_token_id=tokenizer.eos_token_id, custom_generate=dlhf.generate,
-                   draft_heads=heads, draft_lm=lm)
+    model.generate(
+        warm,
+        max_new_tokens=4,
+        pad_token_id=tokenizer.eos_token_id,
+        custom_generate=dlhf.generate,
+        draft_heads=heads,
+        draft_lm=lm,
+    )
     plain_time = draft_time = 0.0
     tokens = calls = 0
     for line in lines[: args.prompts]:
@@ -64,16 +78,29 @@ def main() -> None:
         plain = model.generate(ids, **common)
         plain_time += time.perf_counter() - start
         start = time.perf_counter()
-        out = model.generate(ids, **common, custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm,
-                             draft_k=8, draft_p=4, draft_alpha=0.5, return_dict_in_generate=True)
+        out = model.generate(
+            ids,
+            **common,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            draft_lm=lm,
+            draft_k=8,
+            draft_p=4,
+            draft_alpha=0.5,
+            return_dict_in_generate=True,
+        )
         draft_time += time.perf_counter() - start
         assert torch.equal(plain, out.sequences), "draftlattice output differs from generate()"
         tokens += out.draft_stats.new_tokens
         calls += out.draft_stats.target_calls
-        print(f"   {tokenizer.decode(out.sequences[0, ids.shape[1]:])[:100]!r}  ({out.draft_stats.tokens_per_call:.2f} tokens/call)")
+        print(
+            f"   {tokenizer.decode(out.sequences[0, ids.shape[1] :])[:100]!r}  ({out.draft_stats.tokens_per_call:.2f} tokens/call)"
+        )
     print(f"block efficiency {tokens / calls:.2f} tokens per target call (plain generate(): 1.00)")
-    print(f"tokens/s: generate() {tokens / plain_time:.1f}, draftlattice {tokens / draft_time:.1f} "
-          f"(speedup {plain_time / draft_time:.2f}x; outputs identical)")
+    print(
+        f"tokens/s: generate() {tokens / plain_time:.1f}, draftlattice {tokens / draft_time:.1f} "
+        f"(speedup {plain_time / draft_time:.2f}x; outputs identical)"
+    )
 
 
 if __name__ == "__main__":

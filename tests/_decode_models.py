@@ -36,8 +36,14 @@ def trained_model(num_heads: int, seed: int = 0, steps: int = 60, vocab: int = V
     """A 2-layer BlockwiseLM (d_model 32) with h = num_heads heads, trained on ``markov_corpus``."""
     torch.manual_seed(seed)
     config = BlockwiseConfig(
-        vocab_size=vocab, n_layer=2, n_head=2, d_model=32, d_ff=64, num_heads=num_heads,
-        max_seq_len=128, head_hidden=32,
+        vocab_size=vocab,
+        n_layer=2,
+        n_head=2,
+        d_model=32,
+        d_ff=64,
+        num_heads=num_heads,
+        max_seq_len=128,
+        head_hidden=32,
     )
     model = BlockwiseLM(config)
     corpus = markov_corpus(20000, seed, vocab)
@@ -71,7 +77,6 @@ def prompts(count: int, seed: int, length: int = 6, vocab: int = VOCAB) -> list[
     """Prompts taken from a held-out stretch of the same chain (so heads are in distribution)."""
     corpus = markov_corpus(2000, seed + 1000, vocab)
     return [corpus[i * 50 : i * 50 + length].tolist() for i in range(count)]
-
 
 
 @functools.cache

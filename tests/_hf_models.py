@@ -19,24 +19,49 @@ V = 48
 
 def llama(vocab: int = V, seed: int = 0):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
 def gpt2(vocab: int = V, seed: int = 1):
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=256, bos_token_id=vocab - 1,
-                     eos_token_id=vocab - 1)
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        n_positions=256,
+        bos_token_id=vocab - 1,
+        eos_token_id=vocab - 1,
+    )
     return GPT2LMHeadModel(cfg).eval()
 
 
 def qwen2(vocab: int = V, seed: int = 2):
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      use_sliding_window=False, bos_token_id=None, eos_token_id=None)
+    cfg = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        use_sliding_window=False,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     return Qwen2ForCausalLM(cfg).eval()
 
 

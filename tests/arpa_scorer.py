@@ -45,7 +45,7 @@ class ArpaScorer:
 
     def log10_prob(self, history: tuple[str, ...], word: str) -> tuple[float, int]:
         """log10 p(word | history) with exact backoff, and the length of the matched n-gram."""
-        history = history[max(0, len(history) - (self.order - 1)):] if self.order > 1 else ()
+        history = history[max(0, len(history) - (self.order - 1)) :] if self.order > 1 else ()
         backoff = 0.0
         for start in range(len(history) + 1):
             h = history[start:]

@@ -30,9 +30,7 @@ def decompressed_lm(shared_data, tmp_path_factory):
     def get(name: str) -> Path:
         if name not in cache:
             target = tmp_path_factory.mktemp("lm") / f"{name}.arpa"
-            with lzma.open(shared_data / "lm" / f"{name}.arpa.xz", "rb") as src, open(
-                target, "wb"
-            ) as dst:
+            with lzma.open(shared_data / "lm" / f"{name}.arpa.xz", "rb") as src, open(target, "wb") as dst:
                 while chunk := src.read(1 << 24):
                     dst.write(chunk)
             cache[name] = target

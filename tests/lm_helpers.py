@@ -54,7 +54,7 @@ def context_sums(scorer, contexts, vocab) -> list[float]:
             if w == "<s>":
                 continue
             lp, _ = scorer.log10_prob(h, w)
-            total += 10.0 ** lp
+            total += 10.0**lp
         sums.append(total)
     return sums
 

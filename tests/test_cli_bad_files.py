@@ -30,17 +30,23 @@ def files(tmp_path_factory):
     """Good inputs of every kind, and bad ones (empty / truncated / other kind) derived from them."""
     d = tmp_path_factory.mktemp("files")
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=16, d_ff=32, num_heads=2,
-                             max_seq_len=64, head_hidden=16)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=16, d_ff=32, num_heads=2, max_seq_len=64, head_hidden=16
+    )
     save_model(BlockwiseLM(config), d / "model", tokenizer_path=MODELS / "tokenizer.json")
     save_trace(small_trace(), d / "good.dltrace")
     (d / "text.txt").write_text("The tower is 324 metres tall, about the same height as a building.\n" * 3)
     arpa = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\t-0.3\n-0.5\ta\n-0.5\t</s>\n\n\\end\\\n"
     (d / "lm.arpa").write_text(arpa)
     good = {
-        "trace": d / "good.dltrace", "lm": KATZ2, "arpa": d / "lm.arpa", "model": d / "model",
-        "text": d / "text.txt", "tokenizer": MODELS / "tokenizer.json",
-        "npz": ROOT / "examples" / "wt2_lattice.npz", "vocab": ROOT / "examples" / "wt2_vocab.txt",
+        "trace": d / "good.dltrace",
+        "lm": KATZ2,
+        "arpa": d / "lm.arpa",
+        "model": d / "model",
+        "text": d / "text.txt",
+        "tokenizer": MODELS / "tokenizer.json",
+        "npz": ROOT / "examples" / "wt2_lattice.npz",
+        "vocab": ROOT / "examples" / "wt2_vocab.txt",
     }
     np.save(d / "logits.npy", np.zeros((2, 8), np.float32))
     good["npy"] = d / "logits.npy"
@@ -60,8 +66,17 @@ def files(tmp_path_factory):
         out.write_bytes(source.read_bytes()[: max(1, source.stat().st_size // 2)])
         return out
 
-    other = {"trace": "arpa", "lm": "model", "arpa": "trace", "model": "lm", "text": "lm", "tokenizer": "lm",
-             "npz": "arpa", "npy": "trace", "vocab": "lm"}
+    other = {
+        "trace": "arpa",
+        "lm": "model",
+        "arpa": "trace",
+        "model": "lm",
+        "text": "lm",
+        "tokenizer": "lm",
+        "npz": "arpa",
+        "npy": "trace",
+        "vocab": "lm",
+    }
     bad["truncated"] = truncated
     bad["wrong type"] = lambda kind: good[other[kind]]
     return d, good, bad
@@ -94,6 +109,8 @@ COMMANDS = [
 PROBLEMS = ["missing", "empty", "truncated", "wrong type"]
 # Cases that do not apply: a plain text file cannot be truncated, an empty vocabulary is legal input.
 NOT_APPLICABLE = {("text", "truncated"), ("vocab", "truncated"), ("vocab", "empty")}
+
+
 def _cases():
     for template, kind in COMMANDS:
         for problem in PROBLEMS:

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             max_seq_len=128, head_hidden=32)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, max_seq_len=128, head_hidden=32
+    )
     out = tmp_path_factory.mktemp("model")
     save_model(BlockwiseLM(config), out, tokenizer_path=ROOT / "lm_models" / "tokenizer.json")
     return out
@@ -32,19 +33,64 @@ def model_dir(tmp_path_factory):
 
 def test_record_info_eval(model_dir, tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
-    prompts.write_text("The tower is 324 metres tall, about the same height as an 81-storey building.\n"
-                       "= Heading =\n\nIn 1889 the exhibition opened in Paris and drew many visitors.\n")
+    prompts.write_text(
+        "The tower is 324 metres tall, about the same height as an 81-storey building.\n"
+        "= Heading =\n\nIn 1889 the exhibition opened in Paris and drew many visitors.\n"
+    )
     trace_path = tmp_path / "t.dltrace"
-    assert main(["trace", "record", "--model", str(model_dir), "--prompts", str(prompts), "--prompt-tokens", "8",
-                 "--max-new-tokens", "12", "--top-k", "4", "-o", str(trace_path)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "record",
+                "--model",
+                str(model_dir),
+                "--prompts",
+                str(prompts),
+                "--prompt-tokens",
+                "8",
+                "--max-new-tokens",
+                "12",
+                "--top-k",
+                "4",
+                "-o",
+                str(trace_path),
+            ]
+        )
+        == 0
+    )
     trace = load_trace(trace_path)
     assert len(trace) == 2 and trace.num_heads == 3 and trace.top_k == 4 and trace.num_positions == 24
     assert main(["trace", "info", str(trace_path)]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["positions"] == 24
     out = tmp_path / "report"
-    assert main(["eval", "--trace", str(trace_path), "--lm", str(ROOT / "lm_models" / "katz2.dlm"), "--k", "4",
-                 "--p", "4", "--ks", "1,4", "--ps", "1,4", "--tune-alpha", "--alphas", "0,1",
-                 "--heldout-fraction", "0.5", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--trace",
+                str(trace_path),
+                "--lm",
+                str(ROOT / "lm_models" / "katz2.dlm"),
+                "--k",
+                "4",
+                "--p",
+                "4",
+                "--ks",
+                "1,4",
+                "--ps",
+                "1,4",
+                "--tune-alpha",
+                "--alphas",
+                "0,1",
+                "--heldout-fraction",
+                "0.5",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Table 4" in printed and "Table 3" in printed and "Table 5" in printed
     result = json.loads((out / "results.json").read_text())
@@ -57,8 +103,30 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
     bare = tmp_path / "no-matplotlib"
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
-        assert main(["eval", "--trace", str(trace_path), "--lm", str(ROOT / "lm_models" / "katz2.dlm"), "--k", "4",
-                     "--p", "4", "--ks", "1,4", "--ps", "1,4", "--alphas", "1", "-o", str(bare)]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--trace",
+                    str(trace_path),
+                    "--lm",
+                    str(ROOT / "lm_models" / "katz2.dlm"),
+                    "--k",
+                    "4",
+                    "--p",
+                    "4",
+                    "--ks",
+                    "1,4",
+                    "--ps",
+                    "1,4",
+                    "--alphas",
+                    "1",
+                    "-o",
+                    str(bare),
+                ]
+            )
+            == 0
+        )
     assert json.loads((bare / "results.json").read_text())["table4"] and (bare / "tables.txt").stat().st_size
     assert not (bare / "figure6_oracle.png").exists()
 

@@ -22,6 +22,7 @@ KATZ2 = str(ROOT / "lm_models" / "katz2.dlm")
 
 # --- the policy itself -----------------------------------------------------------------------
 
+
 def test_existing_output_needs_force(tmp_path):
     out = tmp_path / "out.txt"
     out.write_text("old")
@@ -82,12 +83,12 @@ def test_train_refuses_an_existing_model_folder(tmp_path, capsys):
     out.mkdir()
     corpus = tmp_path / "c.txt"
     corpus.write_text("x\n")
-    assert main(["train", str(corpus), "--tokenizer", str(ROOT / "lm_models" / "tokenizer.json"),
-                 "-o", str(out)]) == 1
+    assert main(["train", str(corpus), "--tokenizer", str(ROOT / "lm_models" / "tokenizer.json"), "-o", str(out)]) == 1
     assert "model: exists (use --force" in capsys.readouterr().err
 
 
 # --- trace record / eval end to end ----------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def trace_path(model_dir, tmp_path_factory):  # noqa: F811
@@ -95,21 +96,56 @@ def trace_path(model_dir, tmp_path_factory):  # noqa: F811
     prompts = folder / "prompts.txt"
     prompts.write_text("The tower is 324 metres tall, about the same height as an 81-storey building.\n")
     path = folder / "t.dltrace"
-    assert main(["trace", "record", "--model", str(model_dir), "--prompts", str(prompts), "--prompt-tokens", "8",
-                 "--max-new-tokens", "6", "--top-k", "4", "-o", str(path)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "record",
+                "--model",
+                str(model_dir),
+                "--prompts",
+                str(prompts),
+                "--prompt-tokens",
+                "8",
+                "--max-new-tokens",
+                "6",
+                "--top-k",
+                "4",
+                "-o",
+                str(path),
+            ]
+        )
+        == 0
+    )
     return path
 
 
 def test_trace_record_refuses_to_overwrite(trace_path, model_dir, capsys):  # noqa: F811
     before = trace_path.read_bytes()
-    assert main(["trace", "record", "--model", str(model_dir), "--wikitext-test", "1",
-                 "-o", str(trace_path)]) == 1
+    assert main(["trace", "record", "--model", str(model_dir), "--wikitext-test", "1", "-o", str(trace_path)]) == 1
     assert "exists (use --force" in capsys.readouterr().err and trace_path.read_bytes() == before
 
 
 def _eval(trace_path, *extra):
-    return main(["eval", "--trace", str(trace_path), "--lm", KATZ2, "--k", "4", "--p", "2", "--ks", "1,4",
-                 "--ps", "1,2", "--no-adaptive", *extra])
+    return main(
+        [
+            "eval",
+            "--trace",
+            str(trace_path),
+            "--lm",
+            KATZ2,
+            "--k",
+            "4",
+            "--p",
+            "2",
+            "--ks",
+            "1,4",
+            "--ps",
+            "1,2",
+            "--no-adaptive",
+            *extra,
+        ]
+    )
 
 
 def test_eval_writes_results_without_matplotlib(trace_path, tmp_path, capsys, monkeypatch):
@@ -140,6 +176,7 @@ def test_eval_k_beyond_the_trace_is_an_error(trace_path, capsys):
 
 # --- k against V -----------------------------------------------------------------------------
 
+
 def test_k_is_checked_against_the_vocabulary(caplog):
     with pytest.raises(ValueError, match="k=5000 .* vocabulary size 4096"):
         check_candidates(5000, 4, 4096)
@@ -159,6 +196,7 @@ def test_demo_k_beyond_the_vocabulary_is_one_line(capsys):
 
 
 # --- what a file is --------------------------------------------------------------------------
+
 
 def test_describe_names_the_kinds(tmp_path, trace_path):
     arpa = tmp_path / "a.arpa"

@@ -23,8 +23,27 @@ def lm_path(tmp_path):
 def test_rescore_logits_batch_prints_json_lines(tmp_path, lm_path, capsys):
     logits = np.random.default_rng(0).normal(size=(3, 4, 6)).astype(np.float32)
     np.save(tmp_path / "x.npy", logits)
-    assert main(["rescore", "--logits", str(tmp_path / "x.npy"), "--lm", str(lm_path), "-k", "3",
-                 "-p", "2", "--alpha", "0.5", "--context", "1 2", "--bos"]) == 0
+    assert (
+        main(
+            [
+                "rescore",
+                "--logits",
+                str(tmp_path / "x.npy"),
+                "--lm",
+                str(lm_path),
+                "-k",
+                "3",
+                "-p",
+                "2",
+                "--alpha",
+                "0.5",
+                "--context",
+                "1 2",
+                "--bos",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().split("\n")
     assert len(lines) == 3
     lm = dl.NgramLM(lm_path)
@@ -39,10 +58,28 @@ def test_rescore_topk_with_vocab_and_word_context(tmp_path, lm_path, capsys):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["0", "1", "2", "3", "4", "5"]) + "\n")
     np.savez(tmp_path / "t.npz", tokens=np.array([[0, 1], [2, 3]]), logprobs=np.array([[-0.1, -2.0], [-0.5, -1.0]]))
-    assert main(["rescore", "--topk", str(tmp_path / "t.npz"), "--lm", str(lm_path), "--vocab", str(vocab),
-                 "-p", "4", "--context", "3 4"]) == 0
+    assert (
+        main(
+            [
+                "rescore",
+                "--topk",
+                str(tmp_path / "t.npz"),
+                "--lm",
+                str(lm_path),
+                "--vocab",
+                str(vocab),
+                "-p",
+                "4",
+                "--context",
+                "3 4",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
-    assert len(record["drafts"]) == 4 and record["drafts"][0]["words"] == [str(t) for t in record["drafts"][0]["tokens"]]
+    assert len(record["drafts"]) == 4 and record["drafts"][0]["words"] == [
+        str(t) for t in record["drafts"][0]["tokens"]
+    ]
 
 
 def test_rescore_errors(tmp_path, lm_path, capsys):
@@ -51,8 +88,10 @@ def test_rescore_errors(tmp_path, lm_path, capsys):
     assert "-k is required" in capsys.readouterr().err
     assert main(["rescore", "--logits", str(tmp_path / "x.npy"), "--lm", str(lm_path), "-k", "9"]) == 1
     assert "k=9 > vocabulary size V=4" in capsys.readouterr().err
-    assert main(["rescore", "--logits", str(tmp_path / "x.npy"), "--lm", str(lm_path), "-k", "2",
-                 "--context", "hello"]) == 1
+    assert (
+        main(["rescore", "--logits", str(tmp_path / "x.npy"), "--lm", str(lm_path), "-k", "2", "--context", "hello"])
+        == 1
+    )
     assert "--vocab" in capsys.readouterr().err
     np.savez(tmp_path / "bad.npz", tokens=np.array([[0, 1]]))
     assert main(["rescore", "--topk", str(tmp_path / "bad.npz"), "--lm", str(lm_path)]) == 1

@@ -233,8 +233,11 @@ def test_neural_rescoring_is_algorithm_2_exactly():
 
 def test_neural_rescorer_restarts_on_a_window_past_its_positions():
     model = trained_model(4)
-    small = BlockwiseLM(BlockwiseConfig(vocab_size=VOCAB, n_layer=1, n_head=2, d_model=16, d_ff=32,
-                                        num_heads=1, max_seq_len=12, head_hidden=16))
+    small = BlockwiseLM(
+        BlockwiseConfig(
+            vocab_size=VOCAB, n_layer=1, n_head=2, d_model=16, d_ff=32, num_heads=1, max_seq_len=12, head_hidden=16
+        )
+    )
     prompt = prompts(1, seed=9, length=10)[0]
     drafter = NeuralDrafter(small, k=3, alpha=1.0, window=5)
     assert BlockwiseDecoder(model, drafter).generate(prompt, 20).tokens == greedy_decode(model, prompt, 20)

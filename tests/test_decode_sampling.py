@@ -126,8 +126,10 @@ def test_the_check_detects_a_drafter_that_misreports_q(verifier):
 def test_drafts_are_accepted_in_sampling_mode():
     decoder = BlockwiseDecoder(tiny_model(), VanillaDrafter(), "block", SamplingConfig())
     generator = torch.Generator().manual_seed(0)
-    stats = sum((decoder.generate(PROMPT, 12, generator=generator).stats for _ in range(20)), start=type(
-        decoder.generate(PROMPT, 1).stats)())
+    stats = sum(
+        (decoder.generate(PROMPT, 12, generator=generator).stats for _ in range(20)),
+        start=type(decoder.generate(PROMPT, 1).stats)(),
+    )
     assert stats.block_efficiency > 1.2, stats.summary()
 
 
@@ -152,12 +154,34 @@ def test_sampling_demo_rows_with_a_tiny_model(tmp_path, capsys):
 
     shipped = Path(__file__).resolve().parents[1] / "lm_models"
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             head_hidden=32, max_seq_len=128)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
+    )
     BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
     shutil.copy(shipped / "katz2.dlm", tmp_path)
-    code = main(["demo", "--models", str(tmp_path), "--lm", "katz2.dlm", "--prompts", "2", "--prompt-tokens", "12",
-                 "--max-new-tokens", "10", "--k", "3", "--p", "3", "--temperature", "0.8", "--top-p", "0.95"])
+    code = main(
+        [
+            "demo",
+            "--models",
+            str(tmp_path),
+            "--lm",
+            "katz2.dlm",
+            "--prompts",
+            "2",
+            "--prompt-tokens",
+            "12",
+            "--max-new-tokens",
+            "10",
+            "--k",
+            "3",
+            "--p",
+            "3",
+            "--temperature",
+            "0.8",
+            "--top-p",
+            "0.95",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     for row in ("| vanilla |", "| ngram 1 draft |", "| ngram 3-best tree |", "| ngram 3 sampled |"):

@@ -33,14 +33,33 @@ def test_demo_plumbing_with_a_tiny_model(tmp_path, capsys):
     """The same command on a random tiny model over the shipped tokenizer and 4-gram LM."""
     shipped = ROOT / "lm_models"
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             head_hidden=32, max_seq_len=128)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
+    )
     BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
     BlockwiseLM(BlockwiseConfig(**{**config.to_dict(), "num_heads": 1})).save_pretrained(
-        tmp_path / "neural_rescorer", tokenizer_path=shipped / "tokenizer.json")
+        tmp_path / "neural_rescorer", tokenizer_path=shipped / "tokenizer.json"
+    )
     shutil.copy(shipped / "katz2.dlm", tmp_path)
-    code = main(["demo", "--models", str(tmp_path), "--lm", "katz2.dlm", "--prompts", "2",
-                 "--prompt-tokens", "12", "--max-new-tokens", "10", "--k", "3", "--p", "4"])
+    code = main(
+        [
+            "demo",
+            "--models",
+            str(tmp_path),
+            "--lm",
+            "katz2.dlm",
+            "--prompts",
+            "2",
+            "--prompt-tokens",
+            "12",
+            "--max-new-tokens",
+            "10",
+            "--k",
+            "3",
+            "--p",
+            "4",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     for row in (*ROWS, "| neural |"):
@@ -55,4 +74,3 @@ def test_demo_names_a_missing_model_directory(tmp_path, capsys):
     shutil.copy(ROOT / "lm_models" / "katz2.dlm", tmp_path / "katz4.dlm")
     assert main(["demo", "--quick", "--models", str(tmp_path)]) == 1
     assert str(tmp_path / "default") in capsys.readouterr().err
-

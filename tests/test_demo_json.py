@@ -25,8 +25,9 @@ SIZES = ["--prompts", "2", "--prompt-tokens", "12", "--max-new-tokens", "10", "-
 @pytest.fixture
 def models(tmp_path) -> Path:
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             head_hidden=32, max_seq_len=128)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
+    )
     BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=SHIPPED / "tokenizer.json")
     shutil.copy(SHIPPED / "katz2.dlm", tmp_path)
     return tmp_path
@@ -75,8 +76,23 @@ def test_greedy_json_matches_the_table_and_holds_the_greedy_texts(models, capsys
 
 def test_sampling_json_matches_the_table(models, capsys):
     out_file = models / "sampling.json"
-    assert main(["demo", "--models", str(models), "--lm", "katz2.dlm", *SIZES, "--temperature", "0.8",
-                 "--json", str(out_file)]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--models",
+                str(models),
+                "--lm",
+                "katz2.dlm",
+                *SIZES,
+                "--temperature",
+                "0.8",
+                "--json",
+                str(out_file),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     data = json.loads(out_file.read_text(encoding="utf-8"))
     check_schema(data, ["vanilla", "ngram 1 draft", "ngram 3-best tree", "ngram 3 sampled"], prompts=2)

@@ -105,9 +105,13 @@ def test_mapped_lm_install_by_rename_policy(tmp_path, mode):
     random_arpa(other, 3, 7, consistent=False, with_unk=True)
     dl.NgramLM(other).save(tmp_path / "b.dlm")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    result = subprocess.run([sys.executable, "-c", _POLICY_CHILD, str(tmp_path / "a.dlm"),
-                             str(tmp_path / "b.dlm"), mode], capture_output=True, text=True, env=env,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _POLICY_CHILD, str(tmp_path / "a.dlm"), str(tmp_path / "b.dlm"), mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     if mode == "rename":
         # A loaded LM keeps the file it mapped: replacing by rename never changes its scores.
         assert result.returncode == 0, result.stderr
@@ -130,15 +134,18 @@ def test_arpa_header_counts_are_bounded_by_the_file(tmp_path):
     path = _arpa(tmp_path / "huge.arpa", "\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n\n\\end\\\n")
     with pytest.raises(dl.FormatError, match="claims more n-grams than the file"):
         dl.NgramLM(path)
-    path = _arpa(tmp_path / "huge2.arpa",
-                 "\\data\\\nngram 1=2\nngram 2=100000\n\n\\1-grams:\n-1 a\n-1 b\n\n\\2-grams:\n-1 a b\n\n\\end\\\n")
+    path = _arpa(
+        tmp_path / "huge2.arpa",
+        "\\data\\\nngram 1=2\nngram 2=100000\n\n\\1-grams:\n-1 a\n-1 b\n\n\\2-grams:\n-1 a b\n\n\\end\\\n",
+    )
     with pytest.raises(dl.FormatError, match="claims more n-grams than the file"):
         dl.NgramLM(path)
 
 
 def test_arpa_positive_probability_and_infinite_backoff_are_errors(tmp_path):
-    body = ("\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n{p} <s> {b}\n-1 </s>\n-1 a\n\n"
-            "\\2-grams:\n-1 <s> a\n\n\\end\\\n")
+    body = (
+        "\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n{p} <s> {b}\n-1 </s>\n-1 a\n\n\\2-grams:\n-1 <s> a\n\n\\end\\\n"
+    )
     with pytest.raises(dl.FormatError, match="positive"):
         dl.NgramLM(_arpa(tmp_path / "pos.arpa", body.format(p="0.5", b="-0.1")))
     with pytest.raises(dl.FormatError, match="not finite"):
@@ -150,8 +157,10 @@ def test_arpa_positive_probability_and_infinite_backoff_are_errors(tmp_path):
 
 def test_numeric_word_does_not_size_the_token_table(tmp_path):
     for word in ("500000000", "2147483647"):
-        path = _arpa(tmp_path / f"{word}.arpa",
-                     f"\\data\\\nngram 1=4\n\n\\1-grams:\n-1 <s>\n-1 </s>\n-1 <unk>\n-1 {word}\n\n\\end\\\n")
+        path = _arpa(
+            tmp_path / f"{word}.arpa",
+            f"\\data\\\nngram 1=4\n\n\\1-grams:\n-1 <s>\n-1 </s>\n-1 <unk>\n-1 {word}\n\n\\end\\\n",
+        )
         lm = dl.NgramLM(path)  # the id goes to the sorted list of large ids, not a dense table
         assert lm.mapped_words == 1 and lm.token_map_bytes < 1 << 20
         dl.NgramLM(path, vocab=["x", word])  # an explicit vocab maps the word without a table

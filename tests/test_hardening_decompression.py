@@ -89,8 +89,22 @@ def test_default_limit_is_documented_value():
 
 def test_cli_reports_the_bomb_in_one_line(tmp_path, capsys):
     corpus = _bomb(tmp_path, "bomb.txt", "gz")
-    assert main(["lm", "build", str(corpus), "--order", "2", "-o", str(tmp_path / "o.dlm"),
-                 "--max-decompressed-bytes", "1M"]) == 1
+    assert (
+        main(
+            [
+                "lm",
+                "build",
+                str(corpus),
+                "--order",
+                "2",
+                "-o",
+                str(tmp_path / "o.dlm"),
+                "--max-decompressed-bytes",
+                "1M",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(corpus) in err and "max_decompressed_bytes=1048576" in err
     arpa = _bomb(tmp_path, "bomb.arpa", "xz", pattern=b"# padding\n")

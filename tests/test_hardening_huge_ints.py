@@ -34,13 +34,19 @@ def _calls(lm, lattice, tmp_path):
     corpus = KATZ_REF / "corpus.txt"
     out = tmp_path / "o.arpa"
     return {
-        "k": [lambda v: dl.Lattice.from_logits(logits, v),
-              lambda v: dl.Lattice.batch_from_logits(logits[None], v),
-              lambda v: sample_from_heads(heads, v, lm, n=1, generator=0)],
-        "p": [lambda v: dl.rescore(lattice, lm, p=v, alpha=0.5),
-              lambda v: dl.rescore_batch([lattice], lm, [[]], p=v, alpha=0.5)],
-        "n": [lambda v: dl.sample_drafts(lattice, lm, n=v, alpha=0.5, generator=0),
-              lambda v: sample_from_heads(heads, 2, lm, n=v, generator=0)],
+        "k": [
+            lambda v: dl.Lattice.from_logits(logits, v),
+            lambda v: dl.Lattice.batch_from_logits(logits[None], v),
+            lambda v: sample_from_heads(heads, v, lm, n=1, generator=0),
+        ],
+        "p": [
+            lambda v: dl.rescore(lattice, lm, p=v, alpha=0.5),
+            lambda v: dl.rescore_batch([lattice], lm, [[]], p=v, alpha=0.5),
+        ],
+        "n": [
+            lambda v: dl.sample_drafts(lattice, lm, n=v, alpha=0.5, generator=0),
+            lambda v: sample_from_heads(heads, 2, lm, n=v, generator=0),
+        ],
         "num_threads": [lambda v: dl.rescore_batch([lattice], lm, [[]], p=2, alpha=0.5, num_threads=v)],
         "token": [lambda v: lm.step(lm.start(), v)],
         "tokens": [lambda v: lm.token_scores([v]), lambda v: lm.advance(lm.start(), [v])],
@@ -69,8 +75,9 @@ def test_ints_beyond_float_range_are_value_errors(lm, lattice, tmp_path, value):
         "alpha": lambda: dl.rescore(lattice, lm, p=2, alpha=value),
         "oov_logprob": lambda: dl.NgramLM(KATZ_REF / "corpus.txt", oov_logprob=value),
         "temperature": lambda: dl.Lattice.from_logits(np.zeros((2, 6), np.float32), 2, temperature=value),
-        "prune_threshold": lambda: build_lm(KATZ_REF / "corpus.txt", 2, out_path=tmp_path / "o.arpa",
-                                            prune_threshold=value),
+        "prune_threshold": lambda: build_lm(
+            KATZ_REF / "corpus.txt", 2, out_path=tmp_path / "o.arpa", prune_threshold=value
+        ),
     }
     for name, call in calls.items():
         with pytest.raises(ValueError, match=name):

@@ -73,8 +73,9 @@ _CHILD = textwrap.dedent("""
 
 def _run_child(a, b, mode, copy):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.run([sys.executable, "-c", _CHILD, str(a), str(b), mode, copy],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _CHILD, str(a), str(b), mode, copy], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 @pytest.mark.parametrize("mode", ["rewrite", "truncate"])

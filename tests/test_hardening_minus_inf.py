@@ -83,8 +83,9 @@ def test_rescore_matches_brute_force_with_minus_inf_lm(lm, rows, alpha):
     assert len(result.tokens) == len(possible)
     np.testing.assert_allclose(result.scores, [d[1] for d in possible], rtol=1e-6)
     np.testing.assert_allclose(result.head_scores, [d[2] for d in possible], rtol=1e-6)
-    np.testing.assert_array_equal(result.lm_scores, np.array([d[3] for d in possible], np.float64)
-                                  if alpha else result.lm_scores)
+    np.testing.assert_array_equal(
+        result.lm_scores, np.array([d[3] for d in possible], np.float64) if alpha else result.lm_scores
+    )
     by_draft = {d[0]: d for d in possible}
     for tokens, score in zip(result.tokens, result.scores):
         assert by_draft[tuple(tokens)][1] == pytest.approx(score, rel=1e-6)
@@ -123,7 +124,7 @@ def test_rescore_batch_alpha_zero_with_minus_inf_lm(lm):
     lattices = [_lattice(rows) for rows in _ROWS]
     results = dl.rescore_batch(lattices, lm, [[]] * len(lattices), p=64, alpha=0.0, num_threads=2)
     for lattice, result in zip(lattices, results):
-        assert len(result.tokens) == lattice.k ** lattice.h
+        assert len(result.tokens) == lattice.k**lattice.h
         np.testing.assert_allclose(result.scores, result.head_scores)
 
 

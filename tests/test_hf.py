@@ -15,15 +15,23 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def llama():
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
 def gpt2():
     torch.manual_seed(1)
-    cfg = GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=128, bos_token_id=V - 1,
-                     eos_token_id=V - 1)
+    cfg = GPT2Config(
+        vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=128, bos_token_id=V - 1, eos_token_id=V - 1
+    )
     return GPT2LMHeadModel(cfg).eval()
 
 
@@ -51,9 +59,15 @@ class PartlyRightDrafter:
 
 def hf_greedy(model, prompt, new):
     with torch.inference_mode():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=new, min_new_tokens=new, do_sample=False,
-                             attention_mask=torch.ones(1, len(prompt), dtype=torch.long), pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+        out = model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=False,
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            pad_token_id=0,
+        )
+    return out[0, len(prompt) :].tolist()
 
 
 @pytest.mark.parametrize("make", [llama, gpt2])

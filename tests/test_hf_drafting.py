@@ -19,7 +19,9 @@ from draftlattice.hf.drafting import (
 
 def brute_force_pbest(ids, logprobs, p):
     g, k = ids.shape
-    paths = sorted(itertools.product(range(k), repeat=g), key=lambda r: -sum(float(logprobs[t, r[t]]) for t in range(g)))
+    paths = sorted(
+        itertools.product(range(k), repeat=g), key=lambda r: -sum(float(logprobs[t, r[t]]) for t in range(g))
+    )
     return [[int(ids[t, r[t]]) for t in range(g)] for r in paths[:p]]
 
 

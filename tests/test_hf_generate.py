@@ -38,8 +38,15 @@ def draft_generate(model, ids, mask, heads, **kwargs):
     kwargs.setdefault("pad_token_id", 0)
     kwargs.setdefault("eos_token_id", None)
     with torch.inference_mode():
-        return model.generate(ids, attention_mask=mask, do_sample=False, custom_generate=dlhf.generate,
-                              draft_heads=heads, return_dict_in_generate=True, **kwargs)
+        return model.generate(
+            ids,
+            attention_mask=mask,
+            do_sample=False,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            return_dict_in_generate=True,
+            **kwargs,
+        )
 
 
 @pytest.mark.parametrize("verify", ["tree", "batch"])
@@ -52,8 +59,17 @@ def test_batch1_equals_greedy_generate(setup, verify, use_lm):
             ids = torch.tensor([prompt])
             expected = greedy(model, ids, max_new_tokens=new)
             calls, handle = count_forwards(model)
-            out = draft_generate(model, ids, None, heads, max_new_tokens=new, draft_lm=lm if use_lm else None,
-                                 draft_verify=verify, draft_p=1 + i % 4, draft_alpha=2.0)
+            out = draft_generate(
+                model,
+                ids,
+                None,
+                heads,
+                max_new_tokens=new,
+                draft_lm=lm if use_lm else None,
+                draft_verify=verify,
+                draft_p=1 + i % 4,
+                draft_alpha=2.0,
+            )
             handle.remove()
             assert out.sequences.tolist() == expected.tolist(), (prompt, new)
             stats = out.draft_stats
@@ -75,8 +91,17 @@ def test_left_padded_batch_equals_greedy_generate(setup, verify, use_lm):
         ids, mask = left_padded([PROMPTS[r] for r in rows])
         for new in (4, 11):
             expected = greedy(model, ids, mask, max_new_tokens=new)
-            out = draft_generate(model, ids, mask, heads, max_new_tokens=new, draft_lm=lm if use_lm else None,
-                                 draft_verify=verify, draft_p=3, draft_alpha=2.0)
+            out = draft_generate(
+                model,
+                ids,
+                mask,
+                heads,
+                max_new_tokens=new,
+                draft_lm=lm if use_lm else None,
+                draft_verify=verify,
+                draft_p=3,
+                draft_alpha=2.0,
+            )
             assert out.sequences.tolist() == expected.tolist(), (rows, new)
             rows_differ |= any(len(set(step)) > 1 for step in out.draft_stats.accepted)
     if use_lm:
@@ -92,11 +117,20 @@ def test_eos_inside_a_block(setup, verify):
     for eos in sorted(set(plain[:, -16:][:, 3:9].reshape(-1).tolist()))[:6]:  # tokens met mid-way
         for eos_ids in (eos, [eos, (eos + 1) % model.config.vocab_size]):
             expected = greedy(model, ids, mask, max_new_tokens=16, eos_token_id=eos_ids, pad_token_id=0)
-            out = draft_generate(model, ids, mask, heads, max_new_tokens=16, eos_token_id=eos_ids, draft_lm=lm,
-                                 draft_verify=verify, draft_alpha=2.0)
+            out = draft_generate(
+                model,
+                ids,
+                mask,
+                heads,
+                max_new_tokens=16,
+                eos_token_id=eos_ids,
+                draft_lm=lm,
+                draft_verify=verify,
+                draft_alpha=2.0,
+            )
             assert out.sequences.tolist() == expected.tolist(), eos_ids
             stops = set([eos_ids] if isinstance(eos_ids, int) else eos_ids)
-            hits += sum(any(t in stops for t in row[:-1]) for row in expected[:, ids.shape[1]:].tolist())
+            hits += sum(any(t in stops for t in row[:-1]) for row in expected[:, ids.shape[1] :].tolist())
     assert hits > 0  # rows stopped by an EOS before the length limit, the others went on
 
 
@@ -114,17 +148,21 @@ def test_repetition_penalty_and_stopping_criteria(setup):
     ids, mask = left_padded([PROMPTS[1], PROMPTS[0], PROMPTS[3]])
     for verify in ("tree", "batch"):
         expected = greedy(model, ids, mask, max_new_tokens=14, repetition_penalty=1.4)
-        out = draft_generate(model, ids, mask, heads, max_new_tokens=14, repetition_penalty=1.4, draft_lm=lm,
-                             draft_verify=verify)
+        out = draft_generate(
+            model, ids, mask, heads, max_new_tokens=14, repetition_penalty=1.4, draft_lm=lm, draft_verify=verify
+        )
         assert out.sequences.tolist() == expected.tolist()
     expected = greedy(model, ids, mask, max_new_tokens=14, stopping_criteria=StoppingCriteriaList([StopAfter(13)]))
-    out = draft_generate(model, ids, mask, heads, max_new_tokens=14, draft_lm=lm,
-                         stopping_criteria=StoppingCriteriaList([StopAfter(13)]))
+    out = draft_generate(
+        model, ids, mask, heads, max_new_tokens=14, draft_lm=lm, stopping_criteria=StoppingCriteriaList([StopAfter(13)])
+    )
     assert out.sequences.tolist() == expected.tolist()
     expected = greedy(model, ids, mask, max_length=ids.shape[1] + 7)
     assert draft_generate(model, ids, mask, heads, max_length=ids.shape[1] + 7).sequences.tolist() == expected.tolist()
-    assert draft_generate(model, ids, mask, heads, max_length=ids.shape[1] + 7,
-                          use_cache=False).sequences.tolist() == expected.tolist()
+    assert (
+        draft_generate(model, ids, mask, heads, max_length=ids.shape[1] + 7, use_cache=False).sequences.tolist()
+        == expected.tolist()
+    )
 
 
 def test_direct_call_and_streamer(setup):
@@ -143,14 +181,30 @@ def test_direct_call_and_streamer(setup):
     ids = torch.tensor([PROMPTS[3]])
     expected = greedy(model, ids, max_new_tokens=9)
     streamer = Collect()
-    out = dlhf.generate(model, ids, max_new_tokens=9, do_sample=False, pad_token_id=0, eos_token_id=None,
-                        draft_heads=heads, streamer=streamer)
+    out = dlhf.generate(
+        model,
+        ids,
+        max_new_tokens=9,
+        do_sample=False,
+        pad_token_id=0,
+        eos_token_id=None,
+        draft_heads=heads,
+        streamer=streamer,
+    )
     assert out.tolist() == expected.tolist()
     assert streamer.ended and [t for part in streamer.parts for t in part] == expected[0].tolist()
     streamer = Collect()
     with torch.inference_mode():
-        model.generate(ids, max_new_tokens=9, do_sample=False, pad_token_id=0, eos_token_id=None,
-                       custom_generate=dlhf.generate, draft_heads=heads, draft_streamer=streamer)
+        model.generate(
+            ids,
+            max_new_tokens=9,
+            do_sample=False,
+            pad_token_id=0,
+            eos_token_id=None,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            draft_streamer=streamer,
+        )
     assert [t for part in streamer.parts for t in part] == expected[0].tolist()
 
 
@@ -199,8 +253,10 @@ def test_half_precision_batch(dtype):
     ids, mask = left_padded([[1, 2, 3], [4, 5, 6, 7, 8], [9]])
     expected = greedy(model, ids, mask, max_new_tokens=12)
     for verify in ("tree", "batch"):
-        assert draft_generate(model, ids, mask, heads, max_new_tokens=12, draft_verify=verify).sequences.tolist() == \
-            expected.tolist()
+        assert (
+            draft_generate(model, ids, mask, heads, max_new_tokens=12, draft_verify=verify).sequences.tolist()
+            == expected.tolist()
+        )
 
 
 def test_cache_compaction_keeps_the_output(setup, monkeypatch):
@@ -213,7 +269,8 @@ def test_cache_compaction_keeps_the_output(setup, monkeypatch):
     ids, mask = left_padded([PROMPTS[1], PROMPTS[2], PROMPTS[3]])
     expected = greedy(model, ids, mask, max_new_tokens=20)
     for verify in ("tree", "batch"):
-        out = draft_generate(model, ids, mask, heads, max_new_tokens=20, draft_lm=lm, draft_verify=verify,
-                             draft_alpha=2.0)
+        out = draft_generate(
+            model, ids, mask, heads, max_new_tokens=20, draft_lm=lm, draft_verify=verify, draft_alpha=2.0
+        )
         assert out.sequences.tolist() == expected.tolist()
         assert any(len(set(step)) > 1 for step in out.draft_stats.accepted)  # holes did appear

@@ -42,12 +42,21 @@ def test_save_load_round_trip_and_format(tmp_path):
             p.normal_()
     heads.save_pretrained(tmp_path / "h")
     config = json.loads((tmp_path / "h" / "config.json").read_text())
-    assert config == {"format": "draftlattice-draft-heads", "version": 1, "horizon": 4, "hidden_size": 32,
-                      "head_hidden": 40, "vocab_size": model.config.vocab_size, "activation": "gelu",
-                      "base_model_type": "llama", "base_model_name": "/somewhere/tiny-llama"}
+    assert config == {
+        "format": "draftlattice-draft-heads",
+        "version": 1,
+        "horizon": 4,
+        "hidden_size": 32,
+        "head_hidden": 40,
+        "vocab_size": model.config.vocab_size,
+        "activation": "gelu",
+        "base_model_type": "llama",
+        "base_model_name": "/somewhere/tiny-llama",
+    }
     tensors = load_file(str(tmp_path / "h" / "model.safetensors"))
-    assert sorted(tensors) == sorted(f"heads.{i}.{m}.{w}" for i in range(3) for m in ("up", "down")
-                                     for w in ("weight", "bias"))
+    assert sorted(tensors) == sorted(
+        f"heads.{i}.{m}.{w}" for i in range(3) for m in ("up", "down") for w in ("weight", "bias")
+    )
     assert tensors["heads.2.down.weight"].shape == (32, 40)
     model.config.name_or_path = "/elsewhere/tiny-llama"  # moved folder: same last component
     loaded = dlhf.DraftHeads.from_pretrained(tmp_path / "h", model)

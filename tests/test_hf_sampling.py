@@ -50,11 +50,21 @@ def exact_law(model) -> dict[tuple[int, ...], float]:
 def sampled_counts(model, heads, n, **kwargs) -> tuple[dict[tuple[int, ...], int], object]:
     ids = torch.tensor([PROMPT] * n)
     with torch.inference_mode():
-        out = model.generate(ids, do_sample=True, temperature=T, top_k=TOP_K, max_new_tokens=NEW, pad_token_id=0,
-                             eos_token_id=None, custom_generate=dlhf.generate, draft_heads=heads,
-                             return_dict_in_generate=True, **kwargs)
+        out = model.generate(
+            ids,
+            do_sample=True,
+            temperature=T,
+            top_k=TOP_K,
+            max_new_tokens=NEW,
+            pad_token_id=0,
+            eos_token_id=None,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            return_dict_in_generate=True,
+            **kwargs,
+        )
     counts: dict[tuple[int, ...], int] = {}
-    for row in out.sequences[:, len(PROMPT):].tolist():
+    for row in out.sequences[:, len(PROMPT) :].tolist():
         counts[tuple(row)] = counts.get(tuple(row), 0) + 1
     return counts, out.draft_stats
 
@@ -84,8 +94,9 @@ def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
     lm = ngram_over(tmp_path, [[(3 * i + j) % V for j in range(12)] for i in range(V)], order=2) if use_lm else None
     torch.manual_seed(11)
     n = 6000
-    counts, stats = sampled_counts(model, heads, n, draft_lm=lm, draft_alpha=1.0, draft_sample_alpha=1.0, draft_k=4,
-                                   draft_p=3, draft_sample=rule)
+    counts, stats = sampled_counts(
+        model, heads, n, draft_lm=lm, draft_alpha=1.0, draft_sample_alpha=1.0, draft_k=4, draft_p=3, draft_sample=rule
+    )
     assert sum(counts.values()) == n
     assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
     assert law_p_value(exact_law(model), counts, n) > 1e-3
@@ -129,10 +140,11 @@ def test_law_test_detects_a_wrong_law():
     torch.manual_seed(12)
     ids = torch.tensor([PROMPT] * 6000)
     with torch.inference_mode():
-        out = model.generate(ids, do_sample=True, temperature=1.3, top_k=TOP_K, max_new_tokens=NEW, pad_token_id=0,
-                             eos_token_id=None)
+        out = model.generate(
+            ids, do_sample=True, temperature=1.3, top_k=TOP_K, max_new_tokens=NEW, pad_token_id=0, eos_token_id=None
+        )
     counts: dict[tuple[int, ...], int] = {}
-    for row in out[:, len(PROMPT):].tolist():
+    for row in out[:, len(PROMPT) :].tolist():
         counts[tuple(row)] = counts.get(tuple(row), 0) + 1
     assert law_p_value(law, counts, 6000) < 1e-3
 
@@ -154,7 +166,18 @@ def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm, rul
     for extra in ({}, {"repetition_penalty": 1.3}, {"eos_token_id": [5, 9]}):
         expected = greedy(model, ids, mask, max_new_tokens=12, **extra)
         with torch.inference_mode():
-            out = model.generate(ids, attention_mask=mask, do_sample=True, top_k=1, max_new_tokens=12,
-                                 pad_token_id=0, custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm,
-                                 draft_sample=rule, draft_p=3, **{"eos_token_id": None, **extra})
+            out = model.generate(
+                ids,
+                attention_mask=mask,
+                do_sample=True,
+                top_k=1,
+                max_new_tokens=12,
+                pad_token_id=0,
+                custom_generate=dlhf.generate,
+                draft_heads=heads,
+                draft_lm=lm,
+                draft_sample=rule,
+                draft_p=3,
+                **{"eos_token_id": None, **extra},
+            )
         assert out.tolist() == expected.tolist(), extra

@@ -35,8 +35,9 @@ def model_dir(shared_data, tmp_path_factory):
     tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "tokenizer.json"), eos_token="<|endoftext|>")
     tok.save_pretrained(folder)
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=128,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=128, bos_token_id=0, eos_token_id=0
+    )
     GPT2LMHeadModel(config).save_pretrained(folder)
     return folder, corpus
 
@@ -49,8 +50,18 @@ def test_training_lowers_the_loss_and_resumes(model_dir, tmp_path):
     folder, corpus = model_dir
     model = load(folder)
     out = tmp_path / "heads"
-    first = dlhf.train_heads(model, corpus, horizon=3, steps=40, batch_size=4, seq_len=32, lr=3e-2,
-                             output_dir=out, checkpoint_every=20, progress=False)
+    first = dlhf.train_heads(
+        model,
+        corpus,
+        horizon=3,
+        steps=40,
+        batch_size=4,
+        seq_len=32,
+        lr=3e-2,
+        output_dir=out,
+        checkpoint_every=20,
+        progress=False,
+    )
     assert first.steps == 40 and len(first.accuracies[0]) == 2
     assert sum(first.losses[-8:]) / 8 < sum(first.losses[:8]) / 8 - 0.1
     assert json.loads((out / "config.json").read_text())["horizon"] == 3
@@ -70,11 +81,13 @@ def test_self_distillation_targets_are_own_continuations(model_dir):
     expected = model.generate(chunks[:, :8], max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
     assert expected.shape == (3, 20)
     assert torch.equal(got, expected)
-    result = dlhf.train_heads(model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy",
-                              prompt_len=8, progress=False)
+    result = dlhf.train_heads(
+        model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy", prompt_len=8, progress=False
+    )
     assert result.steps == 3
-    result = dlhf.train_heads(model, corpus, horizon=3, steps=2, batch_size=2, seq_len=24, targets="sampled",
-                              prompt_len=8, progress=False)
+    result = dlhf.train_heads(
+        model, corpus, horizon=3, steps=2, batch_size=2, seq_len=24, targets="sampled", prompt_len=8, progress=False
+    )
     assert result.steps == 2
     with pytest.raises(ValueError, match="targets"):
         dlhf.train_heads(model, corpus, targets="teacher", progress=False)
@@ -83,8 +96,28 @@ def test_self_distillation_targets_are_own_continuations(model_dir):
 def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_path, capsys):
     folder, corpus = model_dir
     out = tmp_path / "cli-heads"
-    assert main(["hf", "train-heads", str(folder), "--data", str(corpus), "--horizon", "3", "-o", str(out),
-                 "--steps", "5", "--batch-size", "2", "--seq-len", "16"]) == 0
+    assert (
+        main(
+            [
+                "hf",
+                "train-heads",
+                str(folder),
+                "--data",
+                str(corpus),
+                "--horizon",
+                "3",
+                "-o",
+                str(out),
+                "--steps",
+                "5",
+                "--batch-size",
+                "2",
+                "--seq-len",
+                "16",
+            ]
+        )
+        == 0
+    )
     assert "top-1 accuracy head2=" in capsys.readouterr().out
     model = load(folder)
     heads = dlhf.DraftHeads.from_pretrained(out, model)
@@ -95,13 +128,27 @@ def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_pa
     assert dict(lm.metadata)["draftlattice-tokenizer-sha256"] == dlhf.model_tokenizer_sha256(model)
     ids = torch.tensor([[5, 60, 70, 80]])
     expected = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0, eos_token_id=None)
-    got = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0, eos_token_id=None,
-                         custom_generate=dlhf.generate, draft_heads=heads, draft_lm=lm)
+    got = model.generate(
+        ids,
+        max_new_tokens=10,
+        do_sample=False,
+        pad_token_id=0,
+        eos_token_id=None,
+        custom_generate=dlhf.generate,
+        draft_heads=heads,
+        draft_lm=lm,
+    )
     assert got.tolist() == expected.tolist()
 
     # An LM over another tokenizer is refused.
     train_tokenizer([corpus], 300, tmp_path / "other.json")
     build_lm(corpus, 2, out_path=tmp_path / "other.arpa", tokenizer=tmp_path / "other.json")
     with pytest.raises(TokenizerMismatchError, match="sha256"):
-        model.generate(ids, max_new_tokens=4, custom_generate=dlhf.generate, draft_heads=heads,
-                       draft_lm=NgramLM(tmp_path / "other.arpa"), pad_token_id=0)
+        model.generate(
+            ids,
+            max_new_tokens=4,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            draft_lm=NgramLM(tmp_path / "other.arpa"),
+            pad_token_id=0,
+        )

@@ -84,6 +84,7 @@ def test_toy_test_scores_reproduced(toy_arpa):
             got_words.append(-lp)
             history += (w,)
         got_totals.append(scorer.sentence_log10(words)[0])
+
     # ngramperplexity prints 6 significant digits (of float32 values): within half a unit of the
     # last printed digit, plus 1e-6 for OpenGrm's float32 arithmetic.
     def close(ours, printed):
@@ -142,9 +143,7 @@ def test_wikitext2_recipe_matches_opengrm(tmp_path):
     out = tmp_path / "wt2.katz4.arpa"
     result = build_lm(train, 4, out_path=out)
     assert result.counts == [33279, 619591, 1398959, 1794725]
-    assert result.discounts[3][:5] == pytest.approx(
-        [0.0810831, 0.322543, 0.552338, 0.646438, 0.704179], abs=1e-6
-    )
+    assert result.discounts[3][:5] == pytest.approx([0.0810831, 0.322543, 0.552338, 0.646438, 0.704179], abs=1e-6)
     scorer = ArpaScorer(str(out))
     for split, expected in (("valid", 287.805), ("test", 269.25)):
         lines = cleaned_wikitext(split, tmp_path).read_text().splitlines()

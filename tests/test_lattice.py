@@ -53,8 +53,7 @@ def test_batch_from_logits_equals_single():
 
 
 def test_from_topk_sorts_candidates():
-    lattice = dl.Lattice.from_topk(np.array([[5, 2, 9], [1, 0, 3]]),
-                                   np.array([[-2.0, -0.5, -0.5], [-1.0, -3.0, -0.1]]))
+    lattice = dl.Lattice.from_topk(np.array([[5, 2, 9], [1, 0, 3]]), np.array([[-2.0, -0.5, -0.5], [-1.0, -3.0, -0.1]]))
     np.testing.assert_array_equal(lattice.tokens, [[2, 9, 5], [3, 1, 0]])
     np.testing.assert_array_equal(lattice.logprobs, np.float32([[-0.5, -0.5, -2.0], [-0.1, -1.0, -3.0]]))
 
@@ -65,52 +64,65 @@ def test_fst_text_and_dot():
     arcs = [line.split("\t") for line in lines[:-1]]
     assert lines[-1] == "2"
     assert [(int(a), int(b), int(i), int(o)) for a, b, i, o, _ in arcs] == [
-        (0, 1, 1, 1), (0, 1, 5, 5), (1, 2, 3, 3), (1, 2, 2, 2)]
+        (0, 1, 1, 1),
+        (0, 1, 5, 5),
+        (1, 2, 3, 3),
+        (1, 2, 2, 2),
+    ]
     assert [float(w) for *_, w in arcs] == [0.25, 1.5, 0.5, 2.0]
     dot = lattice.to_dot(["a", "b", "c", "d", 'q"e'])
     assert dot.startswith("digraph") and '0 -> 1 [label="q\\"e (-1.5)"]' in dot and "c (-0.5)" in dot
 
 
-@pytest.mark.parametrize("logits,k,temperature,words", [
-    (np.zeros((0, 5), np.float32), 1, 1.0, "h=0"),
-    (np.zeros((2, 5), np.float32), 0, 1.0, "k must be >= 1"),
-    (np.zeros((2, 5), np.float32), 6, 1.0, "k=6 > vocabulary size V=5"),
-    (np.zeros((2, 5), np.float32), 2, 0.0, "temperature"),
-    (np.zeros((2, 5), np.float32), 2, -1.0, "temperature"),
-    (np.zeros((2, 5), np.float32), 2, float("nan"), "temperature"),
-    (np.zeros(5, np.float32), 2, 1.0, r"shape \[h, V\]"),
-    (np.zeros((1, 2, 5), np.float32), 2, 1.0, r"shape \[h, V\]"),
-    (np.zeros((2, 5), np.int64), 2, 1.0, "dtype int64"),
-    (np.array([[0.0, np.nan, 1.0]], np.float32), 2, 1.0, "head 0 token 1 is nan"),
-    (np.array([[0.0, 1.0], [np.inf, 1.0]], np.float32), 1, 1.0, "head 1 token 0 is inf"),
-])
+@pytest.mark.parametrize(
+    "logits,k,temperature,words",
+    [
+        (np.zeros((0, 5), np.float32), 1, 1.0, "h=0"),
+        (np.zeros((2, 5), np.float32), 0, 1.0, "k must be >= 1"),
+        (np.zeros((2, 5), np.float32), 6, 1.0, "k=6 > vocabulary size V=5"),
+        (np.zeros((2, 5), np.float32), 2, 0.0, "temperature"),
+        (np.zeros((2, 5), np.float32), 2, -1.0, "temperature"),
+        (np.zeros((2, 5), np.float32), 2, float("nan"), "temperature"),
+        (np.zeros(5, np.float32), 2, 1.0, r"shape \[h, V\]"),
+        (np.zeros((1, 2, 5), np.float32), 2, 1.0, r"shape \[h, V\]"),
+        (np.zeros((2, 5), np.int64), 2, 1.0, "dtype int64"),
+        (np.array([[0.0, np.nan, 1.0]], np.float32), 2, 1.0, "head 0 token 1 is nan"),
+        (np.array([[0.0, 1.0], [np.inf, 1.0]], np.float32), 1, 1.0, "head 1 token 0 is inf"),
+    ],
+)
 def test_from_logits_bad_inputs(logits, k, temperature, words):
     with pytest.raises(ValueError, match=words):
         dl.Lattice.from_logits(logits, k, temperature)
 
 
-@pytest.mark.parametrize("k,temperature,words", [
-    (2.0, 1.0, "k must be an integer, got 2.0"),
-    (True, 1.0, "k must be an integer"),
-    (2, "hot", "temperature must be a number"),
-])
+@pytest.mark.parametrize(
+    "k,temperature,words",
+    [
+        (2.0, 1.0, "k must be an integer, got 2.0"),
+        (True, 1.0, "k must be an integer"),
+        (2, "hot", "temperature must be a number"),
+    ],
+)
 def test_from_logits_wrong_types(k, temperature, words):
     with pytest.raises(TypeError, match=words):
         dl.Lattice.from_logits(np.zeros((2, 5), np.float32), k, temperature)
 
 
-@pytest.mark.parametrize("tokens,logprobs,words", [
-    (np.array([[1, 1]]), np.array([[-1.0, -2.0]]), "token 1 appears twice in head 0"),
-    (np.array([[1, -1]]), np.array([[-1.0, -2.0]]), "-1"),
-    (np.array([[1, 2]]), np.array([[-1.0, 0.5]]), "0.5"),
-    (np.array([[1, 2]]), np.array([[-1.0, np.nan]]), "nan"),
-    (np.array([[1, 2]]), np.array([[-np.inf, -1.0]]), "inf"),
-    (np.array([[1, 2]]), np.array([[-1.0, -2.0, -3.0]]), "shape"),
-    (np.array([1, 2]), np.array([-1.0, -2.0]), "shape"),
-    (np.zeros((0, 2), np.int32), np.zeros((0, 2)), "h=0"),
-    (np.zeros((2, 0), np.int32), np.zeros((2, 0)), "k must be >= 1"),
-    (np.array([[1.0, 2.0]]), np.array([[-1.0, -2.0]]), "integer"),
-])
+@pytest.mark.parametrize(
+    "tokens,logprobs,words",
+    [
+        (np.array([[1, 1]]), np.array([[-1.0, -2.0]]), "token 1 appears twice in head 0"),
+        (np.array([[1, -1]]), np.array([[-1.0, -2.0]]), "-1"),
+        (np.array([[1, 2]]), np.array([[-1.0, 0.5]]), "0.5"),
+        (np.array([[1, 2]]), np.array([[-1.0, np.nan]]), "nan"),
+        (np.array([[1, 2]]), np.array([[-np.inf, -1.0]]), "inf"),
+        (np.array([[1, 2]]), np.array([[-1.0, -2.0, -3.0]]), "shape"),
+        (np.array([1, 2]), np.array([-1.0, -2.0]), "shape"),
+        (np.zeros((0, 2), np.int32), np.zeros((0, 2)), "h=0"),
+        (np.zeros((2, 0), np.int32), np.zeros((2, 0)), "k must be >= 1"),
+        (np.array([[1.0, 2.0]]), np.array([[-1.0, -2.0]]), "integer"),
+    ],
+)
 def test_from_topk_bad_inputs(tokens, logprobs, words):
     with pytest.raises(ValueError, match=words):
         dl.Lattice.from_topk(tokens, logprobs)

@@ -21,8 +21,7 @@ def _models(tmp_path):
     out = []
     for seed in range(6):
         path = tmp_path / f"m{seed}.arpa"
-        random_arpa(path, 1 + seed % 5, seed=40 + seed, n_words=7, consistent=seed % 2 == 0,
-                    with_unk=seed % 3 == 0)
+        random_arpa(path, 1 + seed % 5, seed=40 + seed, n_words=7, consistent=seed % 2 == 0, with_unk=seed % 3 == 0)
         out.append(dl.NgramLM(path))
     return out
 
@@ -73,8 +72,7 @@ def test_samples_equal_sampling_after_the_whole_context(tmp_path):
             logits = torch.randn(3, 9, generator=torch.Generator().manual_seed(step))
             got = drafter.sample(logits, context, sampling, torch.Generator().manual_seed(step), n=3)
             logp = sampling.distribution(logits.double()).log().numpy()
-            want = sample_from_heads(logp, 3, lm, 3, 0.6, np.array(context), True,
-                                        torch.Generator().manual_seed(step))
+            want = sample_from_heads(logp, 3, lm, 3, 0.6, np.array(context), True, torch.Generator().manual_seed(step))
             np.testing.assert_array_equal(got.tokens.numpy(), want.tokens)
             np.testing.assert_allclose(got.q.numpy(), want.q, rtol=1e-6, atol=1e-7)
             context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]

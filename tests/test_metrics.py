@@ -39,12 +39,15 @@ def test_wins_ties_losses_and_repairs():
 def tiny_trace() -> Trace:
     """h = 3, K = 2, one prompt, T = 4. y = 0 1 2 3."""
     y = np.array([0, 1, 2, 3], np.int32)
-    ids = np.array([
-        [[0, 9], [1, 8], [5, 2]],   # head 2 right (top-1), head 3 right at rank 1
-        [[1, 9], [5, 2], [5, 5 + 1]],  # head 2 wrong (y2 = 2 at rank 1), head 3 wrong
-        [[2, 9], [3, 8], [5, 6]],
-        [[3, 9], [4, 8], [5, 6]],
-    ], np.int32)
+    ids = np.array(
+        [
+            [[0, 9], [1, 8], [5, 2]],  # head 2 right (top-1), head 3 right at rank 1
+            [[1, 9], [5, 2], [5, 5 + 1]],  # head 2 wrong (y2 = 2 at rank 1), head 3 wrong
+            [[2, 9], [3, 8], [5, 6]],
+            [[3, 9], [4, 8], [5, 6]],
+        ],
+        np.int32,
+    )
     lps = np.tile(np.array([-0.5, -1.0], np.float32), (4, 3, 1))
     ent = np.array([[0.1, 0.5, 2.0]] * 4, np.float32)
     return Trace([np.array([7], np.int32)], [y], [ids], [lps], [ent], 10)

@@ -18,12 +18,11 @@ ATOL = 1e-5
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-
-
 def make_model(num_heads=3, seed=0, **overrides) -> BlockwiseLM:
     torch.manual_seed(seed)
-    fields = dict(vocab_size=37, n_layer=2, n_head=2, d_model=16, d_ff=32, num_heads=num_heads,
-                  max_seq_len=64, head_hidden=12)
+    fields = dict(
+        vocab_size=37, n_layer=2, n_head=2, d_model=16, d_ff=32, num_heads=num_heads, max_seq_len=64, head_hidden=12
+    )
     fields.update(overrides)
     model = BlockwiseLM(BlockwiseConfig(**fields))
     with torch.no_grad():  # make every parameter (incl. zero-initialised head outputs) matter
@@ -56,7 +55,7 @@ def test_cached_incremental_forward_equals_full_forward(chunks):
     reference = full(model, ids)
     cache, start, pieces = model.new_cache(), 0, []
     for size in chunks:
-        pieces.append(model(ids[:, start:start + size], cache=cache).logits)
+        pieces.append(model(ids[:, start : start + size], cache=cache).logits)
         start += size
         assert cache.length == start
     torch.testing.assert_close(torch.cat(pieces, dim=1), reference, atol=ATOL, rtol=0)
@@ -143,8 +142,8 @@ def test_expand_and_batch_select_for_multi_draft_rows():
     cache.expand(3)
     got = model(drafts, cache=cache).logits
     for row in range(3):
-        want = full(model, torch.cat([prefix, drafts[row:row + 1]], dim=1))[:, 4:]
-        torch.testing.assert_close(got[row:row + 1], want, atol=ATOL, rtol=0)
+        want = full(model, torch.cat([prefix, drafts[row : row + 1]], dim=1))[:, 4:]
+        torch.testing.assert_close(got[row : row + 1], want, atol=ATOL, rtol=0)
     cache.batch_select(torch.tensor([2]))
     cache.crop(4 + 2)  # accept two tokens of draft row 2
     got = model(cont, cache=cache).logits
@@ -190,10 +189,19 @@ def test_load_errors(tmp_path):
         BlockwiseLM.from_pretrained(tmp_path / "m")
 
 
-@pytest.mark.parametrize("field,value", [
-    ("vocab_size", 0), ("n_head", 3), ("num_heads", 0), ("d_model", 18), ("dropout", 1.5),
-    ("max_seq_len", -1), ("n_layer", 2.5), ("eos_token_id", 37),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("vocab_size", 0),
+        ("n_head", 3),
+        ("num_heads", 0),
+        ("d_model", 18),
+        ("dropout", 1.5),
+        ("max_seq_len", -1),
+        ("n_layer", 2.5),
+        ("eos_token_id", 37),
+    ],
+)
 def test_bad_config_raises(field, value):
     fields = dict(vocab_size=37, n_layer=2, n_head=2, d_model=16, d_ff=32, num_heads=3, max_seq_len=64)
     fields[field] = value
@@ -246,7 +254,9 @@ def test_blockwise_targets_and_losses():
     total, per_head = blockwise_loss(model(inputs).logits, targets)
     sampled_total, sampled = sampled_blockwise_loss(model, inputs, targets, 1.0)
     torch.testing.assert_close(sampled, per_head, atol=1e-5, rtol=0)
-    manual = torch.nn.functional.cross_entropy(model(inputs).logits[:, :, 1].reshape(-1, 37), window[:, 2:11].reshape(-1))
+    manual = torch.nn.functional.cross_entropy(
+        model(inputs).logits[:, :, 1].reshape(-1, 37), window[:, 2:11].reshape(-1)
+    )
     torch.testing.assert_close(per_head[1], manual, atol=1e-5, rtol=0)
     _, partial = sampled_blockwise_loss(model, inputs, targets, 0.3, torch.Generator().manual_seed(0))
     torch.testing.assert_close(partial[0], per_head[0], atol=1e-5, rtol=0)  # head 1 always in full

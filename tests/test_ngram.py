@@ -77,9 +77,7 @@ def test_token_scores_equal_kenlm(model, bos, eos):
         theirs = model.kenlm_scores(words, bos, eos)
         assert ours.shape == theirs.shape
         np.testing.assert_allclose(ours, theirs, atol=TOL, rtol=0, err_msg=" ".join(words))
-        assert model.lm.score(model.ids(words), bos=bos, eos=eos) == pytest.approx(
-            theirs.sum(), abs=TOL * len(theirs)
-        )
+        assert model.lm.score(model.ids(words), bos=bos, eos=eos) == pytest.approx(theirs.sum(), abs=TOL * len(theirs))
 
 
 def test_context_equals_kenlm_state_api(model):

@@ -16,8 +16,7 @@ from arpa_writer import all_histories, random_arpa
 from draftlattice import NgramLM, _core
 from ngram_reference import BruteForceLM, read_arpa
 
-MODELS = [(order, seed, consistent) for order in (2, 3, 4) for seed in range(6)
-          for consistent in (True, False)]
+MODELS = [(order, seed, consistent) for order in (2, 3, 4) for seed in range(6) for consistent in (True, False)]
 
 
 def stored_suffix_closed(path) -> bool:
@@ -127,5 +126,6 @@ def test_binary_round_trip_and_version_1(tmp_path, consistent):
     for _ in range(100):
         tokens = [rng.randrange(6) for _ in range(rng.randint(1, 8))]
         context = [rng.randrange(6) for _ in range(rng.randint(0, 4))]
-        assert np.array_equal(v1.token_scores(tokens, context, True, True),
-                              lm.token_scores(tokens, context, True, True))
+        assert np.array_equal(
+            v1.token_scores(tokens, context, True, True), lm.token_scores(tokens, context, True, True)
+        )

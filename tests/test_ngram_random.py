@@ -50,9 +50,7 @@ def test_random_model_equals_brute_force(tmp_path, order, seed, consistent, unk)
         context = random_sentence(rng, words, rng.randint(0, 6))
         bos, eos = rng.random() < 0.5, rng.random() < 0.5
         ours = lm.token_scores(token_ids(sentence), token_ids(context), bos=bos, eos=eos)
-        expected = ref.sentence(
-            [w if w != "unseen" else "unseen" for w in sentence], context, bos, eos
-        )
+        expected = ref.sentence([w if w != "unseen" else "unseen" for w in sentence], context, bos, eos)
         np.testing.assert_allclose(ours, expected, atol=1e-4, rtol=0, err_msg=f"{context} | {sentence}")
 
 
@@ -78,7 +76,9 @@ def relevant(ref: BruteForceLM, suffix: tuple[str, ...]) -> bool:
     return any(len(g) > len(suffix) and g[: len(suffix)] == suffix for g in ref.probs)
 
 
-@pytest.mark.parametrize("order,seed,consistent", [(o, s, c) for o in (2, 3, 4, 5) for s in range(2) for c in (True, False)])
+@pytest.mark.parametrize(
+    "order,seed,consistent", [(o, s, c) for o in (2, 3, 4, 5) for s in range(2) for c in (True, False)]
+)
 def test_states_are_minimal_and_stepping_matches(tmp_path, order, seed, consistent):
     path = tmp_path / "model.arpa"
     words = random_arpa(path, order, seed, consistent=consistent)

@@ -25,9 +25,11 @@ def test_oracle_matches_definition():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(50, 5, 12)).astype(np.float32)
     lattices = dl.Lattice.batch_from_logits(logits, 4)
-    references = np.where(rng.random((50, 5)) < 0.6,
-                          np.stack([lat.tokens[np.arange(5), rng.integers(0, 4, 5)] for lat in lattices]),
-                          rng.integers(0, 12, (50, 5))).astype(np.int64)
+    references = np.where(
+        rng.random((50, 5)) < 0.6,
+        np.stack([lat.tokens[np.arange(5), rng.integers(0, 4, 5)] for lat in lattices]),
+        rng.integers(0, 12, (50, 5)),
+    ).astype(np.int64)
     tokens, accepted = dl.oracle_drafts(lattices, references)
     assert tokens.shape == (50, 5) and accepted.shape == (50,)
     for b, lattice in enumerate(lattices):

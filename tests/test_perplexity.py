@@ -110,8 +110,15 @@ def test_transformers_target_folder(tmp_path, capsys):
     from draftlattice.cli.main import main
 
     tokenizer = model_asset("tokenizer.json")
-    config = LlamaConfig(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
+    config = LlamaConfig(
+        vocab_size=4096,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     base = LlamaForCausalLM(config).eval()
     base.save_pretrained(tmp_path / "model")

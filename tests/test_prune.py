@@ -18,7 +18,7 @@ def _recomputed_backoffs(entries):
         if len(words) < 2:
             continue
         h = words[:-1]
-        hi[h] = hi.get(h, 0.0) + 10 ** p
+        hi[h] = hi.get(h, 0.0) + 10**p
         lo[h] = lo.get(h, 0.0) + 10 ** entries[words[1:]][0]
     return {h: math.log10(1 - hi[h]) - math.log10(1 - lo[h]) for h in hi}
 

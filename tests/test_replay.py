@@ -25,7 +25,7 @@ def setup(tmp_path_factory, one_thread):
     trace = record_trace(model, ps, NEW_TOKENS, top_k=8, progress=False)
     corpus = markov_corpus(6000, 0).tolist()  # the model's own chain: a helpful LM
     text = tmp_path_factory.mktemp("lm") / "chain.txt"
-    text.write_text("\n".join(" ".join(map(str, corpus[i:i + 30])) for i in range(0, len(corpus), 30)) + "\n")
+    text.write_text("\n".join(" ".join(map(str, corpus[i : i + 30])) for i in range(0, len(corpus), 30)) + "\n")
     arpa = text.with_suffix(".arpa")
     build_lm(text, 3, out_path=arpa)
     return model, ps, trace, NgramLM(arpa)
@@ -50,6 +50,7 @@ def assert_identical(replayed, live_stats):
 
 def test_recorded_tokens_are_the_greedy_decode(setup):
     from draftlattice.decode import greedy_decode
+
     model, ps, trace, _ = setup
     for i, prompt in enumerate(ps):
         assert greedy_decode(model, prompt, NEW_TOKENS) == trace.tokens[i].tolist()
@@ -110,8 +111,9 @@ def hand_trace(heads_top1: list[list[int]], greedy: list[int], vocab: int = 10) 
         for j, tok in enumerate(row):
             ids[n, j] = [tok, (tok + 1) % vocab]
     lps = np.tile(np.array([-0.1, -2.0], np.float32), (t, h, 1))
-    return Trace([np.array([9], np.int32)], [np.array(greedy, np.int32)], [ids], [lps],
-                 [np.ones((t, h), np.float32)], vocab)
+    return Trace(
+        [np.array([9], np.int32)], [np.array(greedy, np.int32)], [ids], [lps], [np.ones((t, h), np.float32)], vocab
+    )
 
 
 def test_hand_made_trace_block_efficiency():

@@ -48,8 +48,9 @@ def assert_same(replayed, stats):
 
 def test_vanilla_replay_equals_live(shipped):
     model, prompts, trace, _ = shipped
-    assert_same(replay(trace, D.Vanilla(), progress=False),
-                live_stats(model, prompts, trace, lambda i: VanillaDrafter()))
+    assert_same(
+        replay(trace, D.Vanilla(), progress=False), live_stats(model, prompts, trace, lambda i: VanillaDrafter())
+    )
 
 
 @pytest.mark.parametrize("k,p,alpha", [(8, 1, 0.5), (4, 4, 1.0)])

@@ -38,8 +38,7 @@ def random_models(tmp_path_factory):
     for seed in range(12):
         order = 2 + seed % 4
         path = base / f"m{seed}.arpa"
-        random_arpa(path, order, seed=100 + seed, n_words=6, consistent=seed % 3 == 0,
-                    with_unk=seed % 2 == 1)
+        random_arpa(path, order, seed=100 + seed, n_words=6, consistent=seed % 3 == 0, with_unk=seed % 2 == 1)
         models.append((dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)))
     return models
 
@@ -50,19 +49,19 @@ def test_random_lattices_equal_brute_force(random_models):
     for lm, reference in random_models:
         for _ in range(14):
             h, k = rng.randint(1, 5), rng.randint(1, 5)
-            if k ** h > 800:
+            if k**h > 800:
                 k = max(1, int(800 ** (1 / h)))
             lattice = random_lattice(rng, h, k, n_tokens=8)
             context = [rng.randrange(8) for _ in range(rng.randint(0, 5))]
             bos = rng.random() < 0.5
             alpha = rng.choice([0.0, 0.3, 1.0, 2.5])
-            p = rng.randint(1, k ** h + 3)
-            rows = enumerate_drafts(lattice.tokens, lattice.logprobs,
-                                    python_scorer(reference, str, context, bos), alpha)
+            p = rng.randint(1, k**h + 3)
+            rows = enumerate_drafts(
+                lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha
+            )
             result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
             check_against_reference(result, with_tokens(rows, lattice.tokens), p)
-            np.testing.assert_allclose(result.scores, result.head_scores + alpha * result.lm_scores,
-                                       atol=1e-6)
+            np.testing.assert_allclose(result.scores, result.head_scores + alpha * result.lm_scores, atol=1e-6)
             cases += 1
     assert cases == 12 * 14
 
@@ -88,15 +87,16 @@ def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path)
         assert lm.suffix_closed  # the pair bounds apply only to suffix-closed models
         for _ in range(12):
             h, k = rng.randint(1, 5), rng.randint(1, 6)
-            if k ** h > 800:
+            if k**h > 800:
                 k = max(1, int(800 ** (1 / h)))
             lattice = random_lattice(rng, h, k, n_tokens=11)
             context = [rng.randrange(11) for _ in range(rng.randint(0, 4))]
             bos = rng.random() < 0.5
             alpha = rng.choice([0.3, 1.0, 2.5])
-            p = rng.randint(1, min(k ** h, 20))
-            rows = enumerate_drafts(lattice.tokens, lattice.logprobs,
-                                    python_scorer(reference, str, context, bos), alpha)
+            p = rng.randint(1, min(k**h, 20))
+            rows = enumerate_drafts(
+                lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha
+            )
             result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
             check_against_reference(result, with_tokens(rows, lattice.tokens), p)
             cases += 1
@@ -119,14 +119,12 @@ def test_ties_follow_rank_order(random_models):
     for case in range(30):
         h, k = rng.randint(1, 4), rng.randint(1, 4)
         unknown = case % 2 == 1
-        tokens = np.array([rng.sample(range(100, 110) if unknown else range(8), k) for _ in range(h)],
-                          dtype=np.int32)
+        tokens = np.array([rng.sample(range(100, 110) if unknown else range(8), k) for _ in range(h)], dtype=np.int32)
         logprobs = np.array([[-rng.randint(0, 3) / 2 for _ in range(k)] for _ in range(h)], np.float32)
         lattice = dl.Lattice.from_topk(tokens, logprobs)
         alpha = 1.0 if unknown else 0.0
-        rows = enumerate_drafts(lattice.tokens, lattice.logprobs,
-                                python_scorer(reference, str, [], False), alpha)
-        result = dl.rescore(lattice, lm, p=k ** h, alpha=alpha)
+        rows = enumerate_drafts(lattice.tokens, lattice.logprobs, python_scorer(reference, str, [], False), alpha)
+        result = dl.rescore(lattice, lm, p=k**h, alpha=alpha)
         expected = [tuple(int(lattice.tokens[t, r]) for t, r in enumerate(row[1])) for row in rows]
         assert [tuple(d) for d in result.tokens.tolist()] == expected
         assert result.scores.tolist() == [row[0] for row in rows]
@@ -167,7 +165,7 @@ def test_lmplz_models_equal_kenlm_brute_force(lmplz_models, name, cases):
         context = [rng.choice(common) for _ in range(rng.randint(0, 4))]
         bos = rng.random() < 0.3
         alpha = rng.choice([0.5, 1.0])
-        p = rng.randint(1, k ** h)
+        p = rng.randint(1, k**h)
         rows = enumerate_drafts(lattice.tokens, lattice.logprobs, scorer(context, bos), alpha)
         result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
         check_against_reference(result, with_tokens(rows, lattice.tokens), p, atol=2e-4)
@@ -196,16 +194,24 @@ def test_batch_equals_single_calls(random_models):
 def test_bad_inputs_raise(random_models, tmp_path):
     lm, _ = random_models[0]
     lattice = random_lattice(random.Random(1), 2, 2, n_tokens=6)
-    for kwargs, words in [({"p": 0}, "p must be >= 1"), ({"p": -3}, "p must be >= 1"),
-                          ({"alpha": -0.1}, "alpha"),
-                          ({"alpha": float("nan")}, "alpha"), ({"alpha": float("inf")}, "alpha"),
-                          ({"context": [1, -2]}, "-2"), ({"context": [[1, 2]]}, "shape"),
-                          ({"context": [0.5]}, "integer")]:
+    for kwargs, words in [
+        ({"p": 0}, "p must be >= 1"),
+        ({"p": -3}, "p must be >= 1"),
+        ({"alpha": -0.1}, "alpha"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"alpha": float("inf")}, "alpha"),
+        ({"context": [1, -2]}, "-2"),
+        ({"context": [[1, 2]]}, "shape"),
+        ({"context": [0.5]}, "integer"),
+    ]:
         with pytest.raises(ValueError, match=words):
             dl.rescore(lattice, lm, **kwargs)
     # wrong types are TypeErrors (the values are the core's to check: ValueErrors above)
-    for kwargs, words in [({"p": 1.5}, "p must be an integer, got 1.5"), ({"p": True}, "p must be an integer"),
-                          ({"alpha": "x"}, "alpha must be a number")]:
+    for kwargs, words in [
+        ({"p": 1.5}, "p must be an integer, got 1.5"),
+        ({"p": True}, "p must be an integer"),
+        ({"alpha": "x"}, "alpha must be a number"),
+    ]:
         with pytest.raises(TypeError, match=words):
             dl.rescore(lattice, lm, **kwargs)
     with pytest.raises(TypeError, match="NgramLM"):

@@ -55,8 +55,9 @@ def test_conditionals_equal_enumeration(models):
             alpha, bos = rng.choice([0.0, 0.5, 1.0]), rng.random() < 0.5
             table = totals(lattice, reference, context, alpha, bos)
             log_z = np.logaddexp.reduce(np.array(list(table.values())))
-            samples = dl.sample_drafts(lattice, lm, n=40, alpha=alpha, context=context, bos=bos,
-                                       generator=rng.randrange(2**64))
+            samples = dl.sample_drafts(
+                lattice, lm, n=40, alpha=alpha, context=context, bos=bos, generator=rng.randrange(2**64)
+            )
             assert samples.tokens.shape == (40, h) and samples.q.shape == (40, h, k)
             assert abs(samples.log_z - log_z) < 1e-5
             np.testing.assert_allclose(samples.q.sum(axis=2), 1.0, atol=1e-12)
@@ -64,11 +65,15 @@ def test_conditionals_equal_enumeration(models):
                 ranks = tuple(int(np.flatnonzero(lattice.tokens[t] == samples.tokens[i, t])[0]) for t in range(h))
                 assert abs(samples.logprobs[i] - (table[ranks] - log_z)) < 1e-5
                 for t in range(h):  # q[i, t] = P(prefix + r) / P(prefix), by marginalisation
-                    mass = np.array([np.logaddexp.reduce([v for key, v in table.items()
-                                                          if key[:t] == ranks[:t] and key[t] == r])
-                                     for r in range(k)])
-                    np.testing.assert_allclose(samples.q[i, t], np.exp(mass - np.logaddexp.reduce(mass)),
-                                               rtol=1e-5, atol=1e-7)  # LM scores are float32
+                    mass = np.array(
+                        [
+                            np.logaddexp.reduce([v for key, v in table.items() if key[:t] == ranks[:t] and key[t] == r])
+                            for r in range(k)
+                        ]
+                    )
+                    np.testing.assert_allclose(
+                        samples.q[i, t], np.exp(mass - np.logaddexp.reduce(mass)), rtol=1e-5, atol=1e-7
+                    )  # LM scores are float32
 
 
 def test_product_of_conditionals_is_the_distribution_for_every_path(models):
@@ -96,8 +101,9 @@ def test_chi_square_with_fixed_seed(models):
     log_z = np.logaddexp.reduce(np.array([table[key] for key in keys]))
     expected_p = np.exp(np.array([table[key] for key in keys]) - log_z)
     n = 20000
-    samples = dl.sample_drafts(lattice, lm, n=n, alpha=0.8, context=[0], bos=True,
-                               generator=np.random.default_rng(2024))
+    samples = dl.sample_drafts(
+        lattice, lm, n=n, alpha=0.8, context=[0], bos=True, generator=np.random.default_rng(2024)
+    )
     index = {tuple(int(lattice.tokens[t, r]) for t, r in enumerate(key)): i for i, key in enumerate(keys)}
     counts = np.bincount([index[tuple(d)] for d in samples.tokens.tolist()], minlength=len(keys))
     statistic, pvalue = chisquare(counts, expected_p * n)
@@ -110,12 +116,14 @@ def test_seeds_are_deterministic_and_batch_equals_singles(models):
     logits = rng.normal(size=(5, 3, 8)).astype(np.float32)
     contexts = [rng.integers(0, 8, size=2) for _ in range(5)]
     for threads in (1, 2):
-        batch = dl.sample_drafts_batch(logits, lm, contexts, n=7, alpha=0.5, k=3,
-                                       generator=torch.Generator().manual_seed(3), num_threads=threads)
+        batch = dl.sample_drafts_batch(
+            logits, lm, contexts, n=7, alpha=0.5, k=3, generator=torch.Generator().manual_seed(3), num_threads=threads
+        )
         generator = torch.Generator().manual_seed(3)
         for b in range(5):
-            single = dl.sample_drafts(dl.Lattice.from_logits(logits[b], 3), lm, n=7, alpha=0.5,
-                                      context=contexts[b], generator=generator)
+            single = dl.sample_drafts(
+                dl.Lattice.from_logits(logits[b], 3), lm, n=7, alpha=0.5, context=contexts[b], generator=generator
+            )
             np.testing.assert_array_equal(batch[b].tokens, single.tokens)
             np.testing.assert_array_equal(batch[b].q, single.q)
     lattice = dl.Lattice.from_logits(logits[0], 3)
@@ -129,9 +137,14 @@ def test_bad_inputs_raise(models):
     lattice = random_lattice(random.Random(0), 2, 2)
     with pytest.raises(TypeError, match="n must be an integer"):  # a wrong type, as for rescore's p
         dl.sample_drafts(lattice, lm, n=1.5)
-    for kwargs, words in [({"n": -1}, "number of samples"), ({"alpha": -1.0}, "alpha"),
-                          ({"alpha": float("nan")}, "alpha"), ({"generator": "x"}, "generator"),
-                          ({"generator": -5}, "seed"), ({"context": [-1]}, "-1")]:
+    for kwargs, words in [
+        ({"n": -1}, "number of samples"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"alpha": float("nan")}, "alpha"),
+        ({"generator": "x"}, "generator"),
+        ({"generator": -5}, "seed"),
+        ({"context": [-1]}, "-1"),
+    ]:
         with pytest.raises(ValueError, match=words):
             dl.sample_drafts(lattice, lm, **kwargs)
     with pytest.raises(ValueError, match="contexts"):

@@ -100,8 +100,16 @@ def _assert_same_model(ours: Path, reference: Path) -> None:
 
 
 def _assert_same_result(ours, reference) -> None:
-    for field in ("order", "sentences", "tokens", "counts", "counts_before_pruning", "count_of_counts",
-                  "discounts", "tokenizer_sha256"):
+    for field in (
+        "order",
+        "sentences",
+        "tokens",
+        "counts",
+        "counts_before_pruning",
+        "count_of_counts",
+        "discounts",
+        "tokenizer_sha256",
+    ):
         assert getattr(ours, field) == getattr(reference, field), field
 
 
@@ -111,8 +119,14 @@ def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case
     spark = _import_spark()
     options = CASES[case]
     reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
-    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17,
-                          spark=spark_context, split_bytes=SPLIT_BYTES)
+    ours = spark.build_lm(
+        corpus_dir,
+        **options,
+        out_path=tmp_path / "spark.arpa",
+        arpa_digits=17,
+        spark=spark_context,
+        split_bytes=SPLIT_BYTES,
+    )
     _assert_same_result(ours, reference)
     _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
     if "prune_to" in options:
@@ -128,8 +142,16 @@ def test_disk_only_storage_and_many_partitions_give_the_same_model(spark_context
     spark = _import_spark()
     options = {"order": 4, "min_counts": [1, 1, 2, 2]}
     reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
-    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17,
-                          spark=spark_context, split_bytes=SPLIT_BYTES, partitions=7, storage_level="DISK_ONLY")
+    ours = spark.build_lm(
+        corpus_dir,
+        **options,
+        out_path=tmp_path / "spark.arpa",
+        arpa_digits=17,
+        spark=spark_context,
+        split_bytes=SPLIT_BYTES,
+        partitions=7,
+        storage_level="DISK_ONLY",
+    )
     _assert_same_result(ours, reference)
     _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
 
@@ -175,8 +197,7 @@ def test_spark_tokenizer_mode_dlm_equals_one_machine(spark_context, corpus_dir, 
     spark = _import_spark()
     options = {"order": 3, "tokenizer": TOKENIZER, "min_counts": [1, 1, 2], "prune_to": 6000}
     reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
-    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17,
-                          spark=spark_context)
+    ours = spark.build_lm(corpus_dir, **options, out_path=tmp_path / "spark.arpa", arpa_digits=17, spark=spark_context)
     _assert_same_result(ours, reference)
     assert ours.tokenizer_sha256 is not None
     _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")

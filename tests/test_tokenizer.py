@@ -9,9 +9,12 @@ import pytest
 from draftlattice.cli.main import main
 from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256, train_tokenizer
 
-TEXT = "\n".join(
-    ["  the cat sat on the mat .  ", " ", "", "the dog sat on the log .", "a cat and a dog ; café 東京 ."] * 20
-) + "\n"
+TEXT = (
+    "\n".join(
+        ["  the cat sat on the mat .  ", " ", "", "the dog sat on the log .", "a cat and a dog ; café 東京 ."] * 20
+    )
+    + "\n"
+)
 
 
 @pytest.fixture

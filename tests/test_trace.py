@@ -86,6 +86,7 @@ def test_truncated_and_extended_files_are_rejected(saved):
 
 def test_wrong_version_is_named(saved):
     import hashlib
+
     data = bytearray(saved.read_bytes()[:-32])
     struct.pack_into("<I", data, 8, 2)
     saved.write_bytes(bytes(data) + hashlib.sha256(bytes(data)).digest())
@@ -96,12 +97,13 @@ def test_wrong_version_is_named(saved):
 def test_consistent_checksum_but_bad_sizes_are_rejected(saved):
     import hashlib
     import json
+
     data = saved.read_bytes()[:-32]
     header_len = struct.unpack_from("<I", data, 12)[0]
-    header = json.loads(data[16: 16 + header_len])
+    header = json.loads(data[16 : 16 + header_len])
     header["top_k"] += 1
     head = json.dumps(header).encode()
-    body = data[:12] + struct.pack("<I", len(head)) + head + data[16 + header_len:]
+    body = data[:12] + struct.pack("<I", len(head)) + head + data[16 + header_len :]
     saved.write_bytes(body + hashlib.sha256(body).digest())
     with pytest.raises(FormatError, match="payload"):
         load_trace(saved)
@@ -110,24 +112,39 @@ def test_consistent_checksum_but_bad_sizes_are_rejected(saved):
 def test_invalid_traces_are_refused():
     trace = small_trace()
     with pytest.raises(ValueError, match="greedy"):
-        Trace(trace.prompts, [t + 1 for t in trace.tokens], trace.topk_ids, trace.topk_logprobs,
-              trace.entropy, trace.vocab_size)
+        Trace(
+            trace.prompts,
+            [t + 1 for t in trace.tokens],
+            trace.topk_ids,
+            trace.topk_logprobs,
+            trace.entropy,
+            trace.vocab_size,
+        )
     with pytest.raises(ValueError, match="outside"):
         Trace(trace.prompts, trace.tokens, trace.topk_ids, trace.topk_logprobs, trace.entropy, 3)
     with pytest.raises(ValueError, match="entropy"):
-        Trace(trace.prompts, trace.tokens, trace.topk_ids, trace.topk_logprobs,
-              [e[:, :1] for e in trace.entropy], trace.vocab_size)
+        Trace(
+            trace.prompts,
+            trace.tokens,
+            trace.topk_ids,
+            trace.topk_logprobs,
+            [e[:, :1] for e in trace.entropy],
+            trace.vocab_size,
+        )
 
 
-@pytest.mark.parametrize("header,length", [
-    (b'{"num_heads": Infinity, "top_k": 1}', None),
-    (b"[" * 100000 + b"]" * 100000, None),
-    (b'{"num_heads": 1e400, "top_k": 1, "vocab_size": 1}', None),
-    (b'{"num_heads": 2.0, "top_k": 1, "vocab_size": 1}', None),
-    (b'{"num_heads": 99999999999999999999, "top_k": 1, "vocab_size": 1}', None),
-    (b"\xff\xfe", None),
-    (b"{}", 10**9),
-])
+@pytest.mark.parametrize(
+    "header,length",
+    [
+        (b'{"num_heads": Infinity, "top_k": 1}', None),
+        (b"[" * 100000 + b"]" * 100000, None),
+        (b'{"num_heads": 1e400, "top_k": 1, "vocab_size": 1}', None),
+        (b'{"num_heads": 2.0, "top_k": 1, "vocab_size": 1}', None),
+        (b'{"num_heads": 99999999999999999999, "top_k": 1, "vocab_size": 1}', None),
+        (b"\xff\xfe", None),
+        (b"{}", 10**9),
+    ],
+)
 def test_hostile_headers_are_format_errors(tmp_path, header, length):
     """Non-finite or huge numbers, deep nesting, bad UTF-8 and an oversized header length are a
     FormatError naming the file (the sha256 is valid: it detects corruption, not forgery)."""

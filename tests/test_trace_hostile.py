@@ -20,8 +20,15 @@ def forge(path, header: bytes, payload: bytes = b"", header_len: int | None = No
 
 
 def good_header(**changes) -> dict:
-    header = {"num_heads": 1, "top_k": 1, "vocab_size": 4, "logprob_dtype": "float32",
-              "prompt_lengths": [1], "num_tokens": [1], "meta": {}}
+    header = {
+        "num_heads": 1,
+        "top_k": 1,
+        "vocab_size": 4,
+        "logprob_dtype": "float32",
+        "prompt_lengths": [1],
+        "num_tokens": [1],
+        "meta": {},
+    }
     header.update(changes)
     return header
 

@@ -23,11 +23,48 @@ def test_train_cli_end_to_end(tmp_path, capsys):
     tokenizer = tmp_path / "tok.json"
     train_tokenizer([corpus], 280, tokenizer)
     out = tmp_path / "model"
-    args = ["train", str(corpus), "--tokenizer", str(tokenizer), "--valid", str(corpus), "-o", str(out),
-            "--n-layer", "1", "--n-head", "2", "--d-model", "16", "--d-ff", "32", "--num-heads", "3",
-            "--max-seq-len", "64", "--seq-len", "16", "--batch-size", "4", "--max-steps", "60",
-            "--warmup-steps", "5", "--lr", "1e-2", "--eval-every", "20", "--eval-windows", "4",
-            "--head-fraction", "0.5", "--cache-dir", str(tmp_path / "cache"), "--threads", "1"]
+    args = [
+        "train",
+        str(corpus),
+        "--tokenizer",
+        str(tokenizer),
+        "--valid",
+        str(corpus),
+        "-o",
+        str(out),
+        "--n-layer",
+        "1",
+        "--n-head",
+        "2",
+        "--d-model",
+        "16",
+        "--d-ff",
+        "32",
+        "--num-heads",
+        "3",
+        "--max-seq-len",
+        "64",
+        "--seq-len",
+        "16",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "60",
+        "--warmup-steps",
+        "5",
+        "--lr",
+        "1e-2",
+        "--eval-every",
+        "20",
+        "--eval-windows",
+        "4",
+        "--head-fraction",
+        "0.5",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--threads",
+        "1",
+    ]
     assert main(args) == 0
     history = json.loads((out / "train_log.json").read_text())["history"]
     assert [r["step"] for r in history] == [20, 40, 60, 60]
@@ -40,8 +77,24 @@ def test_train_cli_end_to_end(tmp_path, capsys):
     assert metrics["perplexity"] == pytest.approx(history[-1]["valid_perplexity"], rel=1e-2)
     assert len(metrics["head_accuracy"]) == 3 and metrics["tokens"] == 4 * 16
     capsys.readouterr()
-    assert main(["model", "perplexity", "--model", str(out), "--text", str(corpus), "--seq-len", "16",
-                 "--stride", "16", "--json"]) == 0
+    assert (
+        main(
+            [
+                "model",
+                "perplexity",
+                "--model",
+                str(out),
+                "--text",
+                str(corpus),
+                "--seq-len",
+                "16",
+                "--stride",
+                "16",
+                "--json",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert printed["model"] > 1 and len(printed["head_accuracy"]) == 2
 

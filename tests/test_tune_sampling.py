@@ -43,8 +43,9 @@ def test_expected_accepted_equals_the_decoders_mean_acceptance(ngram_dir, rule, 
                 cache = model.new_cache()
                 model.trunk(torch.tensor([context[:-1]]), cache)
                 verifier = "multi" if rule == "multi" else "block"
-                tokens, _, _ = sampling_step(lambda rows, kv: _StepOutput(model, rows, kv), cache, context, drafts,
-                                             sampling, verifier, generator)
+                tokens, _, _ = sampling_step(
+                    lambda rows, kv: _StepOutput(model, rows, kv), cache, context, drafts, sampling, verifier, generator
+                )
                 accepted.append(len(tokens))
             mean = sum(accepted) / len(accepted)
             sd = math.sqrt(sum((a - mean) ** 2 for a in accepted) / (len(accepted) - 1))
@@ -56,8 +57,12 @@ def test_tuning_is_deterministic_and_picks_the_best(ngram_dir):
     lm = markov_ngram(ngram_dir)
     calibration = prompts(3, seed=7)
     sampling = SamplingConfig(temperature=1.0)
-    runs = [tune_sample_alpha(model, lm, calibration, sampling, alphas=(0.0, 0.5, 2.0), k=3, p=2,
-                              max_new_tokens=12, stride=2, seed=4) for _ in range(2)]
+    runs = [
+        tune_sample_alpha(
+            model, lm, calibration, sampling, alphas=(0.0, 0.5, 2.0), k=3, p=2, max_new_tokens=12, stride=2, seed=4
+        )
+        for _ in range(2)
+    ]
     assert [s.mean for s in runs[0].scores] == [s.mean for s in runs[1].scores]
     tuning = runs[0]
     assert tuning.positions == 3 * 6  # 12 tokens per prompt, every 2nd position
@@ -73,8 +78,13 @@ def test_bad_tuning_settings_are_named(ngram_dir):
     model = trained_model(num_heads=4, seed=1)
     lm = markov_ngram(ngram_dir)
     calibration, sampling = prompts(1, seed=7), SamplingConfig()
-    for kwargs, words in [({"rule": "tree"}, "rule must be one of"), ({"alphas": []}, "alphas"),
-                          ({"alphas": [-1.0]}, "alphas"), ({"stride": 0}, "stride"), ({"p": 0}, "p must")]:
+    for kwargs, words in [
+        ({"rule": "tree"}, "rule must be one of"),
+        ({"alphas": []}, "alphas"),
+        ({"alphas": [-1.0]}, "alphas"),
+        ({"stride": 0}, "stride"),
+        ({"p": 0}, "p must"),
+    ]:
         with pytest.raises(ValueError, match=words):
             tune_sample_alpha(model, lm, calibration, sampling, **kwargs)
     with pytest.raises(ValueError, match="at least one calibration prompt"):
@@ -89,14 +99,39 @@ def test_demo_sample_alpha_auto(tmp_path, capsys):
 
     shipped = Path(__file__).resolve().parents[1] / "lm_models"
     torch.manual_seed(0)
-    config = BlockwiseConfig(vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3,
-                             head_hidden=32, max_seq_len=128)
+    config = BlockwiseConfig(
+        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
+    )
     BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
     shutil.copy(shipped / "katz2.dlm", tmp_path)
     out_file = tmp_path / "out.json"
-    code = main(["demo", "--models", str(tmp_path), "--lm", "katz2.dlm", "--prompts", "2", "--prompt-tokens", "12",
-                 "--max-new-tokens", "8", "--k", "3", "--p", "2", "--temperature", "1.0", "--sample-alpha", "auto",
-                 "--calibration-prompts", "2", "--json", str(out_file)])
+    code = main(
+        [
+            "demo",
+            "--models",
+            str(tmp_path),
+            "--lm",
+            "katz2.dlm",
+            "--prompts",
+            "2",
+            "--prompt-tokens",
+            "12",
+            "--max-new-tokens",
+            "8",
+            "--k",
+            "3",
+            "--p",
+            "2",
+            "--temperature",
+            "1.0",
+            "--sample-alpha",
+            "auto",
+            "--calibration-prompts",
+            "2",
+            "--json",
+            str(out_file),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     data = json.loads(out_file.read_text())

@@ -224,8 +224,10 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
     q = None if rule == "tree" else q
     wor = rule == "wor"
     law = multi_draft_verify_distribution(X, tp, q, wor)
+
     def rep(t):
         return t.repeat_interleave(n, dim=0).to(device)
+
     gen = torch.Generator(device=device).manual_seed(99)
     res = multi_draft_verify(rep(X), rep(tp).to(dtype), gen, None if q is None else rep(q).to(dtype), wor)
     assert all(t.device.type == torch.device(device).type and t.dtype == torch.int64 for t in res)

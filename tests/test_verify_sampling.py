@@ -320,7 +320,9 @@ def _ref_sampling(logits: list[float], T: float, k: int | None, top_p: float | N
     return [v / sum(e) for v in e]
 
 
-@pytest.mark.parametrize("T,k,top_p", [(1.0, None, None), (0.7, None, None), (1.3, 5, None), (1.0, None, 0.8), (0.5, 7, 0.6), (2.0, 3, 0.99)])
+@pytest.mark.parametrize(
+    "T,k,top_p", [(1.0, None, None), (0.7, None, None), (1.3, 5, None), (1.0, None, 0.8), (0.5, 7, 0.6), (2.0, 3, 0.99)]
+)
 def test_sampling_distribution_matches_reference(T, k, top_p):
     gen = torch.Generator().manual_seed(3)
     logits = torch.randn(5, 3, 11, generator=gen, dtype=F64) * 2

@@ -33,17 +33,17 @@ class PyKatz:
         for line in open(path, encoding="utf-8"):
             line = line.strip()
             if line.startswith("\\") and line.endswith("-grams:"):
-                n = int(line[1:line.index("-")])
+                n = int(line[1 : line.index("-")])
                 self.order = max(self.order, n)
             elif n and line and not line.startswith("\\"):
                 f = line.split()
-                key = tuple(f[1:1 + n])
+                key = tuple(f[1 : 1 + n])
                 self.prob[key] = float(f[0])
                 if len(f) > n + 1:
                     self.bo[key] = float(f[n + 1])
 
     def log10p(self, history: tuple, w: str) -> float:
-        h = history[len(history) - (self.order - 1):] if self.order > 1 else ()
+        h = history[len(history) - (self.order - 1) :] if self.order > 1 else ()
         bo = 0.0
         while True:
             if h + (w,) in self.prob:
@@ -104,8 +104,18 @@ def check(arpa: Path, trials: int, seed: int) -> int:
     rng = np.random.default_rng(seed)
     bad = total = 0
     # (h, k, p) shapes, all in one C++ run (one LM load).
-    shapes = [(1, 4, 4), (2, 3, 9), (2, 4, 3), (3, 4, 64), (3, 3, 5), (4, 3, 81), (4, 4, 10),
-              (5, 2, 32), (4, 2, 1), (3, 4, 1)]
+    shapes = [
+        (1, 4, 4),
+        (2, 3, 9),
+        (2, 4, 3),
+        (3, 4, 64),
+        (3, 3, 5),
+        (4, 3, 81),
+        (4, 4, 10),
+        (5, 2, 32),
+        (4, 2, 1),
+        (3, 4, 1),
+    ]
     alpha = float(rng.choice([1.0, 0.5, 2.0]))
     jobs = []
     for h, k, p in shapes:

@@ -42,8 +42,8 @@ std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::obj
   std::vector<Lattice> out(batch);
   py::gil_scoped_release release;
   ParallelFor(batch, threads, [&](int64_t b) {
-    out[b] = Lattice::FromLogits(data.data() + static_cast<size_t>(b) * h * vocab, static_cast<int>(h),
-                                 static_cast<int>(vocab), top, t);
+    out[b] = Lattice::FromLogits(data.data() + static_cast<size_t>(b) * h * vocab,
+                                 static_cast<int>(h), static_cast<int>(vocab), top, t);
   });
   return out;
 }

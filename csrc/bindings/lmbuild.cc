@@ -1,5 +1,6 @@
 // Bindings for the n-gram LM builder (csrc/lmbuild/): counting, Katz estimation, pruning, and
-// writing ARPA text or the binary format (straight from the trainer's values). Type conversion only.
+// writing ARPA text or the binary format (straight from the trainer's values). Type conversion
+// only.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -62,7 +63,8 @@ lmbuild::PruneOptions PruneArgs(const py::object& threshold, const py::object& t
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 
 void CheckOrderArg(int k, int order) {
-  if (k < 1 || k > order) throw InvalidArgument(Message("order must be in 1..", order, ", got ", k));
+  if (k < 1 || k > order)
+    throw InvalidArgument(Message("order must be in 1..", order, ", got ", k));
 }
 
 }  // namespace
@@ -83,18 +85,21 @@ void BindLmBuild(py::module_& m) {
           [](NgramCounter& counter, const py::bytes& text) {
             char* data = nullptr;
             Py_ssize_t size = 0;
-            if (PyBytes_AsStringAndSize(text.ptr(), &data, &size) != 0) throw py::error_already_set();
+            if (PyBytes_AsStringAndSize(text.ptr(), &data, &size) != 0)
+              throw py::error_already_set();
             py::gil_scoped_release release;
             counter.AddText(std::string_view(data, static_cast<size_t>(size)));
           },
           py::arg("text"))
       .def(
           "add_token_batch",
-          [](NgramCounter& counter, py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
+          [](NgramCounter& counter,
+             py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
              py::array_t<int64_t, py::array::c_style | py::array::forcecast> offsets) {
             if (ids.ndim() != 1 || offsets.ndim() != 1 || offsets.shape(0) < 1) {
-              throw InvalidArgument(Message("add_token_batch needs 1-D ids and 1-D offsets (size >= 1), got ndim ",
-                                            ids.ndim(), " and ", offsets.ndim()));
+              throw InvalidArgument(
+                  Message("add_token_batch needs 1-D ids and 1-D offsets (size >= 1), got ndim ",
+                          ids.ndim(), " and ", offsets.ndim()));
             }
             // Private copies: the checks below must still hold while the GIL is released.
             const std::vector<int32_t> id_copy(ids.data(), ids.data() + ids.size());
@@ -110,7 +115,8 @@ void BindLmBuild(py::module_& m) {
               }
             }
             py::gil_scoped_release release;
-            for (int64_t s = 0; s < n; ++s) counter.AddTokens(id + off[s], static_cast<size_t>(off[s + 1] - off[s]));
+            for (int64_t s = 0; s < n; ++s)
+              counter.AddTokens(id + off[s], static_cast<size_t>(off[s + 1] - off[s]));
           },
           py::arg("ids"), py::arg("offsets"))
       .def("num_ngrams",
@@ -125,11 +131,13 @@ void BindLmBuild(py::module_& m) {
             py::list out;
             if (k == 1) {
               for (lmbuild::WordId w = 0; w < counter.vocab_size(); ++w)
-                out.append(py::make_tuple(py::make_tuple(counter.Word(w)), counter.UnigramCount(w)));
+                out.append(
+                    py::make_tuple(py::make_tuple(counter.Word(w)), counter.UnigramCount(w)));
             } else {
               const lmbuild::CountTable& t = counter.table(k);
               for (uint32_t i = 0; i < t.size(); ++i)
-                out.append(py::make_tuple(py::tuple(py::cast(CounterNgramWords(counter, k, i))), t.count[i]));
+                out.append(py::make_tuple(py::tuple(py::cast(CounterNgramWords(counter, k, i))),
+                                          t.count[i]));
             }
             return out;
           },
@@ -143,7 +151,8 @@ void BindLmBuild(py::module_& m) {
              for (int o = 1; o <= k.model.order; ++o) c.push_back(k.model.NumNgrams(o));
              return c;
            })
-      .def_property_readonly("count_of_counts", [](const KatzModel& k) { return k.stats.count_of_counts; })
+      .def_property_readonly("count_of_counts",
+                             [](const KatzModel& k) { return k.stats.count_of_counts; })
       .def_property_readonly("discounts", [](const KatzModel& k) { return k.stats.discounts; })
       .def(
           "prune",
@@ -167,7 +176,8 @@ void BindLmBuild(py::module_& m) {
           py::arg("path"), py::arg("metadata") = Metadata{}, py::arg("digits") = py::int_(7))
       .def(
           "write_binary",
-          [](const KatzModel& k, const std::string& path, const Metadata& metadata, bool overwrite) {
+          [](const KatzModel& k, const std::string& path, const Metadata& metadata,
+             bool overwrite) {
             py::gil_scoped_release release;
             SaveBinary(*lmbuild::ToNgramLM(k.model, metadata), path, overwrite);
           },
@@ -186,7 +196,8 @@ void BindLmBuild(py::module_& m) {
               backoff_ln[i] = level.backoff_ln.empty() ? lmbuild::kNaN : level.backoff_ln[i];
             }
             const auto n = static_cast<py::ssize_t>(level.size());
-            return py::make_tuple(ToNumpy(ids, {n, order}), ToNumpy(prob_ln, {n}), ToNumpy(backoff_ln, {n}));
+            return py::make_tuple(ToNumpy(ids, {n, order}), ToNumpy(prob_ln, {n}),
+                                  ToNumpy(backoff_ln, {n}));
           },
           py::arg("order"),
           "The n-grams of one order in the trainer's memory: (word ids [n, order], ln p [n] in "

@@ -78,22 +78,24 @@ void BindNgram(py::module_& m) {
                       "Scoring state: the retained history, most recent word first (LM word ids).")
       .def_property_readonly("word_ids", &StateWords)
       .def("__len__", [](const LmState& s) { return static_cast<int>(s.length); })
-      .def("__eq__", [](const LmState& a, const py::object& b) {
-        return py::isinstance<LmState>(b) && a == b.cast<const LmState&>();
-      })
+      .def("__eq__",
+           [](const LmState& a, const py::object& b) {
+             return py::isinstance<LmState>(b) && a == b.cast<const LmState&>();
+           })
       .def("__hash__", [](const LmState& s) { return static_cast<py::ssize_t>(LmStateHash()(s)); })
       .def("__repr__", [](const LmState& s) {
         return "LmState(word_ids=" + py::repr(StateWords(s)).cast<std::string>() + ")";
       });
 
   py::class_<TokenLm, std::shared_ptr<TokenLm>>(m, "NgramLM", py::dynamic_attr())
-      .def(py::init(&Open), py::arg("source"), py::arg("name"), py::arg("vocab"),
-           py::arg("oov_ln"), py::arg("copy") = false)
+      .def(py::init(&Open), py::arg("source"), py::arg("name"), py::arg("vocab"), py::arg("oov_ln"),
+           py::arg("copy") = false)
       .def(py::init(&Remap), py::arg("other"), py::arg("vocab"), py::arg("oov_ln"),
            "The same model (shared, not copied) with another token mapping.")
       .def_property_readonly("order", &TokenLm::order)
       .def_property_readonly("counts", [](const TokenLm& lm) { return lm.ngram().counts(); })
-      .def_property_readonly("vocab_size", [](const TokenLm& lm) { return lm.ngram().vocab_size(); })
+      .def_property_readonly("vocab_size",
+                             [](const TokenLm& lm) { return lm.ngram().vocab_size(); })
       .def_property_readonly("metadata", [](const TokenLm& lm) { return lm.ngram().metadata(); })
       .def_property_readonly("source_format",
                              [](const TokenLm& lm) { return lm.ngram().source_format(); })
@@ -108,13 +110,14 @@ void BindNgram(py::module_& m) {
       .def_property_readonly("vocab_limit", &TokenLm::vocab_limit)
       .def_property_readonly("mapped_words", &TokenLm::mapped_words)
       .def_property_readonly("token_map_bytes", &TokenLm::map_bytes)
-      .def("word", [](const TokenLm& lm, const py::object& index) {
-        const int64_t i = IntArg(index, "word id");
-        if (i < 0 || static_cast<uint64_t>(i) >= lm.ngram().vocab_size())
-          throw InvalidArgument(
-              Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
-        return std::string(lm.ngram().Word(static_cast<WordIndex>(i)));
-      })
+      .def("word",
+           [](const TokenLm& lm, const py::object& index) {
+             const int64_t i = IntArg(index, "word id");
+             if (i < 0 || static_cast<uint64_t>(i) >= lm.ngram().vocab_size())
+               throw InvalidArgument(
+                   Message("word id ", i, " is outside 0..", lm.ngram().vocab_size() - 1));
+             return std::string(lm.ngram().Word(static_cast<WordIndex>(i)));
+           })
       .def("words",
            [](const TokenLm& lm) {
              std::vector<std::string> words;
@@ -123,55 +126,62 @@ void BindNgram(py::module_& m) {
                words.emplace_back(lm.ngram().Word(i));
              return words;
            })
-      .def("token_scores",
-           [](const TokenLm& lm, const py::object& tokens, const py::object& context, bool bos, bool eos) {
-             const auto t = CheckedTokens(lm, tokens, "tokens");
-             const auto c = CheckedTokens(lm, context, "context");
-             std::vector<double> out;
-             {
-               py::gil_scoped_release release;
-               TokenScores(lm, t.data(), t.size(), c.data(), c.size(), bos, eos, &out);
-             }
-             return py::array_t<double>(out.size(), out.data());
-           },
-           py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
-      .def("start",
-           [](const TokenLm& lm, const py::object& context, bool bos) {
-             const auto c = CheckedTokens(lm, context, "context");
-             return lm.Start(c.data(), c.size(), bos);
-           },
-           py::arg("context"), py::arg("bos"))
-      .def("advance",
-           [](const TokenLm& lm, const LmState& state, const py::object& tokens) {
-             lm.CheckState(state);
-             const auto t = CheckedTokens(lm, tokens, "tokens");
-             return lm.Advance(state, t.data(), t.size());
-           },
-           py::arg("state"), py::arg("tokens"))
-      .def("step",
-           [](const TokenLm& lm, const LmState& state, const py::object& token_obj) {
-             lm.CheckState(state);
-             const int32_t token = IntArg<int32_t>(token_obj, "token");
-             lm.CheckTokens(&token, 1, "token");
-             LmState out;
-             const float score = lm.ScoreToken(state, token, &out);
-             return py::make_tuple(static_cast<double>(score), out);
-           },
-           py::arg("state"), py::arg("token"))
-      .def("step_eos",
-           [](const TokenLm& lm, const LmState& state) {
-             lm.CheckState(state);
-             LmState out;
-             const float score = lm.ScoreEos(state, &out);
-             return py::make_tuple(static_cast<double>(score), out);
-           },
-           py::arg("state"))
-      .def("save",
-           [](const TokenLm& lm, const std::string& path, bool overwrite) {
-             py::gil_scoped_release release;
-             SaveBinary(lm.ngram(), path, overwrite);
-           },
-           py::arg("path"), py::arg("overwrite"));
+      .def(
+          "token_scores",
+          [](const TokenLm& lm, const py::object& tokens, const py::object& context, bool bos,
+             bool eos) {
+            const auto t = CheckedTokens(lm, tokens, "tokens");
+            const auto c = CheckedTokens(lm, context, "context");
+            std::vector<double> out;
+            {
+              py::gil_scoped_release release;
+              TokenScores(lm, t.data(), t.size(), c.data(), c.size(), bos, eos, &out);
+            }
+            return py::array_t<double>(out.size(), out.data());
+          },
+          py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
+      .def(
+          "start",
+          [](const TokenLm& lm, const py::object& context, bool bos) {
+            const auto c = CheckedTokens(lm, context, "context");
+            return lm.Start(c.data(), c.size(), bos);
+          },
+          py::arg("context"), py::arg("bos"))
+      .def(
+          "advance",
+          [](const TokenLm& lm, const LmState& state, const py::object& tokens) {
+            lm.CheckState(state);
+            const auto t = CheckedTokens(lm, tokens, "tokens");
+            return lm.Advance(state, t.data(), t.size());
+          },
+          py::arg("state"), py::arg("tokens"))
+      .def(
+          "step",
+          [](const TokenLm& lm, const LmState& state, const py::object& token_obj) {
+            lm.CheckState(state);
+            const int32_t token = IntArg<int32_t>(token_obj, "token");
+            lm.CheckTokens(&token, 1, "token");
+            LmState out;
+            const float score = lm.ScoreToken(state, token, &out);
+            return py::make_tuple(static_cast<double>(score), out);
+          },
+          py::arg("state"), py::arg("token"))
+      .def(
+          "step_eos",
+          [](const TokenLm& lm, const LmState& state) {
+            lm.CheckState(state);
+            LmState out;
+            const float score = lm.ScoreEos(state, &out);
+            return py::make_tuple(static_cast<double>(score), out);
+          },
+          py::arg("state"))
+      .def(
+          "save",
+          [](const TokenLm& lm, const std::string& path, bool overwrite) {
+            py::gil_scoped_release release;
+            SaveBinary(lm.ngram(), path, overwrite);
+          },
+          py::arg("path"), py::arg("overwrite"));
 }
 
 }  // namespace dl::bindings

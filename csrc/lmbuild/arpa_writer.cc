@@ -14,14 +14,17 @@ namespace dl::lmbuild {
 namespace {
 
 struct FileCloser {
-  void operator()(FILE* f) const { if (f) std::fclose(f); }
+  void operator()(FILE* f) const {
+    if (f) std::fclose(f);
+  }
 };
 
 }  // namespace
 
 void WriteArpa(const BackoffModel& model, const std::string& path,
                const std::vector<std::pair<std::string, std::string>>& metadata, int digits) {
-  if (digits < 1 || digits > 17) throw InvalidArgument(Message("ARPA digits must be in 1..17, got ", digits));
+  if (digits < 1 || digits > 17)
+    throw InvalidArgument(Message("ARPA digits must be in 1..17, got ", digits));
   std::vector<char> buffer(1 << 22);  // declared before the file: outlives it
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
   if (!file) throw FileError(errno, Message("cannot write ", path, ": ", std::strerror(errno)));
@@ -29,7 +32,8 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
   FILE* out = file.get();
   const double to_log10 = 1.0 / std::log(10.0);
 
-  for (const auto& [key, value] : metadata) std::fprintf(out, "# %s: %s\n", key.c_str(), value.c_str());
+  for (const auto& [key, value] : metadata)
+    std::fprintf(out, "# %s: %s\n", key.c_str(), value.c_str());
   std::fprintf(out, "\n\\data\\\n");
   for (int k = 1; k <= model.order; ++k) {
     std::fprintf(out, "ngram %d=%llu\n", k, static_cast<unsigned long long>(model.NumNgrams(k)));
@@ -89,7 +93,8 @@ void WriteArpa(const BackoffModel& model, const std::string& path,
     throw FileError(errno, Message("error writing ", path, ": ", std::strerror(errno)));
   }
   FILE* raw = file.release();
-  if (std::fclose(raw) != 0) throw FileError(errno, Message("error closing ", path, ": ", std::strerror(errno)));
+  if (std::fclose(raw) != 0)
+    throw FileError(errno, Message("error closing ", path, ": ", std::strerror(errno)));
 }
 
 }  // namespace dl::lmbuild

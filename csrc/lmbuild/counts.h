@@ -73,7 +73,7 @@ class NgramCounter {
   void AddTokens(const int32_t* ids, size_t n);
 
   uint64_t sentences() const { return sentences_; }
-  uint64_t tokens() const { return tokens_; }  // words counted, </s> excluded
+  uint64_t tokens() const { return tokens_; }          // words counted, </s> excluded
   size_t vocab_size() const { return words_.size(); }  // including <s> and </s>
   const std::string& Word(WordId id) const { return words_[id]; }
   // Number of distinct n-grams of order k (k = 1 counts <s> and </s>).

@@ -18,13 +18,14 @@ void CheckKatzOptions(const KatzOptions& options, int order) {
                                   options.min_counts.size()));
   }
   if (options.min_counts[0] != 1) {
-    throw InvalidArgument(Message("the unigram min count must be 1 (unigrams are never removed), got ",
-                                  options.min_counts[0]));
+    throw InvalidArgument(
+        Message("the unigram min count must be 1 (unigrams are never removed), got ",
+                options.min_counts[0]));
   }
   for (int k = 1; k < order; ++k) {
     if (options.min_counts[k] < 1) {
-      throw InvalidArgument(Message("min counts must be >= 1, got ", options.min_counts[k],
-                                    " for order ", k + 1));
+      throw InvalidArgument(
+          Message("min counts must be >= 1, got ", options.min_counts[k], " for order ", k + 1));
     }
     if (options.min_counts[k] < options.min_counts[k - 1]) {
       throw InvalidArgument(Message("min counts must not decrease with the order, got ",
@@ -174,7 +175,8 @@ void GiveCompleteStatesMassToEos(BackoffModel* model) {
     std::vector<double> mass(comp.size(), 0.0);
     for (size_t i = 0; i < level.size(); ++i) mass[level.prefix[i]] += level.prob[i];
     for (size_t i = 0; i < level.size(); ++i) {
-      if (level.word[i] == kEos && comp[level.prefix[i]]) level.prob[i] += 1.0 - mass[level.prefix[i]];
+      if (level.word[i] == kEos && comp[level.prefix[i]])
+        level.prob[i] += 1.0 - mass[level.prefix[i]];
     }
   }
 }

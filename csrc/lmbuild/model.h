@@ -4,8 +4,9 @@
 // Level k-1 holds the n-grams of order k. Level 0 is indexed by word id and lists every word,
 // <s> (id 0, probability 0: never predicted) and </s> (id 1). An n-gram of order k >= 2 is
 // (prefix = index of its first k-1 words at level k-2, word); suffix = index of its last k-1
-// words at level k-2 (for k = 2 both are word ids: prefix the first word, suffix the last). backoff_ln[i] is ln alpha of n-gram i used as a
-// context, NaN when no longer n-gram continues it (it is then not a context).
+// words at level k-2 (for k = 2 both are word ids: prefix the first word, suffix the last).
+// backoff_ln[i] is ln alpha of n-gram i used as a context, NaN when no longer n-gram continues it
+// (it is then not a context).
 #pragma once
 
 #include <cmath>
@@ -19,12 +20,12 @@
 namespace dl::lmbuild {
 
 struct ModelLevel {
-  std::vector<uint32_t> prefix;   // order >= 2
-  std::vector<WordId> word;       // order >= 2
-  std::vector<uint32_t> suffix;   // order >= 2
-  std::vector<uint64_t> count;    // raw count (kept for statistics)
-  std::vector<double> prob;       // p(word | prefix), natural
-  std::vector<double> backoff_ln; // ln alpha as a context, NaN if not a context
+  std::vector<uint32_t> prefix;    // order >= 2
+  std::vector<WordId> word;        // order >= 2
+  std::vector<uint32_t> suffix;    // order >= 2
+  std::vector<uint64_t> count;     // raw count (kept for statistics)
+  std::vector<double> prob;        // p(word | prefix), natural
+  std::vector<double> backoff_ln;  // ln alpha as a context, NaN if not a context
   size_t size() const { return prob.size(); }
 };
 

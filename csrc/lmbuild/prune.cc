@@ -32,7 +32,8 @@ LevelValues ContextProbabilities(const BackoffModel& model) {
     const ModelLevel& level = model.levels[m - 1];
     std::vector<double>& sp = state_prob[m - 1];
     sp.resize(level.size());
-    for (size_t j = 0; j < level.size(); ++j) sp[j] = state_prob[m - 2][level.prefix[j]] * level.prob[j];
+    for (size_t j = 0; j < level.size(); ++j)
+      sp[j] = state_prob[m - 2][level.prefix[j]] * level.prob[j];
   }
   return state_prob;
 }
@@ -62,7 +63,8 @@ std::vector<double> OwnScores(const BackoffModel& model, const LevelValues& stat
     double nl = std::max(lo[j] > 0 ? -std::log(lo[j]) : 1e300, min_neglog);
     const double num = nh > 99.0 ? 0.0 : -std::log(-std::expm1(-nh));
     const double denom = nl > 99.0 ? 0.0 : -std::log(-std::expm1(-nl));
-    const double new_log_backoff = NegLogSum(denom, -std::log(p_lo)) - NegLogSum(num, -std::log(p_hi));
+    const double new_log_backoff =
+        NegLogSum(denom, -std::log(p_lo)) - NegLogSum(num, -std::log(p_hi));
     double d = std::log(p_lo) + new_log_backoff - std::log(p_hi);
     d *= p_hi;
     d += (new_log_backoff + (num - denom)) * std::exp(-num);
@@ -134,7 +136,8 @@ void CheckPruneOptions(const PruneOptions& options) {
   if (options.threshold && options.target)
     throw InvalidArgument("give at most one of prune_to and prune_threshold");
   if (options.threshold && !(std::isfinite(*options.threshold) && *options.threshold >= 0))
-    throw InvalidArgument(Message("prune_threshold must be a finite number >= 0, got ", *options.threshold));
+    throw InvalidArgument(
+        Message("prune_threshold must be a finite number >= 0, got ", *options.threshold));
   if (options.target && *options.target < 1)
     throw InvalidArgument(Message("prune_to must be a positive integer, got ", *options.target));
 }
@@ -146,13 +149,15 @@ PruneResult PruneRelativeEntropy(BackoffModel* model, const PruneOptions& option
   PruneResult result;
   const uint64_t unigrams = model->NumNgrams(1);
   if (options.target && static_cast<uint64_t>(*options.target) < unigrams) {
-    throw InvalidArgument(Message("prune target ", *options.target, " is below the number of unigrams (",
-                                  unigrams, " including <s>), which are never pruned"));
+    throw InvalidArgument(Message("prune target ", *options.target,
+                                  " is below the number of unigrams (", unigrams,
+                                  " including <s>), which are never pruned"));
   }
   if (model->order < 2) return result;
   const LevelValues score = Scores(*model);
-  result.theta_ln = options.target ? TargetThreshold(score, static_cast<uint64_t>(*options.target) - unigrams)
-                                   : std::log1p(*options.threshold);
+  result.theta_ln = options.target
+                        ? TargetThreshold(score, static_cast<uint64_t>(*options.target) - unigrams)
+                        : std::log1p(*options.threshold);
   std::vector<std::vector<bool>> keep;
   result.removed = DecideKept(*model, score, result.theta_ln, &keep);
   if (result.removed > 0) CompactModel(model, keep);

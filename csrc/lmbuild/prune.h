@@ -1,7 +1,8 @@
 // Relative-entropy (Stolcke) pruning exactly as OpenGrm NGram's `ngramshrink
 // --method=relative_entropy` with its defaults (shrink_opt=0, min_order_to_prune=2):
 //   - score of n-gram hw (and of h </s>):
-//       D = -p(h) { p(w|h) [ln p(w|h') + ln alpha'(h) - ln p(w|h)] + (1 - sum_A p(.|h)) [ln alpha'(h) - ln alpha(h)] }
+//       D = -p(h) { p(w|h) [ln p(w|h') + ln alpha'(h) - ln p(w|h)] + (1 - sum_A p(.|h)) [ln
+//       alpha'(h) - ln alpha(h)] }
 //     with p(h) the product of the ascending n-gram probabilities of h (p(<s>) = p(</s>)) and
 //     alpha'(h) the backoff weight with hw removed; each n-gram's score is raised to the maximum
 //     over the n-grams that extend it (prefix or suffix), so no kept n-gram loses a context;
@@ -29,8 +30,8 @@ struct PruneOptions {
 void CheckPruneOptions(const PruneOptions& options);
 
 struct PruneResult {
-  double theta_ln = 0;      // the threshold applied to D
-  uint64_t removed = 0;     // n-grams removed
+  double theta_ln = 0;   // the threshold applied to D
+  uint64_t removed = 0;  // n-grams removed
 };
 
 // Needs exactly one of threshold and target; throws InvalidArgument otherwise, or for a target

@@ -1,7 +1,7 @@
 #include "ngram/arpa.h"
 
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -100,14 +100,16 @@ uint64_t ParseCount(std::string_view s, const LineReader& reader) {
 // Parses the text section by section and hands every n-gram to an NgramBuilder.
 class ArpaReader {
  public:
-  ArpaReader(std::string_view text, const std::string& name) : reader_(text, name), bytes_(text.size()) {}
+  ArpaReader(std::string_view text, const std::string& name)
+      : reader_(text, name), bytes_(text.size()) {}
 
   std::unique_ptr<NgramLM> Run() {
     ReadHeader();
     NgramBuilder builder(counts_, std::move(metadata_), reader_.name());
     for (int n = 1; n <= builder.order(); ++n) ReadSection(n, &builder);
     std::string_view line;
-    if (!reader_.NextNonBlank(&line)) reader_.Fail("missing \\end\\ after the ", builder.order(), "-grams");
+    if (!reader_.NextNonBlank(&line))
+      reader_.Fail("missing \\end\\ after the ", builder.order(), "-grams");
     if (Trim(line) != "\\end\\") reader_.Fail("expected \\end\\, found '", Trim(line), "'");
     return builder.Finish("arpa");
   }
@@ -154,7 +156,8 @@ class ArpaReader {
   // n one-byte words with spaces, a newline) would make a few bytes allocate gigabytes.
   void CheckCountsFit() const {
     double needed = 0;
-    for (size_t n = 1; n <= counts_.size(); ++n) needed += static_cast<double>(counts_[n - 1]) * (2.0 * n + 2);
+    for (size_t n = 1; n <= counts_.size(); ++n)
+      needed += static_cast<double>(counts_[n - 1]) * (2.0 * n + 2);
     if (needed > static_cast<double>(bytes_))
       reader_.Fail("the header claims more n-grams than the file's ", bytes_, " bytes can hold");
   }
@@ -183,7 +186,8 @@ class ArpaReader {
         reader_.Fail("a ", n, "-gram line needs ", n + 1,
                      n < order ? " or " + std::to_string(n + 2) : std::string(),
                      " fields (log10 prob, ", n, " words", n < order ? ", backoff" : "",
-                     "), found ", found > static_cast<size_t>(n + 2) ? "more" : std::to_string(found));
+                     "), found ",
+                     found > static_cast<size_t>(n + 2) ? "more" : std::to_string(found));
       }
       const float prob = ParseLog10(fields[0], reader_, "probability");
       // -inf (an impossible n-gram) is allowed; a positive log10 probability is not a probability.
@@ -201,7 +205,8 @@ class ArpaReader {
     }
     builder->EndOrder(n);
     if (seen != expected)
-      reader_.Fail("section \\", n, "-grams: has ", seen, " entries but the header says ", expected);
+      reader_.Fail("section \\", n, "-grams: has ", seen, " entries but the header says ",
+                   expected);
   }
 
   LineReader reader_;

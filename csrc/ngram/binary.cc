@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -114,7 +114,8 @@ bool IsBinaryLm(const std::string& path) {
 
 void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
   if (!overwrite && access(path.c_str(), F_OK) == 0)
-    throw FileError(EEXIST, Message(path, ": file exists (pass overwrite=True / --force to replace it)"));
+    throw FileError(EEXIST,
+                    Message(path, ": file exists (pass overwrite=True / --force to replace it)"));
   BinaryHeader header{};
   std::memcpy(header.magic, kBinaryMagic, 8);
   header.version = kBinaryVersion;
@@ -274,14 +275,16 @@ void CheckValues(const Image& file, const Entry& entry, uint32_t n) {
 BinaryHeader ReadHeader(const Image& file) {
   BinaryHeader h;
   std::memcpy(&h, file.base(), kHeaderBytes);
-  if (std::memcmp(h.magic, kBinaryMagic, 8) != 0) file.Fail("not a draftlattice binary LM (bad magic)");
+  if (std::memcmp(h.magic, kBinaryMagic, 8) != 0)
+    file.Fail("not a draftlattice binary LM (bad magic)");
   if (h.endian != kEndianMarker) file.Fail("binary LM has the wrong byte order for this machine");
   if (h.version < 1 || h.version > kBinaryVersion)
     file.Fail("binary LM format version ", h.version,
               " is not supported (this build reads versions 1 to ", kBinaryVersion, ")");
   if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
   if ((h.flags & ~kKnownFlags) != 0) file.Fail("unknown header flags ", h.flags);
-  if (h.header_bytes != kHeaderBytes) file.Fail("header size ", h.header_bytes, " != ", kHeaderBytes);
+  if (h.header_bytes != kHeaderBytes)
+    file.Fail("header size ", h.header_bytes, " != ", kHeaderBytes);
   if (h.file_bytes != file.size())
     file.Fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ",
               file.size());
@@ -312,19 +315,22 @@ void ReadMetadata(const Image& file, const BinaryHeader& h, NgramLM::Views* view
 
 // Word spellings (offsets into one blob) and the unigram entries.
 void ReadVocab(const Image& file, const BinaryHeader& h, NgramLM::Views* views) {
-  if (h.vocab_size > (file.size() / sizeof(uint64_t))) file.Fail("bad vocabulary size ", h.vocab_size);
+  if (h.vocab_size > (file.size() / sizeof(uint64_t)))
+    file.Fail("bad vocabulary size ", h.vocab_size);
   views->vocab_offsets = reinterpret_cast<const uint64_t*>(
       file.Section(h.vocab_offsets_offset, (h.vocab_size + 1) * sizeof(uint64_t), "vocab offsets"));
   views->vocab_blob = file.Section(h.vocab_blob_offset, h.vocab_blob_bytes, "vocab");
   for (uint64_t i = 0; i < h.vocab_size; ++i)
-    if (views->vocab_offsets[i] > views->vocab_offsets[i + 1]) file.Fail("vocab offsets are not sorted");
+    if (views->vocab_offsets[i] > views->vocab_offsets[i + 1])
+      file.Fail("vocab offsets are not sorted");
   if (views->vocab_offsets[0] != 0 || views->vocab_offsets[h.vocab_size] != h.vocab_blob_bytes)
     file.Fail("vocab offsets do not match the vocab size");
   if (h.vocab_size > file.size() / sizeof(Entry)) file.Fail("bad vocabulary size ", h.vocab_size);
   views->unigrams = reinterpret_cast<const Entry*>(
       file.Section(h.unigram_offset, h.vocab_size * sizeof(Entry), "unigrams"));
   if (h.counts[0] != h.vocab_size)
-    file.Fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size, " words");
+    file.Fail("header counts ", h.counts[0], " 1-grams but the vocabulary has ", h.vocab_size,
+              " words");
   for (uint64_t i = 0; i < h.vocab_size; ++i) CheckValues(file, views->unigrams[i], 1);
 }
 
@@ -379,7 +385,8 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
     // before this check stored NaN for a word whose every probability is -inf.
     for (uint64_t w = 0; w < h.vocab_size; ++w)
       if (std::isnan(views.word_bounds[w]))
-        file.Fail("the word bound of word ", w, " is NaN (a file written by an older version: "
+        file.Fail("the word bound of word ", w,
+                  " is NaN (a file written by an older version: "
                   "compile it again from its ARPA, or build it again)");
   }
   views.keep_alive = file.keep_alive();

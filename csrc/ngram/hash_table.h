@@ -45,7 +45,9 @@ inline uint64_t StoredKey(uint64_t key) {
 }
 
 inline uint64_t BucketsFor(uint64_t entries) {
-  return entries > (uint64_t{1} << 61) ? uint64_t{1} << 62 : static_cast<uint64_t>(static_cast<double>(entries) * kLoadFactor) + 1;
+  return entries > (uint64_t{1} << 61)
+             ? uint64_t{1} << 62
+             : static_cast<uint64_t>(static_cast<double>(entries) * kLoadFactor) + 1;
 }
 
 // Asks the kernel for transparent huge pages over a large table: random probes into a table of

@@ -66,9 +66,7 @@ class KeyFilter {
 
   // The block comes from the key's high bits (fastrange), the bits inside it from its low bits
   // (the two flag bits excluded), so the two choices are independent.
-  const uint64_t* Block(uint64_t stored) const {
-    return &words_[Index(stored) * kWordsPerBlock];
-  }
+  const uint64_t* Block(uint64_t stored) const { return &words_[Index(stored) * kWordsPerBlock]; }
   uint64_t* Block(uint64_t stored) { return &words_[Index(stored) * kWordsPerBlock]; }
   uint64_t Index(uint64_t stored) const {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(stored) * num_blocks_) >> 64);

@@ -98,8 +98,8 @@ void NgramLM::CheckState(const LmState& state) const {
                                   " model keeps at most ", std::max(order_ - 1, 0)));
   for (int i = 0; i < state.length; ++i)
     if (state.words[i] >= vocab_size_)
-      throw InvalidArgument(Message("LM state word id ", state.words[i], " >= vocab size ", vocab_size_,
-                                    " (a state of another model?)"));
+      throw InvalidArgument(Message("LM state word id ", state.words[i], " >= vocab size ",
+                                    vocab_size_, " (a state of another model?)"));
 }
 
 float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_ln) const {
@@ -194,8 +194,10 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
         } else if (!filters_[1].MayContain(ngram::ExtendKey(seeds[j], v))) {
           // Margin: Score sums these terms in float, which may round above the exact sum.
-          const double bound = double{unigrams_[w[j]].prob_ln} + unigrams_[v].backoff_ln + backoff_slack2_ln_;
-          o[j] = std::min(word_bounds_[w[j]], static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound))));
+          const double bound =
+              double{unigrams_[w[j]].prob_ln} + unigrams_[v].backoff_ln + backoff_slack2_ln_;
+          o[j] = std::min(word_bounds_[w[j]],
+                          static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound))));
         } else {
           o[j] = word_bounds_[w[j]];
         }

@@ -40,14 +40,14 @@ class NgramLM {
   // Everything a model consists of, as built by the ARPA reader.
   struct Parts {
     int order = 0;
-    std::vector<uint64_t> counts;          // listed n-grams per order
-    std::string vocab_blob;                // all words, concatenated
-    std::vector<uint64_t> vocab_offsets;   // size V + 1: word i = blob[off[i], off[i+1])
-    std::vector<ngram::Entry> unigrams;    // size V, indexed by WordIndex (key = flags only)
+    std::vector<uint64_t> counts;         // listed n-grams per order
+    std::string vocab_blob;               // all words, concatenated
+    std::vector<uint64_t> vocab_offsets;  // size V + 1: word i = blob[off[i], off[i+1])
+    std::vector<ngram::Entry> unigrams;   // size V, indexed by WordIndex (key = flags only)
     std::vector<std::vector<ngram::Entry>> tables;  // tables[i]: buckets of order i + 2
     std::unordered_map<std::string, std::string> metadata;
-    bool suffix_closed = false;            // every stored n-gram's suffix is stored
-    std::vector<float> word_bounds;        // size V (word_bound.h)
+    bool suffix_closed = false;          // every stored n-gram's suffix is stored
+    std::vector<float> word_bounds;      // size V (word_bound.h)
     std::string source_format = "arpa";  // what the parts were built from ("arpa", "lmbuild")
   };
   // Read-only views over storage owned elsewhere (binary file mapping); `keep_alive` owns it.
@@ -61,7 +61,7 @@ class NgramLM {
     std::vector<ngram::TableView> tables;
     std::unordered_map<std::string, std::string> metadata;
     bool suffix_closed = false;
-    const float* word_bounds = nullptr;    // size V; nullptr: derive a (weaker) bound from the tables
+    const float* word_bounds = nullptr;  // size V; nullptr: derive a (weaker) bound from the tables
     std::shared_ptr<const void> keep_alive;
   };
 
@@ -80,9 +80,7 @@ class NgramLM {
   WordIndex bos() const { return bos_; }
   WordIndex eos() const { return eos_; }
   // Metadata from "# key: value" lines before \data\ (kept by the binary format).
-  const std::unordered_map<std::string, std::string>& metadata() const {
-    return metadata_;
-  }
+  const std::unordered_map<std::string, std::string>& metadata() const { return metadata_; }
   // The empty history, and the history "<s>".
   LmState NullContextState() const { return LmState{}; }
   LmState BeginSentenceState() const { return begin_; }
@@ -131,7 +129,7 @@ class NgramLM {
   const uint64_t* vocab_offsets_ = nullptr;
   uint64_t vocab_size_ = 0;
   const ngram::Entry* unigrams_ = nullptr;
-  ngram::TableView tables_[kMaxOrder];  // tables_[j] holds order j + 1 (tables_[0] unused)
+  ngram::TableView tables_[kMaxOrder];   // tables_[j] holds order j + 1 (tables_[0] unused)
   ngram::KeyFilter filters_[kMaxOrder];  // filters_[j]: the keys of tables_[j] (key_filter.h)
   std::unordered_map<std::string, std::string> metadata_;
   ngram::VocabIndex index_;
@@ -141,11 +139,11 @@ class NgramLM {
   const float* word_bounds_ = nullptr;
   // Sum over context lengths i >= 2 of max(0, largest backoff of an i-word context), natural log.
   double backoff_slack2_ln_ = 0;
-  std::vector<float> derived_bounds_;    // when a version-1 binary file has none
+  std::vector<float> derived_bounds_;  // when a version-1 binary file has none
   std::string source_format_;
 
-  Parts owned_;                          // storage when built from ARPA
-  std::shared_ptr<const void> mapped_;   // storage when mapped from a binary file
+  Parts owned_;                         // storage when built from ARPA
+  std::shared_ptr<const void> mapped_;  // storage when mapped from a binary file
 };
 
 }  // namespace dl

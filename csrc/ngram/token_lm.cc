@@ -29,7 +29,8 @@ TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
     : model_(std::move(model)), oov_ln_(oov_ln) {
   if (!model_) throw InvalidArgument("TokenLm needs a model");
   if (std::isnan(oov_ln) || oov_ln > 0.0f)
-    throw InvalidArgument(Message("oov_logprob must be a natural-log probability <= 0, got ", oov_ln));
+    throw InvalidArgument(
+        Message("oov_logprob must be a natural-log probability <= 0, got ", oov_ln));
   fallback_ = model_->unk();
   const size_t words = model_->vocab_size();
   std::vector<bool> reached(words, false);

@@ -73,7 +73,8 @@ class TokenLm {
       for (int cb = 0; cb < n; cb += kChunk) {
         const int cm = n - cb < kChunk ? n - cb : kChunk;
         for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
-        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb, n);
+        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb,
+                            n);
       }
     }
   }
@@ -112,7 +113,8 @@ class TokenLm {
   size_t mapped_words() const { return mapped_words_; }
   // Bytes of the token -> word map (both parts), for memory accounting.
   size_t map_bytes() const {
-    return token_to_word_.capacity() * sizeof(WordIndex) + large_ids_.capacity() * sizeof(large_ids_[0]);
+    return token_to_word_.capacity() * sizeof(WordIndex) +
+           large_ids_.capacity() * sizeof(large_ids_[0]);
   }
 
   // Dense-table slots per LM word (numeric mode): ids at or past max(kMinDenseSlots, this x V)

@@ -36,7 +36,9 @@ class WordBoundBuilder {
     slot = std::max(slot, prob_ln);
   }
   // A listed n-gram whose last word is not known.
-  void AddProbAnyWord(int n, float prob_ln) { any_word_[n - 1] = std::max(any_word_[n - 1], prob_ln); }
+  void AddProbAnyWord(int n, float prob_ln) {
+    any_word_[n - 1] = std::max(any_word_[n - 1], prob_ln);
+  }
   // The backoff of a listed n-gram (a context of length n).
   void AddBackoff(int n, float backoff_ln) {
     max_backoff_[n] = std::max(max_backoff_[n], backoff_ln);

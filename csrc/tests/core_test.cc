@@ -36,7 +36,8 @@ TokenLm BigramLm() { return TokenLm(LoadNgramText(kBigram, "bigram"), std::nullo
 
 // ln p(w | prev) by the backoff rule, straight from the table above.
 double Reference(int prev, int w) {
-  const std::map<std::pair<int, int>, double> bigrams = {{{-1, 0}, -0.2}, {{0, 1}, -0.1}, {{1, 2}, -0.3}};
+  const std::map<std::pair<int, int>, double> bigrams = {
+      {{-1, 0}, -0.2}, {{0, 1}, -0.1}, {{1, 2}, -0.3}};
   const double unigram[] = {-0.5, -0.7, -0.9};
   const double backoff[] = {-0.2, -0.1, -0.4};
   const double bos_backoff = -0.3;
@@ -62,7 +63,8 @@ TEST(Lattice, FromLogitsKeepsTheTopKLogSoftmax) {
   const double z0 = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0));
   EXPECT_NEAR(lattice.logprob(0, 0), 3.0 - z0, 1e-5);
   EXPECT_EQ(lattice.token(1, 0), 2);
-  EXPECT_NEAR(lattice.logprob(1, 0), 5.0 - std::log(std::exp(0.0) + std::exp(-3.0) + std::exp(5.0)), 1e-5);
+  EXPECT_NEAR(lattice.logprob(1, 0), 5.0 - std::log(std::exp(0.0) + std::exp(-3.0) + std::exp(5.0)),
+              1e-5);
   EXPECT_EQ(lattice.token(1, 1), 0);
 }
 
@@ -117,8 +119,8 @@ TEST(Rescore, AlphaZeroIgnoresMinusInfinityLmScores) {
   const TokenLm lm(LoadNgramText(kBigram, "bigram"),
                    std::vector<std::string>{"0", "1", "2", "not3", "not4", "not5"},
                    -std::numeric_limits<float>::infinity());
-  const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.1f, 0.5f,
-                                     2.0f, -1.0f, 0.7f, 0.2f, 0.4f, 1.5f};
+  const std::vector<float> logits = {0.3f, 1.2f,  -0.4f, 0.9f, 0.1f, 0.5f,
+                                     2.0f, -1.0f, 0.7f,  0.2f, 0.4f, 1.5f};
   const Lattice lattice = Lattice::FromLogits(logits.data(), 2, 6, 3, 1.0f);
   RescoreOptions options;
   options.p = 9;
@@ -136,8 +138,10 @@ TEST(Rescore, AlphaZeroIgnoresMinusInfinityLmScores) {
 }
 
 TEST(Ngram, MalformedArpaIsAFormatError) {
-  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n", "x"), FormatError);
-  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=1\n\n\\1-grams:\n0.5 a\n\n\\end\\\n", "x"), FormatError);
+  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=99999999999\n\n\\1-grams:\n-1 a\n", "x"),
+               FormatError);
+  EXPECT_THROW(LoadNgramText("\\data\\\nngram 1=1\n\n\\1-grams:\n0.5 a\n\n\\end\\\n", "x"),
+               FormatError);
   EXPECT_THROW(LoadNgramText("", "x"), FormatError);
 }
 
@@ -147,7 +151,8 @@ Lattice SmallLattice() {
 }
 
 // All k^h drafts with their totals, best first (the brute-force reference).
-std::vector<std::pair<double, std::vector<int32_t>>> AllDrafts(const Lattice& lattice, double alpha) {
+std::vector<std::pair<double, std::vector<int32_t>>> AllDrafts(const Lattice& lattice,
+                                                               double alpha) {
   std::vector<std::pair<double, std::vector<int32_t>>> out;
   std::vector<int> ranks(lattice.h, 0);
   while (true) {

@@ -64,8 +64,10 @@ def wikipedia_documents(path: Path):
 def main(shared: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     train_words = held_words = held_docs = 0
-    with open(out / "train.txt", "w", encoding="utf-8") as train, \
-            open(out / "enwiki_heldout.txt", "w", encoding="utf-8") as held:
+    with (
+        open(out / "train.txt", "w", encoding="utf-8") as train,
+        open(out / "enwiki_heldout.txt", "w", encoding="utf-8") as held,
+    ):
         for raw in open(shared / "wikitext-2" / "train.txt", encoding="utf-8"):
             line = raw.strip()
             if line:

@@ -48,10 +48,18 @@ def llama_config(vocab_size: int, args) -> transformers.LlamaConfig:  # noqa: F8
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=vocab_size, hidden_size=args.width, intermediate_size=args.ffn,
-        num_hidden_layers=args.layers, num_attention_heads=args.width // 64, num_key_value_heads=args.width // 64,
-        max_position_embeddings=args.max_positions, tie_word_embeddings=True, rope_theta=10000.0,
-        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        vocab_size=vocab_size,
+        hidden_size=args.width,
+        intermediate_size=args.ffn,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.width // 64,
+        num_key_value_heads=args.width // 64,
+        max_position_embeddings=args.max_positions,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
     )
 
 
@@ -110,8 +118,16 @@ def learning_rate(step: int, args) -> float:
 
 def save_checkpoint(path: Path, model, optimizer, step, generator, history) -> None:
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                "generator": generator.get_state(), "history": history}, tmp)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "generator": generator.get_state(),
+            "history": history,
+        },
+        tmp,
+    )
     tmp.replace(path)  # an interrupted write never replaces the previous checkpoint
 
 
@@ -124,8 +140,13 @@ def export(model: JointModel, tokenizer_path: Path, out: Path, history: list, ar
     (out / "model").mkdir(parents=True, exist_ok=True)
     base.to(torch.float16).save_pretrained(out / "model")
     base.to(torch.float32)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_path), eos_token="<|endoftext|>",
-                                        bos_token="<|endoftext|>", pad_token="<|endoftext|>", unk_token="<unk>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_file=str(tokenizer_path),
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        unk_token="<unk>",
+    )
     tokenizer.save_pretrained(out / "model")
     # save_pretrained re-serialises tokenizer.json; keep the original bytes, whose sha256 the
     # n-gram LMs record (draftlattice.pairing).
@@ -134,12 +155,21 @@ def export(model: JointModel, tokenizer_path: Path, out: Path, history: list, ar
     heads_dir.mkdir(parents=True, exist_ok=True)
     state = {f"heads.{k}": v.detach().to(torch.float16).contiguous() for k, v in model.heads.state_dict().items()}
     save_file(state, heads_dir / "model.safetensors")
-    config = {"format": "draftlattice-draft-heads", "version": 1, "horizon": len(model.heads) + 1,
-              "hidden_size": base.config.hidden_size, "head_hidden": args.head_hidden,
-              "vocab_size": base.config.vocab_size, "activation": "gelu",
-              "base_model_type": base.config.model_type, "base_model_name": "model"}  # the folder beside heads/
+    config = {
+        "format": "draftlattice-draft-heads",
+        "version": 1,
+        "horizon": len(model.heads) + 1,
+        "hidden_size": base.config.hidden_size,
+        "head_hidden": args.head_hidden,
+        "vocab_size": base.config.vocab_size,
+        "activation": "gelu",
+        "base_model_type": base.config.model_type,
+        "base_model_name": "model",
+    }  # the folder beside heads/
     (heads_dir / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-    (out / "train_log.json").write_text(json.dumps({"args": vars(args), "history": history}, indent=1, default=str) + "\n")
+    (out / "train_log.json").write_text(
+        json.dumps({"args": vars(args), "history": history}, indent=1, default=str) + "\n"
+    )
     plot_curve(history, out / "training_curve.png")
 
 
@@ -199,20 +229,35 @@ def main() -> None:
 
     tokenizer_path = args.work / "tokenizer.json"
     vocab_size = load_tokenizer(tokenizer_path).get_vocab_size()
-    stream = torch.from_numpy(token_stream(args.work / "data" / "train.txt", tokenizer_path,
-                                           args.work / "cache").astype(np.int64))
-    valid = torch.from_numpy(eval_windows(token_stream(args.valid, tokenizer_path, args.work / "cache"),
-                                          args.seq_len, args.horizon, args.eval_windows)).to(device)
-    logger.info("train stream %d tokens, vocab %d, device %s, %d threads", stream.numel(), vocab_size, device,
-                torch.get_num_threads())
+    stream = torch.from_numpy(
+        token_stream(args.work / "data" / "train.txt", tokenizer_path, args.work / "cache").astype(np.int64)
+    )
+    valid = torch.from_numpy(
+        eval_windows(
+            token_stream(args.valid, tokenizer_path, args.work / "cache"), args.seq_len, args.horizon, args.eval_windows
+        )
+    ).to(device)
+    logger.info(
+        "train stream %d tokens, vocab %d, device %s, %d threads",
+        stream.numel(),
+        vocab_size,
+        device,
+        torch.get_num_threads(),
+    )
 
     model = JointModel(LlamaForCausalLM(llama_config(vocab_size, args)), args.horizon, args.head_hidden).to(device)
-    logger.info("parameters: trunk %.2fM, heads %.2fM", sum(p.numel() for p in model.base.parameters()) / 1e6,
-                sum(p.numel() for p in model.heads.parameters()) / 1e6)
+    logger.info(
+        "parameters: trunk %.2fM, heads %.2fM",
+        sum(p.numel() for p in model.base.parameters()) / 1e6,
+        sum(p.numel() for p in model.heads.parameters()) / 1e6,
+    )
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+    )
     generator = torch.Generator().manual_seed(args.seed)
     checkpoint = args.work / "checkpoint.pt"
     step, history = 0, []
@@ -233,7 +278,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, request_stop)
     span = args.seq_len + args.horizon
     tokens_per_step = args.batch * args.seq_len
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    )
     model.train()
     started, start_step = time.monotonic(), step
     while step < args.steps and not stop["now"]:
@@ -253,13 +300,25 @@ def main() -> None:
         if step % args.log_every == 0:
             rate = (step - start_step) * tokens_per_step / (time.monotonic() - started)
             eta_h = (args.steps - step) * tokens_per_step / rate / 3600
-            logger.info("step %d/%d lr %.2e head-1 %.3f heads %s | %.0f tok/s, ETA %.1f h", step, args.steps, lr,
-                        per_head[0].item(), " ".join(f"{x:.2f}" for x in per_head[1:].tolist()), rate, eta_h)
+            logger.info(
+                "step %d/%d lr %.2e head-1 %.3f heads %s | %.0f tok/s, ETA %.1f h",
+                step,
+                args.steps,
+                lr,
+                per_head[0].item(),
+                " ".join(f"{x:.2f}" for x in per_head[1:].tolist()),
+                rate,
+                eta_h,
+            )
         if step % args.eval_every == 0 or step == args.steps:
             record = {"step": step, "tokens": step * tokens_per_step, **model.evaluate(valid)}
             history.append(record)
-            logger.info("eval step %d: valid ppl %.2f, head top-1 %s", step, record["valid_ppl"],
-                        " ".join(f"{a:.3f}" for a in record["head_accuracy"]))
+            logger.info(
+                "eval step %d: valid ppl %.2f, head top-1 %s",
+                step,
+                record["valid_ppl"],
+                " ".join(f"{a:.3f}" for a in record["head_accuracy"]),
+            )
             save_checkpoint(checkpoint, model, optimizer, step, generator, history)
     save_checkpoint(checkpoint, model, optimizer, step, generator, history)
     if stop["now"]:

@@ -74,8 +74,9 @@ class Lattice:
     @staticmethod
     def from_logits(logits: _np.ndarray, k: int, temperature: float = 1.0) -> Lattice: ...
     @staticmethod
-    def from_logits_batch(logits: _np.ndarray, k: int, temperature: float = 1.0,
-                          num_threads: int | None = None) -> list[Lattice]: ...
+    def from_logits_batch(
+        logits: _np.ndarray, k: int, temperature: float = 1.0, num_threads: int | None = None
+    ) -> list[Lattice]: ...
     @staticmethod
     def from_topk(tokens: Any, logprobs: Any, vocab_size: int | None = None) -> Lattice: ...
     @property
@@ -90,25 +91,49 @@ class Lattice:
     def to_dot(self, words: list[str] = ...) -> str: ...
 
 # --- rescore.cc: context = token ids or an LmState of lm ---
-def rescore(lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState,
-            bos: bool) -> tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]: ...
-def rescore_stats(lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState,
-                  bos: bool) -> tuple[int, int, int]: ...
-def rescore_batch(lattices: Sequence[Lattice], lm: NgramLM, p: int, alpha: float,
-                  contexts: Sequence[Any | LmState] | None, bos: bool,
-                  num_threads: int | None) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]]: ...
+def rescore(
+    lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool
+) -> tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]: ...
+def rescore_stats(
+    lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool
+) -> tuple[int, int, int]: ...
+def rescore_batch(
+    lattices: Sequence[Lattice],
+    lm: NgramLM,
+    p: int,
+    alpha: float,
+    contexts: Sequence[Any | LmState] | None,
+    bos: bool,
+    num_threads: int | None,
+) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]]: ...
 def check_rescore_options(p: int, alpha: float) -> None: ...
+
 # --- sample.cc ---
-def sample_drafts(lattice: Lattice, lm: NgramLM, n: int, alpha: float, context: _np.ndarray | LmState,
-                  bos: bool, seed: int,
-                  other_logprobs: _np.ndarray | None = None) -> tuple[_np.ndarray, _np.ndarray, _np.ndarray, float]: ...
-def sample_drafts_batch(lattices: list[Lattice], lm: NgramLM, n: int, alpha: float,
-                        contexts: list[_np.ndarray], bos: bool, seeds: list[int],
-                        num_threads: int, other_logprobs: list[_np.ndarray] | None = None
-                        ) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, float]]: ...
+def sample_drafts(
+    lattice: Lattice,
+    lm: NgramLM,
+    n: int,
+    alpha: float,
+    context: _np.ndarray | LmState,
+    bos: bool,
+    seed: int,
+    other_logprobs: _np.ndarray | None = None,
+) -> tuple[_np.ndarray, _np.ndarray, _np.ndarray, float]: ...
+def sample_drafts_batch(
+    lattices: list[Lattice],
+    lm: NgramLM,
+    n: int,
+    alpha: float,
+    contexts: list[_np.ndarray],
+    bos: bool,
+    seeds: list[int],
+    num_threads: int,
+    other_logprobs: list[_np.ndarray] | None = None,
+) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, float]]: ...
+
 # --- oracle.cc ---
-def oracle_drafts(lattices: list[Lattice],
-                  references: _np.ndarray) -> tuple[_np.ndarray, _np.ndarray]: ...
+def oracle_drafts(lattices: list[Lattice], references: _np.ndarray) -> tuple[_np.ndarray, _np.ndarray]: ...
+
 # --- lmbuild.cc (csrc/lmbuild/) ---
 class NgramCounter:
     def __init__(self, order: int) -> None: ...
@@ -141,5 +166,6 @@ class KatzModel:
     def words(self) -> list[str]: ...
 
 def estimate_katz(counter: NgramCounter, min_counts: Sequence[int] | None = None) -> KatzModel: ...
-def check_build_options(order: int, min_counts: Sequence[int] | None, prune_threshold: float | None,
-                        prune_to: int | None) -> None: ...
+def check_build_options(
+    order: int, min_counts: Sequence[int] | None, prune_threshold: float | None, prune_to: int | None
+) -> None: ...

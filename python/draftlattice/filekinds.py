@@ -63,8 +63,11 @@ def _is_safetensors(head: bytes) -> bool:
 
 def expect_lm(path: str | os.PathLike) -> None:
     """ValueError unless ``path`` looks like an n-gram LM (.dlm, ARPA, compressed ARPA) or is missing."""
-    expect(path, "an n-gram LM (.arpa[.gz|.xz] or .dlm)",
-           ("a draftlattice binary n-gram LM", "an ARPA", "a gzip", "an xz", "a text file"))
+    expect(
+        path,
+        "an n-gram LM (.arpa[.gz|.xz] or .dlm)",
+        ("a draftlattice binary n-gram LM", "an ARPA", "a gzip", "an xz", "a text file"),
+    )
 
 
 def expect_text(path: str | os.PathLike) -> None:

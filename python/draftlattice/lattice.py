@@ -53,8 +53,9 @@ class Lattice:
         return cls(_core.Lattice.from_logits(tokens_in(logits), k, temperature))
 
     @classmethod
-    def batch_from_logits(cls, logits: Any, k: int, temperature: float = 1.0,
-                          num_threads: int | None = None) -> list[Lattice]:
+    def batch_from_logits(
+        cls, logits: Any, k: int, temperature: float = 1.0, num_threads: int | None = None
+    ) -> list[Lattice]:
         """One lattice per sequence of ``logits`` [B, h, V] (see :meth:`from_logits`), in parallel."""
         cores = _core.Lattice.from_logits_batch(tokens_in(logits), k, temperature, num_threads)
         return [cls(core) for core in cores]
@@ -112,4 +113,3 @@ class Lattice:
 
     def __repr__(self) -> str:
         return f"Lattice(h={self.h}, k={self.k})"
-

@@ -70,8 +70,9 @@ def core_lattice(lattice: Any) -> _core.Lattice:
     raise TypeError(f"lattice must be a draftlattice.Lattice, got {type(lattice).__name__}")
 
 
-def as_lattices(inputs: Any, k: int | None, temperature: float, num_threads: int | None,
-                what: str = "lattices") -> list[Lattice]:
+def as_lattices(
+    inputs: Any, k: int | None, temperature: float, num_threads: int | None, what: str = "lattices"
+) -> list[Lattice]:
     """Lattices from a list of Lattice, logits [B, h, V] (needs k) or (tokens, logprobs) [B, h, k]."""
     if isinstance(inputs, Lattice):
         raise TypeError(f"{what}: pass a list of lattices for a batch (or use the single call)")
@@ -80,8 +81,9 @@ def as_lattices(inputs: Any, k: int | None, temperature: float, num_threads: int
     if isinstance(inputs, tuple) and len(inputs) == 2:  # top-k arrays [B, h, k]
         tokens, logprobs = (to_numpy(x, name) for x, name in zip(inputs, ("tokens", "logprobs")))
         if tokens.ndim != 3 or tokens.shape != logprobs.shape:
-            raise ValueError(f"top-k {what} must be two [B, h, k] arrays, got shapes "
-                             f"{list(tokens.shape)} and {list(logprobs.shape)}")
+            raise ValueError(
+                f"top-k {what} must be two [B, h, k] arrays, got shapes {list(tokens.shape)} and {list(logprobs.shape)}"
+            )
         if tokens.shape[0] == 0:
             raise ValueError(f"{what} batch is empty (B=0)")
         return [Lattice.from_topk(t, lp) for t, lp in zip(tokens, logprobs)]
@@ -101,8 +103,14 @@ def _result(raw: tuple) -> RescoreResult:
     return result
 
 
-def rescore(lattice: Lattice, lm: Any, p: int = 1, alpha: float = 1.0,
-            context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False) -> RescoreResult:
+def rescore(
+    lattice: Lattice,
+    lm: Any,
+    p: int = 1,
+    alpha: float = 1.0,
+    context: Sequence[int] | np.ndarray | LmState = (),
+    bos: bool = False,
+) -> RescoreResult:
     """The p best drafts of ``lattice`` under lattice log-probs + alpha * LM log-prob (exact).
 
     Args:
@@ -139,9 +147,17 @@ def threads_arg(num_threads: int | None) -> int:
     return 0 if num_threads is None else num_threads
 
 
-def rescore_batch(lattices: Any, lm: Any, contexts: Any = None, p: int = 1, alpha: float = 1.0,
-                  k: int | None = None, bos: bool = False, temperature: float = 1.0,
-                  num_threads: int | None = None) -> list[RescoreResult]:
+def rescore_batch(
+    lattices: Any,
+    lm: Any,
+    contexts: Any = None,
+    p: int = 1,
+    alpha: float = 1.0,
+    k: int | None = None,
+    bos: bool = False,
+    temperature: float = 1.0,
+    num_threads: int | None = None,
+) -> list[RescoreResult]:
     """:func:`rescore` for B sequences in parallel (C++ threads, GIL released).
 
     Args:

@@ -70,8 +70,9 @@ def draw_seed(generator: Any = None) -> int:
         high = int(torch.randint(0, 2**32, (1,), generator=generator, device=generator.device).item())
         low = int(torch.randint(0, 2**32, (1,), generator=generator, device=generator.device).item())
         return (high << 32) | low
-    raise ValueError(f"generator must be a torch.Generator, numpy Generator, int or None, got "
-                     f"{type(generator).__name__}")
+    raise ValueError(
+        f"generator must be a torch.Generator, numpy Generator, int or None, got {type(generator).__name__}"
+    )
 
 
 def _count(n: Any, name: str = "n (number of samples)") -> int:
@@ -86,9 +87,16 @@ def _samples(raw: tuple) -> DraftSamples:
     return DraftSamples(tokens=tokens, q=q, logprobs=logprobs, log_z=float(log_z))
 
 
-def sample_drafts(lattice: Lattice, lm: Any, n: int = 1, alpha: float = 1.0,
-                  context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False,
-                  generator: Any = None, other_logprobs: Any = None) -> DraftSamples:
+def sample_drafts(
+    lattice: Lattice,
+    lm: Any,
+    n: int = 1,
+    alpha: float = 1.0,
+    context: Sequence[int] | np.ndarray | LmState = (),
+    bos: bool = False,
+    generator: Any = None,
+    other_logprobs: Any = None,
+) -> DraftSamples:
     """n drafts drawn exactly from ``P(d) ∝ exp(lattice(d) + alpha * ln p_LM(d | context))``.
 
     ``context``: token ids (``bos`` puts ``<s>`` before them) or the :class:`~draftlattice.LmState`
@@ -131,9 +139,17 @@ class HeadDraftSamples:
     arc_q: np.ndarray
 
 
-def sample_from_heads(head_logprobs: Any, k: int, lm: Any, n: int = 1, alpha: float = 1.0,
-                      context: Sequence[int] | np.ndarray | LmState = (), bos: bool = False,
-                      generator: Any = None, full_support: bool = True) -> HeadDraftSamples:
+def sample_from_heads(
+    head_logprobs: Any,
+    k: int,
+    lm: Any,
+    n: int = 1,
+    alpha: float = 1.0,
+    context: Sequence[int] | np.ndarray | LmState = (),
+    bos: bool = False,
+    generator: Any = None,
+    full_support: bool = True,
+) -> HeadDraftSamples:
     """n drafts from the rescored top-k lattice of ``head_logprobs``, with an "other" arc per
     position when ``full_support`` (the default; off: the proposal only has the top-k tokens).
 
@@ -197,19 +213,36 @@ def _top_k(logp: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def sample_drafts_batch(lattices: Any, lm: Any, contexts: Any = None, n: int = 1,
-                        alpha: float = 1.0, k: int | None = None, bos: bool = False,
-                        temperature: float = 1.0, generator: Any = None,
-                        num_threads: int | None = None, other_logprobs: Any = None) -> list[DraftSamples]:
+def sample_drafts_batch(
+    lattices: Any,
+    lm: Any,
+    contexts: Any = None,
+    n: int = 1,
+    alpha: float = 1.0,
+    k: int | None = None,
+    bos: bool = False,
+    temperature: float = 1.0,
+    generator: Any = None,
+    num_threads: int | None = None,
+    other_logprobs: Any = None,
+) -> list[DraftSamples]:
     """:func:`sample_drafts` over B lattices in parallel; one seed per lattice is drawn from
     ``generator`` in order, so the result equals B single calls with those seeds.
     ``other_logprobs``: None or one [h] array per lattice (see :func:`sample_drafts`)."""
     built = as_lattices(lattices, k, temperature, num_threads)
     seeds = [draw_seed(generator) for _ in built]
     other = None if other_logprobs is None else [_other_array(o) for o in other_logprobs]
-    raw = _core.sample_drafts_batch([lat._core for lat in built], lm, n,
-                                    alpha, contexts_list(contexts, len(built)),
-                                    bool(bos), seeds, threads_arg(num_threads), other)
+    raw = _core.sample_drafts_batch(
+        [lat._core for lat in built],
+        lm,
+        n,
+        alpha,
+        contexts_list(contexts, len(built)),
+        bool(bos),
+        seeds,
+        threads_arg(num_threads),
+        other,
+    )
     return [_samples(r) for r in raw]
 
 
@@ -220,8 +253,9 @@ def oracle_draft(lattice: Lattice, reference: Sequence[int] | np.ndarray) -> tup
     return tokens[0], int(accepted[0])
 
 
-def oracle_drafts(lattices: Any, references: Any, k: int | None = None,
-                  temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def oracle_drafts(
+    lattices: Any, references: Any, k: int | None = None, temperature: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Batched :func:`oracle_draft`: lattices (list, logits [B, h, V] with k, or top-k arrays)
     and references [B, h]. Returns (tokens [B, h] int32, accepted [B] int32)."""
     built = as_lattices(lattices, k, temperature, None)

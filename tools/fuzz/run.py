@@ -51,8 +51,17 @@ def smoke(seconds: int, work: Path) -> int:
     for target in TARGETS:
         scratch = work / target
         scratch.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, str(Path(__file__).resolve()), target, str(scratch), str(HERE / "corpus" / target),
-                   f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=4096", f"-artifact_prefix={work}/"]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            target,
+            str(scratch),
+            str(HERE / "corpus" / target),
+            f"-max_total_time={seconds}",
+            "-timeout=10",
+            "-rss_limit_mb=4096",
+            f"-artifact_prefix={work}/",
+        ]
         result = subprocess.run(command, capture_output=True, text=True)
         done = re.findall(r"Done (\d+) runs in (\d+) second", result.stderr)
         runs = done[-1][0] if done else "?"

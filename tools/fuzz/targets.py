@@ -115,8 +115,13 @@ def arrays(data: bytes) -> None:
     h, vocab = pick(1, 6, 0, 8), pick(1, 40, 0, 64)
     k = pick(1, max(1, min(vocab, 8)), 0, 70)
     kind = fdp.ConsumeIntInRange(0, 3)
-    values = (fdp.ConsumeFloatListInRange(h * vocab, -30.0, 30.0) if kind < 2 else
-              fdp.ConsumeFloatListInRange(h * vocab, -1e30, 1e30) if kind == 2 else fdp.ConsumeFloatList(h * vocab))
+    values = (
+        fdp.ConsumeFloatListInRange(h * vocab, -30.0, 30.0)
+        if kind < 2
+        else fdp.ConsumeFloatListInRange(h * vocab, -1e30, 1e30)
+        if kind == 2
+        else fdp.ConsumeFloatList(h * vocab)
+    )
     with np.errstate(over="ignore"):
         logits = np.asarray(values + [0.0] * (h * vocab - len(values)), dtype=np.float32).reshape(h, vocab)
     temperature = fdp.ConsumeFloatInRange(-0.5, 4.0) if fdp.ConsumeIntInRange(0, 3) == 3 else 1.0

@@ -77,10 +77,16 @@ class DemoReport:
         """``demo --json``: ``{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}],
         "outputs": [text per prompt]}``; the outputs are the target's greedy continuations (which
         every row reproduced when ``all_identical``)."""
-        rows = [row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
-                | {"identical": row.identical} for row in [self.comparison.greedy, *self.comparison.rows]]
-        return {"mode": "greedy", "rows": rows,
-                "outputs": [self.decode(reference) for reference in self.comparison.references]}
+        rows = [
+            row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
+            | {"identical": row.identical}
+            for row in [self.comparison.greedy, *self.comparison.rows]
+        ]
+        return {
+            "mode": "greedy",
+            "rows": rows,
+            "outputs": [self.decode(reference) for reference in self.comparison.references],
+        }
 
     def render(self, num_examples: int = 3) -> str:
         st = self.settings
@@ -96,8 +102,11 @@ class DemoReport:
         ]
         out += [f"note: {note}" for note in self.notes]
         if self.examples and num_examples > 0:
-            out += ["", "Drafts before and after n-gram rescoring (tokens separated by '|'; "
-                    "[n] = tokens greedy verification accepts):"]
+            out += [
+                "",
+                "Drafts before and after n-gram rescoring (tokens separated by '|'; "
+                "[n] = tokens greedy verification accepts):",
+            ]
             for ex in self.examples[:num_examples]:
                 piece = lambda ids: "|".join(self.decode([t]) for t in ids)  # noqa: E731
                 out += [
@@ -110,8 +119,10 @@ class DemoReport:
         rows = self.comparison.rows
         total = len(self.comparison.references) * len(rows)
         if self.all_identical:
-            out.append(f"Checked: all {total} blockwise outputs ({len(rows)} drafters x "
-                       f"{len(self.comparison.references)} prompts) are identical to greedy decoding of the target.")
+            out.append(
+                f"Checked: all {total} blockwise outputs ({len(rows)} drafters x "
+                f"{len(self.comparison.references)} prompts) are identical to greedy decoding of the target."
+            )
         else:
             bad = ", ".join(row.label for row in rows if not row.identical)
             out.append(f"FAILED: outputs of {bad} differ from greedy decoding of the target.")
@@ -120,17 +131,29 @@ class DemoReport:
 
 def row_json(name: str, settings: str, verifier: str, stats: DecodeStats, tokens_per_second: float) -> dict:
     """One table row as ``demo --json`` writes it (the same numbers as the printed table)."""
-    return {"name": name, "settings": settings, "verifier": verifier,
-            "block_efficiency": stats.block_efficiency, "tokens_per_s": tokens_per_second,
-            "mean_block": stats.mean_block_size, "serial_calls": stats.serial_calls, "tokens": stats.new_tokens}
+    return {
+        "name": name,
+        "settings": settings,
+        "verifier": verifier,
+        "block_efficiency": stats.block_efficiency,
+        "tokens_per_s": tokens_per_second,
+        "mean_block": stats.mean_block_size,
+        "serial_calls": stats.serial_calls,
+        "tokens": stats.new_tokens,
+    }
 
 
 def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -> NgramLM:
     """Loads the n-gram LM and checks it was built over the model's tokenizer
     (``draftlattice.pairing``; TokenizerMismatchError unless ``allow_mismatch``)."""
     lm = NgramLM(path)
-    check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),
-                            tokenizer_name=str(tokenizer_path), allow_mismatch=allow_mismatch)
+    check_lm_tokenizer_pair(
+        lm.metadata,
+        tokenizer_sha256(tokenizer_path),
+        lm_name=str(path),
+        tokenizer_name=str(tokenizer_path),
+        allow_mismatch=allow_mismatch,
+    )
     return lm
 
 
@@ -146,8 +169,11 @@ def check_candidates(k: int, p: int, vocab_size: int) -> None:
     if p < 1:
         raise ValueError(f"p={p} drafts: must be at least 1")
     if k > LARGE_K:
-        logger.warning("k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
-                       "gets much slower (cost grows with k)", k)
+        logger.warning(
+            "k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
+            "gets much slower (cost grows with k)",
+            k,
+        )
 
 
 def run_demo(
@@ -189,24 +215,36 @@ def run_demo(
     specs = [
         DrafterSpec("vanilla", "argmax per head", lambda ref: VanillaDrafter()),
         DrafterSpec("ngram 1-best", f"k={st.k} alpha={st.alpha} {Path(lm_path).name}", ngram_recorded),
-        DrafterSpec(f"ngram {st.p}-best", f"k={st.k} p={st.p} alpha={st.alpha}",
-                    lambda ref: LatticeDrafter(lm, k=st.k, p=st.p, alpha=st.alpha), "tree"),
+        DrafterSpec(
+            f"ngram {st.p}-best",
+            f"k={st.k} p={st.p} alpha={st.alpha}",
+            lambda ref: LatticeDrafter(lm, k=st.k, p=st.p, alpha=st.alpha),
+            "tree",
+        ),
     ]
     neural_dir = Path(neural_dir) if neural_dir is not None else model_dir.parent / "neural_rescorer"
     if (neural_dir / "config.json").is_file():
         if (neural_dir / "tokenizer.json").is_file():
-            check_same_tokenizer(tokenizer_sha256(tokenizer_path), neural_dir / "tokenizer.json",
-                                 owner=f"neural rescorer {neural_dir}", allow_mismatch=allow_mismatch)
+            check_same_tokenizer(
+                tokenizer_sha256(tokenizer_path),
+                neural_dir / "tokenizer.json",
+                owner=f"neural rescorer {neural_dir}",
+                allow_mismatch=allow_mismatch,
+            )
         rescorer = BlockwiseLM.from_pretrained(neural_dir)
-        specs.append(DrafterSpec("neural", f"k={st.k} alpha={st.neural_alpha} {neural_dir.name}",
-                                 lambda ref: NeuralDrafter(rescorer, k=st.k, alpha=st.neural_alpha)))
+        specs.append(
+            DrafterSpec(
+                "neural",
+                f"k={st.k} alpha={st.neural_alpha} {neural_dir.name}",
+                lambda ref: NeuralDrafter(rescorer, k=st.k, alpha=st.neural_alpha),
+            )
+        )
     else:
         notes.append(f"no neural rescorer at {neural_dir}; its row is left out")
     specs.append(DrafterSpec("oracle", f"k={st.k} (needs the reference)", lambda ref: OracleDrafter(ref, k=st.k)))
 
     comparison = compare_drafters(model, prompts, st.max_new_tokens, specs, progress)
-    return DemoReport(settings, model_dir, Path(lm_path), comparison, pick_examples(recorders), tokenizer.decode,
-                      notes)
+    return DemoReport(settings, model_dir, Path(lm_path), comparison, pick_examples(recorders), tokenizer.decode, notes)
 
 
 def pick_examples(recorders: list[ExampleRecorder]) -> list[DraftExample]:

@@ -73,10 +73,15 @@ class SamplingReport:
         sp = self.sampling
         return {
             "mode": "sampling",
-            "sampling": {"temperature": sp.temperature, "top_k": sp.top_k, "top_p": sp.top_p,
-                         "repetition_penalty": sp.repetition_penalty},
-            "rows": [row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
-                     for row in self.rows],
+            "sampling": {
+                "temperature": sp.temperature,
+                "top_k": sp.top_k,
+                "top_p": sp.top_p,
+                "repetition_penalty": sp.repetition_penalty,
+            },
+            "rows": [
+                row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second) for row in self.rows
+            ],
             "outputs": [self.decode(tokens) for tokens in self.rows[0].outputs],
             **({"sample_alpha_tuning": self.tuning.to_json()} if self.tuning else {}),
         }
@@ -86,17 +91,29 @@ class SamplingReport:
         tuned = []
         if self.tuning is not None:
             t = self.tuning
-            tuned = [f"sample_alpha tuned on {t.positions} positions of held-out calibration prompts "
-                     f"({t.rule} rule, p={t.p}): {t.best.alpha:g}", "", t.table(), ""]
-        return "\n".join([*tuned,
-            (f"draftlattice demo (sampling: temperature {sp.temperature}, top-k {sp.top_k}, top-p {sp.top_p}): "
-             f"{st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, {st.max_new_tokens} new tokens each"),
-            "",
-            self.table(),
-            "",
-            ("Every row samples exactly from the target's law (lossless verification); block efficiency = "
-             "generated tokens / serial target calls (prefill included)."),
-        ])
+            tuned = [
+                f"sample_alpha tuned on {t.positions} positions of held-out calibration prompts "
+                f"({t.rule} rule, p={t.p}): {t.best.alpha:g}",
+                "",
+                t.table(),
+                "",
+            ]
+        return "\n".join(
+            [
+                *tuned,
+                (
+                    f"draftlattice demo (sampling: temperature {sp.temperature}, top-k {sp.top_k}, top-p {sp.top_p}): "
+                    f"{st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, {st.max_new_tokens} new tokens each"
+                ),
+                "",
+                self.table(),
+                "",
+                (
+                    "Every row samples exactly from the target's law (lossless verification); block efficiency = "
+                    "generated tokens / serial target calls (prefill included)."
+                ),
+            ]
+        )
 
 
 def run_sampling_demo(
@@ -130,19 +147,40 @@ def run_sampling_demo(
         if calibration_path is None:
             raise ValueError("sample_alpha='auto' needs calibration prompts (calibration_path)")
         held_out = paragraph_prompts(calibration_path, tokenizer, calibration_prompts, st.prompt_tokens, spread=True)
-        tuning = tune_sample_alpha(model, lm, held_out, sampling, k=st.k, p=st.p, max_new_tokens=st.max_new_tokens,
-                                   seed=seed, progress=progress)
+        tuning = tune_sample_alpha(
+            model,
+            lm,
+            held_out,
+            sampling,
+            k=st.k,
+            p=st.p,
+            max_new_tokens=st.max_new_tokens,
+            seed=seed,
+            progress=progress,
+        )
         sample_alpha = tuning.best.alpha
     elif isinstance(sample_alpha, str):
         raise ValueError(f"sample_alpha must be a weight >= 0 or 'auto', got {sample_alpha!r}")
     specs = [
         ("vanilla", "each head sampled", "block", VanillaDrafter()),
-        ("ngram 1 draft", f"k={st.k} sample_alpha={sample_alpha}, full support", "block",
-         LatticeDrafter(lm, k=st.k, sample_alpha=sample_alpha)),
-        (f"ngram {st.p}-best tree", f"k={st.k} p={st.p} alpha={st.alpha}", "tree-sample",
-         LatticeDrafter(lm, k=st.k, p=st.p, alpha=st.alpha)),
-        (f"ngram {st.p} sampled", f"k={st.k} p={st.p} sample_alpha={sample_alpha}, full support", "multi",
-         LatticeDrafter(lm, k=st.k, p=st.p, sample_alpha=sample_alpha)),
+        (
+            "ngram 1 draft",
+            f"k={st.k} sample_alpha={sample_alpha}, full support",
+            "block",
+            LatticeDrafter(lm, k=st.k, sample_alpha=sample_alpha),
+        ),
+        (
+            f"ngram {st.p}-best tree",
+            f"k={st.k} p={st.p} alpha={st.alpha}",
+            "tree-sample",
+            LatticeDrafter(lm, k=st.k, p=st.p, alpha=st.alpha),
+        ),
+        (
+            f"ngram {st.p} sampled",
+            f"k={st.k} p={st.p} sample_alpha={sample_alpha}, full support",
+            "multi",
+            LatticeDrafter(lm, k=st.k, p=st.p, sample_alpha=sample_alpha),
+        ),
     ]
     rows = []
     for label, description, verifier, drafter in specs:

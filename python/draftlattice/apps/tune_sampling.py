@@ -68,8 +68,10 @@ class SampleAlphaTuning:
         return max(self.scores, key=lambda s: s.mean)
 
     def table(self) -> str:
-        lines = ["| sample_alpha | expected accepted tokens per step | std. error | gap to best (paired s.e.) |",
-                 "|---:|---:|---:|---|"]
+        lines = [
+            "| sample_alpha | expected accepted tokens per step | std. error | gap to best (paired s.e.) |",
+            "|---:|---:|---:|---|",
+        ]
         best = self.best
         for s in self.scores:
             gap = "best" if s is best else f"{best.mean - s.mean:.4f} ({s.gap_stderr:.4f})"
@@ -77,8 +79,13 @@ class SampleAlphaTuning:
         return "\n".join(lines)
 
     def to_json(self) -> dict:
-        return {"best_alpha": self.best.alpha, "rule": self.rule, "p": self.p, "positions": self.positions,
-                "scores": [{"alpha": s.alpha, "expected_accepted": s.mean, "stderr": s.stderr} for s in self.scores]}
+        return {
+            "best_alpha": self.best.alpha,
+            "rule": self.rule,
+            "p": self.p,
+            "positions": self.positions,
+            "scores": [{"alpha": s.alpha, "expected_accepted": s.mean, "stderr": s.stderr} for s in self.scores],
+        }
 
 
 def tune_sample_alpha(
@@ -140,8 +147,9 @@ def tune_sample_alpha(
             ids = torch.tensor([sequence], device=model.device)
             heads = model.head_logits(model.trunk(ids))[0]  # [L, h, V]
             for t in range(len(prompt), len(sequence), stride):
-                expected = _expected_accepted(model, drafters, rule, sequence[: t + 1], heads[t - 1, 1:], sampling,
-                                              seed=(seed + i) * 100_003 + t)
+                expected = _expected_accepted(
+                    model, drafters, rule, sequence[: t + 1], heads[t - 1, 1:], sampling, seed=(seed + i) * 100_003 + t
+                )
                 for scores, value in zip(samples, expected):
                     scores.append(value)
     result = [AlphaScore(a, _mean(v), _stderr(v)) for a, v in zip(alphas, samples)]
@@ -157,8 +165,9 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _expected_accepted(model, drafters, rule: str, context: list[int], head_logits: torch.Tensor,
-                       sampling: SamplingConfig, seed: int) -> list[float]:
+def _expected_accepted(
+    model, drafters, rule: str, context: list[int], head_logits: torch.Tensor, sampling: SamplingConfig, seed: int
+) -> list[float]:
     """Per drafter: E[accepted draft tokens | its drafts] after ``context`` (its last token
     pending), drafts drawn with the same seed for every drafter."""
     drawn = [d.sample(head_logits, context, sampling, _generator(seed), n=d.num_drafts) for d in drafters]

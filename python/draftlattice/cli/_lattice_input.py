@@ -37,8 +37,7 @@ def _numpy_file(path: str, what: str, reader):
         raise ValueError(f"{path}: not a readable {what} (it is {describe(path)}): {error}") from None
 
 
-def load_lattices(logits: str | None, topk: str | None, k: int | None,
-                  temperature: float = 1.0) -> list[Lattice]:
+def load_lattices(logits: str | None, topk: str | None, k: int | None, temperature: float = 1.0) -> list[Lattice]:
     if (logits is None) == (topk is None):
         raise ValueError("give exactly one of --logits X.npy or --topk X.npz")
     if logits is not None:
@@ -50,6 +49,7 @@ def load_lattices(logits: str | None, topk: str | None, k: int | None,
         if array.ndim == 3:
             return Lattice.batch_from_logits(array, k, temperature)
         raise ValueError(f"{logits}: logits must have shape [h, V] or [B, h, V], got {list(array.shape)}")
+
     def read_topk(file):
         with np.load(file, allow_pickle=False) as data:
             if not hasattr(data, "files"):
@@ -64,8 +64,9 @@ def load_lattices(logits: str | None, topk: str | None, k: int | None,
         return [Lattice.from_topk(tokens, logprobs)]
     if tokens.ndim == 3 and logprobs.ndim == 3 and tokens.shape[0] == logprobs.shape[0]:
         return [Lattice.from_topk(t, lp) for t, lp in zip(tokens, logprobs)]
-    raise ValueError(f"{topk}: tokens/logprobs must be [h, k] or [B, h, k], got "
-                     f"{list(tokens.shape)} and {list(logprobs.shape)}")
+    raise ValueError(
+        f"{topk}: tokens/logprobs must be [h, k] or [B, h, k], got {list(tokens.shape)} and {list(logprobs.shape)}"
+    )
 
 
 def parse_context(text: str | None, vocab: list[str] | None) -> list[int]:

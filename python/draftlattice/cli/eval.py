@@ -39,8 +39,9 @@ def _run(args: argparse.Namespace) -> int:
     model_name = f"the model of {args.trace or args.model}"
     tokenizer_sha = trace.meta.get("tokenizer_sha256")  # recorded by `trace record`
     lm = NgramLM(args.lm, max_decompressed_bytes=args.max_decompressed_bytes)
-    check_lm_tokenizer_pair(lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name,
-                            allow_mismatch=args.allow_mismatch)
+    check_lm_tokenizer_pair(
+        lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name, allow_mismatch=args.allow_mismatch
+    )
     neural = None
     if args.neural_lm:
         from draftlattice.decode import NeuralDrafter
@@ -48,15 +49,31 @@ def _run(args: argparse.Namespace) -> int:
         from draftlattice.model.io import tokenizer_file
 
         if tokenizer_sha is not None:
-            check_same_tokenizer(tokenizer_sha, tokenizer_file(args.neural_lm), owner=f"neural LM {args.neural_lm}",
-                                 allow_mismatch=args.allow_mismatch)
+            check_same_tokenizer(
+                tokenizer_sha,
+                tokenizer_file(args.neural_lm),
+                owner=f"neural LM {args.neural_lm}",
+                allow_mismatch=args.allow_mismatch,
+            )
         neural = NeuralDrafter(BlockwiseLM.from_pretrained(args.neural_lm), k=args.k, alpha=args.neural_alpha)
-    result = evaluate_trace(trace, lm, k=args.k, p=args.p, alpha=args.alpha, bos=not args.no_bos,
-                            ks=_ints(args.ks), ps=_ints(args.ps), tune_alpha=args.tune_alpha,
-                            alphas=_floats(args.alphas), heldout_fraction=args.heldout_fraction,
-                            neural=neural, adaptive=not args.no_adaptive,
-                            entropy_threshold=args.entropy_threshold, accuracy_threshold=args.accuracy_threshold,
-                            num_threads=args.threads or None)
+    result = evaluate_trace(
+        trace,
+        lm,
+        k=args.k,
+        p=args.p,
+        alpha=args.alpha,
+        bos=not args.no_bos,
+        ks=_ints(args.ks),
+        ps=_ints(args.ps),
+        tune_alpha=args.tune_alpha,
+        alphas=_floats(args.alphas),
+        heldout_fraction=args.heldout_fraction,
+        neural=neural,
+        adaptive=not args.no_adaptive,
+        entropy_threshold=args.entropy_threshold,
+        accuracy_threshold=args.accuracy_threshold,
+        num_threads=args.threads or None,
+    )
     print(format_tables(result), end="")
     if args.output:
         _write(result, args.output, write_results, write_figures)
@@ -105,7 +122,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--entropy-threshold", type=float, default=3.0, help="h_max threshold (nats)")
     parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")
     parser.add_argument("--threads", type=int, default=0, help="rescoring threads (default: all)")
-    parser.add_argument("-o", "--output", help="directory for results.json, tables.txt and PNGs (PNGs need "
-                        "matplotlib: the `plot` extra)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="directory for results.json, tables.txt and PNGs (PNGs need matplotlib: the `plot` extra)",
+    )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.set_defaults(func=_run)

@@ -14,7 +14,8 @@ def register(subparsers) -> None:
     group = subparsers.add_parser("hf", help="draft heads for Hugging Face transformers models")
     commands = group.add_subparsers(dest="hf_command", metavar="COMMAND")
     p = commands.add_parser(
-        "train-heads", help="train draft heads of a transformers causal LM (base model frozen)",
+        "train-heads",
+        help="train draft heads of a transformers causal LM (base model frozen)",
         description="Train heads 2..h on the frozen model's final hidden state, sharing its output "
         "projection. Resumes from a checkpoint in OUTPUT unless --no-resume.",
     )
@@ -24,9 +25,13 @@ def register(subparsers) -> None:
     p.add_argument("--horizon", type=int, default=4, help="h: heads 2..h are trained (default 4)")
     p.add_argument("--head-hidden", type=int, help="hidden width of the heads (default: model hidden size)")
     p.add_argument("-o", "--output", type=Path, required=True, help="heads folder to write")
-    p.add_argument("--targets", choices=["data", "greedy", "sampled"], default="data",
-                   help="data: corpus next-j tokens; greedy / sampled: the model's own continuations "
-                   "of each chunk's first --prompt-len tokens (self-distillation)")
+    p.add_argument(
+        "--targets",
+        choices=["data", "greedy", "sampled"],
+        default="data",
+        help="data: corpus next-j tokens; greedy / sampled: the model's own continuations "
+        "of each chunk's first --prompt-len tokens (self-distillation)",
+    )
     p.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per chunk for --targets greedy/sampled")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=8)
@@ -36,8 +41,12 @@ def register(subparsers) -> None:
     p.add_argument("--no-resume", action="store_true", help="start over even if OUTPUT holds a checkpoint")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="model dtype (on CUDA the frozen forward runs under bf16 autocast)")
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        default="float32",
+        help="model dtype (on CUDA the frozen forward runs under bf16 autocast)",
+    )
     p.set_defaults(func=run_train_heads)
     group.set_defaults(func=lambda args: group.print_help() or 2)
 
@@ -51,13 +60,26 @@ def run_train_heads(args: argparse.Namespace) -> int:
     if not args.model.is_dir():
         raise ValueError(f"model folder not found: {args.model}")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = AutoModelForCausalLM.from_pretrained(str(args.model), local_files_only=True,
-                                                 dtype=getattr(torch, args.dtype)).to(device)
-    result = train_heads(model, args.data, tokenizer=args.tokenizer, horizon=args.horizon,
-                         head_hidden=args.head_hidden, steps=args.steps, batch_size=args.batch_size,
-                         seq_len=args.seq_len, lr=args.lr, targets=args.targets, prompt_len=args.prompt_len,
-                         output_dir=args.output, checkpoint_every=args.checkpoint_every,
-                         resume=not args.no_resume, seed=args.seed)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(args.model), local_files_only=True, dtype=getattr(torch, args.dtype)
+    ).to(device)
+    result = train_heads(
+        model,
+        args.data,
+        tokenizer=args.tokenizer,
+        horizon=args.horizon,
+        head_hidden=args.head_hidden,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        lr=args.lr,
+        targets=args.targets,
+        prompt_len=args.prompt_len,
+        output_dir=args.output,
+        checkpoint_every=args.checkpoint_every,
+        resume=not args.no_resume,
+        seed=args.seed,
+    )
     last = result.accuracies[-1] if result.accuracies else []
     accuracy = " ".join(f"head{j + 2}={a:.3f}" for j, a in enumerate(last))
     loss = f"{result.losses[-1]:.4f}" if result.losses else "n/a"

@@ -16,8 +16,7 @@ def _show(args: argparse.Namespace) -> int:
         raise ValueError(f"-o {args.output}: use a .dot, .png, .svg, .pdf or .fst (OpenFST text) suffix")
     check_output(args.output, args.force)
     is_npz = not args.input.endswith(".npy")  # anything else is read as (and reported as) a top-k .npz
-    lattices = load_lattices(None if is_npz else args.input, args.input if is_npz else None, args.k,
-                             args.temperature)
+    lattices = load_lattices(None if is_npz else args.input, args.input if is_npz else None, args.k, args.temperature)
     if not 0 <= args.index < len(lattices):
         raise ValueError(f"--index {args.index} out of range: the input holds {len(lattices)} lattice(s)")
     lattice = lattices[args.index]
@@ -31,10 +30,11 @@ def _show(args: argparse.Namespace) -> int:
     else:
         dot = shutil.which("dot")
         if dot is None:
-            raise ValueError(f"writing {suffix[1:].upper()} needs Graphviz's `dot` on PATH "
-                             "(apt-get install graphviz); write a .dot file instead")
-        done = subprocess.run([dot, f"-T{suffix[1:]}", "-o", args.output], input=text.encode(),
-                              capture_output=True)
+            raise ValueError(
+                f"writing {suffix[1:].upper()} needs Graphviz's `dot` on PATH "
+                "(apt-get install graphviz); write a .dot file instead"
+            )
+        done = subprocess.run([dot, f"-T{suffix[1:]}", "-o", args.output], input=text.encode(), capture_output=True)
         if done.returncode != 0:
             raise ValueError(f"dot failed ({done.returncode}): {done.stderr.decode(errors='replace').strip()}")
     print(f"wrote {args.output} (h={lattice.h}, k={lattice.k})")
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "show",
         help="write a lattice as DOT/PNG/SVG/PDF or OpenFST text (chosen by the -o suffix)",
         description="INPUT is logits .npy ([h, V] or [B, h, V], needs -k) or top-k .npz "
-                    "(tokens, logprobs). PNG/SVG/PDF need Graphviz's dot.",
+        "(tokens, logprobs). PNG/SVG/PDF need Graphviz's dot.",
     )
     show.add_argument("input", help="logits .npy or top-k .npz")
     show.add_argument("-o", "--output", required=True, help="output file (.dot, .png, .svg, .pdf, .fst)")

@@ -123,14 +123,17 @@ def _score_tokenizer(args: argparse.Namespace, lm: Any) -> Any:
     recorded = lm.metadata.get(TOKENIZER_SHA256_KEY)
     if args.tokenizer is None:
         if recorded and not args.ids:
-            raise ValueError(f"{args.path}: built over a tokenizer (sha256 {recorded}); pass "
-                             "--tokenizer PATH to score text, or --ids for token ids")
+            raise ValueError(
+                f"{args.path}: built over a tokenizer (sha256 {recorded}); pass "
+                "--tokenizer PATH to score text, or --ids for token ids"
+            )
         return None
     if args.ids or args.vocab:
         raise ValueError("--tokenizer cannot be combined with --ids or --vocab")
     if not recorded:
-        raise ValueError(f"{args.path}: records no tokenizer, so --tokenizer cannot apply "
-                         "(its words are scored as whitespace words)")
+        raise ValueError(
+            f"{args.path}: records no tokenizer, so --tokenizer cannot apply (its words are scored as whitespace words)"
+        )
     check_lm_tokenizer(args.path, args.tokenizer)
     from tokenizers import Tokenizer
 
@@ -163,16 +166,16 @@ def register_lm(lm_subparsers) -> None:
     add_decompression_limit(info, "ARPA file")
     info.set_defaults(func=_info)
 
-    score = lm_subparsers.add_parser(
-        "score", help="natural-log probability and perplexity of each line of text"
-    )
+    score = lm_subparsers.add_parser("score", help="natural-log probability and perplexity of each line of text")
     score.add_argument("path", help="ARPA or binary model")
     score.add_argument("text", nargs="*", help="lines of whitespace-separated words")
     score.add_argument("--file", help="read lines from this file instead")
     score.add_argument("--vocab", help="vocabulary file: line i is the LM word of token id i")
     score.add_argument("--ids", action="store_true", help="text holds decimal token ids")
-    score.add_argument("--tokenizer", help="tokenizer.json the LM was built over: score text "
-                       "through it (checked against the LM's recorded sha256)")
+    score.add_argument(
+        "--tokenizer",
+        help="tokenizer.json the LM was built over: score text through it (checked against the LM's recorded sha256)",
+    )
     score.add_argument("--bos", action="store_true", help="put <s> before each line")
     score.add_argument("--eos", action="store_true", help="score </s> after each line")
     add_decompression_limit(score, "ARPA file")
@@ -203,9 +206,7 @@ class _IntermixedParser(argparse.ArgumentParser):
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("lm", help="n-gram language models: info, score, compile")
-    lm_subparsers = parser.add_subparsers(
-        dest="lm_command", metavar="LM_COMMAND", parser_class=_IntermixedParser
-    )
+    lm_subparsers = parser.add_subparsers(dest="lm_command", metavar="LM_COMMAND", parser_class=_IntermixedParser)
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
     register_lm(lm_subparsers)
     lm_build.register_lm(lm_subparsers)

@@ -51,9 +51,7 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
         metavar="N",
         help="relative-entropy pruning to N n-grams in total (unigrams and <s> included)",
     )
-    prune.add_argument(
-        "--prune-threshold", type=float, metavar="T", help="relative-entropy pruning threshold"
-    )
+    prune.add_argument("--prune-threshold", type=float, metavar="T", help="relative-entropy pruning threshold")
     parser.add_argument("-o", "--output", required=True, help="output file (.arpa or .dlm)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     add_decompression_limit(parser, "corpus file (--engine local)")

@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"draftlattice: error: {_one_line(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("draftlattice: interrupted (outputs are written by rename: none was left half-written)",
-              file=sys.stderr)
+        print("draftlattice: interrupted (outputs are written by rename: none was left half-written)", file=sys.stderr)
         return 130
 
 

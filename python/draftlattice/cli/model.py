@@ -14,16 +14,27 @@ def register(subparsers) -> None:
     group = subparsers.add_parser("model", help="evaluate a blockwise target model")
     commands = group.add_subparsers(dest="model_command", metavar="SUBCOMMAND", required=True)
     p = commands.add_parser(
-        "perplexity", help="perplexity of the target and n-gram LMs on the same token sequence",
+        "perplexity",
+        help="perplexity of the target and n-gram LMs on the same token sequence",
         description="Head-1 perplexity of the target, the perplexity of each n-gram LM on the same "
         "tokens (the target's tokenizer; each non-blank line one document ending in an "
         "end-of-document token), and the top-1 accuracy of heads 2..h.",
     )
     p.add_argument("--text", type=Path, required=True, help="UTF-8 text, one document per line")
-    p.add_argument("--model", type=Path, help="model directory: a BlockwiseLM folder, or a target folder with "
-                   "model/ (transformers) and heads/ (DraftHeads) (default: the shipped default model)")
-    p.add_argument("--lm", type=Path, action="append", default=[], metavar="PATH",
-                   help="n-gram LM over the model's tokens (.dlm or ARPA; repeatable)")
+    p.add_argument(
+        "--model",
+        type=Path,
+        help="model directory: a BlockwiseLM folder, or a target folder with "
+        "model/ (transformers) and heads/ (DraftHeads) (default: the shipped default model)",
+    )
+    p.add_argument(
+        "--lm",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="n-gram LM over the model's tokens (.dlm or ARPA; repeatable)",
+    )
     p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     p.add_argument("--seq-len", type=int, default=256, help="target window (default 256, the training length)")
     p.add_argument("--stride", type=int, default=128, help="window step; context >= seq-len - stride")
@@ -72,14 +83,25 @@ def run_perplexity(args: argparse.Namespace) -> int:
         expect_lm(path)
     for path in args.lm:
         lm = NgramLM(str(path))
-        check_lm_tokenizer_pair(lm.metadata, tokenizer_sha256(tokenizer_path), lm_name=str(path),
-                                tokenizer_name=str(tokenizer_path), allow_mismatch=args.allow_mismatch)
+        check_lm_tokenizer_pair(
+            lm.metadata,
+            tokenizer_sha256(tokenizer_path),
+            lm_name=str(path),
+            tokenizer_name=str(tokenizer_path),
+            allow_mismatch=args.allow_mismatch,
+        )
         lms[str(path)], _ = lm_perplexity(lm, docs)
     show = sys.stderr.isatty() and not args.json
-    result = target_perplexity(model, docs, eos_id(tokenizer), args.seq_len, args.stride, args.batch_size,
-                               progress=(lambda it: tqdm(it, desc="model", leave=False)) if show else None)
-    report = {"tokens": result.tokens, "model": result.perplexity, "lms": lms,
-              "head_accuracy": result.head_accuracy}
+    result = target_perplexity(
+        model,
+        docs,
+        eos_id(tokenizer),
+        args.seq_len,
+        args.stride,
+        args.batch_size,
+        progress=(lambda it: tqdm(it, desc="model", leave=False)) if show else None,
+    )
+    report = {"tokens": result.tokens, "model": result.perplexity, "lms": lms, "head_accuracy": result.head_accuracy}
     if args.json:
         print(json.dumps(report))
         return 0

@@ -17,8 +17,9 @@ def _run(args: argparse.Namespace) -> int:
     lattices = load_lattices(args.logits, args.topk, args.k, args.temperature)
     lm = NgramLM(args.lm, vocab=vocab, max_decompressed_bytes=args.max_decompressed_bytes)
     context = parse_context(args.context, vocab)
-    results = rescore_batch(lattices, lm, [context] * len(lattices), p=args.p, alpha=args.alpha,
-                            bos=args.bos, num_threads=args.threads)
+    results = rescore_batch(
+        lattices, lm, [context] * len(lattices), p=args.p, alpha=args.alpha, bos=args.bos, num_threads=args.threads
+    )
     for index, result in enumerate(results):
         drafts = []
         for i in range(len(result)):
@@ -40,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rescore",
         help="p best drafts of lattices rescored by an n-gram LM (JSON lines)",
         description="Prints one JSON line per lattice: its p best drafts under lattice log-prob + "
-                    "alpha * LM log-prob (natural log), best first, exact.",
+        "alpha * LM log-prob (natural log), best first, exact.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--logits", help="logits .npy, [h, V] or [B, h, V] (needs -k)")

@@ -20,7 +20,10 @@ def register(subparsers) -> None:
     train.add_argument("--vocab-size", type=int, default=4096, help="vocabulary size (default 4096)")
     train.add_argument("--min-frequency", type=int, default=2, help="minimum pair count to merge")
     train.add_argument(
-        "--special-token", action="append", dest="special_tokens", metavar="TOKEN",
+        "--special-token",
+        action="append",
+        dest="special_tokens",
+        metavar="TOKEN",
         help="special token (repeatable; default <|endoftext|>)",
     )
     train.add_argument("-o", "--output", type=Path, required=True, help="tokenizer.json to write")
@@ -41,9 +44,12 @@ def _train(args: argparse.Namespace) -> int:
     special = args.special_tokens or list(DEFAULT_SPECIAL_TOKENS)
     with atomic_file(args.output) as tmp:
         tokenizer = train_tokenizer(
-            args.corpus, args.vocab_size, tmp, special,
-            min_frequency=args.min_frequency, show_progress=sys.stderr.isatty(),
+            args.corpus,
+            args.vocab_size,
+            tmp,
+            special,
+            min_frequency=args.min_frequency,
+            show_progress=sys.stderr.isatty(),
         )
-    print(f"wrote {args.output}: vocab {tokenizer.get_vocab_size()}, "
-          f"sha256 {tokenizer_sha256(args.output)}")
+    print(f"wrote {args.output}: vocab {tokenizer.get_vocab_size()}, sha256 {tokenizer_sha256(args.output)}")
     return 0

@@ -41,8 +41,12 @@ def record_from_args(args):
     check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tok))
     source = args.prompts or args.wikitext_path or data_file(WIKITEXT_TEST)
     prompts = paragraph_prompts(source, tokenizer, args.wikitext_test, args.prompt_tokens)
-    meta = {"model": str(args.model), "tokenizer_sha256": tokenizer_sha256(tok), "prompts_from": str(source),
-            "prompt_tokens": args.prompt_tokens}
+    meta = {
+        "model": str(args.model),
+        "tokenizer_sha256": tokenizer_sha256(tok),
+        "prompts_from": str(source),
+        "prompt_tokens": args.prompt_tokens,
+    }
     return record_trace(model, prompts, args.max_new_tokens, args.top_k, meta)
 
 
@@ -63,8 +67,19 @@ def _info(args: argparse.Namespace) -> int:
     from draftlattice.evaluate.trace import load_trace
 
     trace = load_trace(args.trace)
-    print(json.dumps({"prompts": len(trace), "positions": trace.num_positions, "num_heads": trace.num_heads,
-                      "top_k": trace.top_k, "vocab_size": trace.vocab_size, "meta": trace.meta}, indent=2))
+    print(
+        json.dumps(
+            {
+                "prompts": len(trace),
+                "positions": trace.num_positions,
+                "num_heads": trace.num_heads,
+                "top_k": trace.top_k,
+                "vocab_size": trace.vocab_size,
+                "meta": trace.meta,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -222,7 +222,10 @@ def _tree_step(target: BlockwiseTarget, cache, pending: int, drafts: torch.Tenso
     prefix = cache.length
     tree = verify.build_tree(drafts, root_token=pending, position_offset=prefix, dtype=target.dtype)
     out = _StepOutput(
-        target, tree.tokens[None], cache, position_ids=tree.position_ids[None],
+        target,
+        tree.tokens[None],
+        cache,
+        position_ids=tree.position_ids[None],
         attention_mask=tree.attention_mask_4d(prefix),
     )
     result = verify.tree_greedy_accept(tree, out.head1()[0])  # head 1 at every node: [T, V]

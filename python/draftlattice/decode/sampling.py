@@ -47,8 +47,13 @@ class SamplingConfig:
         if not self.repetition_penalty > 0:
             raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
 
-    def seen(self, context: Sequence[int], vocab_size: int, drafts: torch.Tensor | None = None,
-             device: torch.device | str | None = None) -> torch.Tensor | None:
+    def seen(
+        self,
+        context: Sequence[int],
+        vocab_size: int,
+        drafts: torch.Tensor | None = None,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor | None:
         """:func:`seen_tokens` when the repetition penalty needs it, else None (saves the
         [p, g+1, V] masks of every step)."""
         if self.repetition_penalty == 1.0:
@@ -76,7 +81,10 @@ def penalize_repetitions(logits: torch.Tensor, seen: torch.Tensor, penalty: floa
 
 
 def seen_tokens(
-    context: Sequence[int], vocab_size: int, drafts: torch.Tensor | None = None, device: torch.device | str | None = None
+    context: Sequence[int],
+    vocab_size: int,
+    drafts: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Bool masks of the tokens already in the text, on ``device`` (default: ``drafts``' device,
     else the host).

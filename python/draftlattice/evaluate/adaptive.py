@@ -72,9 +72,17 @@ def step_entropies(view: TraceView, prompts: Sequence[int]) -> np.ndarray:
     return np.concatenate([view.trace.entropy[i][:, 1:].mean(1) for i in prompts])
 
 
-def compare_adaptive(view: TraceView, lm, k: int, alpha: float, fixed_ps: Sequence[int] = (1, 2, 4, 8, 16),
-                     p_his: Sequence[int] = (4, 16), quantiles: Sequence[float] = (0.25, 0.5, 0.75),
-                     heldout_fraction: float = 0.25, num_threads=None) -> dict:
+def compare_adaptive(
+    view: TraceView,
+    lm,
+    k: int,
+    alpha: float,
+    fixed_ps: Sequence[int] = (1, 2, 4, 8, 16),
+    p_his: Sequence[int] = (4, 16),
+    quantiles: Sequence[float] = (0.25, 0.5, 0.75),
+    heldout_fraction: float = 0.25,
+    num_threads=None,
+) -> dict:
     """Fixed p vs entropy-adaptive p at equal verification cost (see the module docstring)."""
     held, rest = split_prompts(len(view.trace), heldout_fraction)
 
@@ -82,7 +90,9 @@ def compare_adaptive(view: TraceView, lm, k: int, alpha: float, fixed_ps: Sequen
         r = replay(view, spec, prompts, num_threads, progress=False)
         return {"name": spec.name, "block_efficiency": r.block_efficiency, "cost": r.drafts_per_call}
 
-    fixed = {s: [run(NgramRescore(lm, k, p, alpha), ps) for p in fixed_ps] for s, ps in (("held", held), ("rest", rest))}
+    fixed = {
+        s: [run(NgramRescore(lm, k, p, alpha), ps) for p in fixed_ps] for s, ps in (("held", held), ("rest", rest))
+    }
     hulls = {s: upper_hull([(f["cost"], f["block_efficiency"]) for f in fixed[s]]) for s in fixed}
     taus = np.quantile(step_entropies(view, held), quantiles)
     candidates = []
@@ -98,6 +108,13 @@ def compare_adaptive(view: TraceView, lm, k: int, alpha: float, fixed_ps: Sequen
     chosen = run(spec, rest)
     chosen["fixed_hull_at_cost"] = hull_value(hulls["rest"], chosen["cost"])
     chosen["margin"] = chosen["block_efficiency"] - chosen["fixed_hull_at_cost"]
-    return {"k": k, "alpha": alpha, "fixed_rest": fixed["rest"], "heldout_candidates": [c[2] for c in candidates],
-            "chosen_on_heldout": held_result, "chosen_on_rest": chosen,
-            "heldout_prompts": len(held), "report_prompts": len(rest)}
+    return {
+        "k": k,
+        "alpha": alpha,
+        "fixed_rest": fixed["rest"],
+        "heldout_candidates": [c[2] for c in candidates],
+        "chosen_on_heldout": held_result,
+        "chosen_on_rest": chosen,
+        "heldout_prompts": len(held),
+        "report_prompts": len(rest),
+    }

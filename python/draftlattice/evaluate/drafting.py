@@ -46,10 +46,10 @@ class TraceView:
     def context(self, i: int, n: int, last: int) -> np.ndarray:
         """The last ``last`` tokens of prompt + y[: n + 1] (all if shorter)."""
         end = self.plen[i] + n + 1
-        return self.text[i][max(0, end - last): end]
+        return self.text[i][max(0, end - last) : end]
 
     def reference(self, i: int, n: int, g: int) -> np.ndarray:
-        return self.trace.tokens[i][n + 1: n + 1 + g]
+        return self.trace.tokens[i][n + 1 : n + 1 + g]
 
     def ranks(self, i: int) -> np.ndarray:
         """[T, h] int: rank of the reference token y[t + j] in head j+1's top-K at t (K if absent
@@ -85,7 +85,7 @@ class Vanilla:
     name: str = "vanilla"
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
-        return [view.trace.topk_ids[i][n, 1: 1 + g, 0][None] for i, n, g in steps]
+        return [view.trace.topk_ids[i][n, 1 : 1 + g, 0][None] for i, n, g in steps]
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ class NgramRescore:
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
         _check_k(self.k, view)
-        return _rescore(view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps),
-                        self.alpha, self.bos, num_threads)
+        return _rescore(
+            view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, self.bos, num_threads
+        )
 
 
 def _rescore(view, steps, lm, ks, ps, alpha, bos, num_threads) -> list[np.ndarray]:
@@ -118,8 +119,11 @@ def _rescore(view, steps, lm, ks, ps, alpha, bos, num_threads) -> list[np.ndarra
         for s in idx:
             i, n, g = steps[s]
             k = ks[s]
-            lattices.append(Lattice.from_topk(view.trace.topk_ids[i][n, 1: 1 + g, :k],
-                                              view.trace.topk_logprobs[i][n, 1: 1 + g, :k]))
+            lattices.append(
+                Lattice.from_topk(
+                    view.trace.topk_ids[i][n, 1 : 1 + g, :k], view.trace.topk_logprobs[i][n, 1 : 1 + g, :k]
+                )
+            )
             contexts.append(view.context(i, n, last) if last else np.zeros(0, np.int32))
         results = rescore_batch(lattices, lm, contexts, p=p, alpha=alpha, bos=bos, num_threads=num_threads)
         for s, r in zip(idx, results):
@@ -141,9 +145,9 @@ class Oracle:
         _check_k(self.k, view)
         out = []
         for i, n, g in steps:
-            hit = view.ranks(i)[n, 1: 1 + g] < self.k
+            hit = view.ranks(i)[n, 1 : 1 + g] < self.k
             a = int(np.cumprod(hit).sum())
-            draft = view.trace.topk_ids[i][n, 1: 1 + g, 0].copy()
+            draft = view.trace.topk_ids[i][n, 1 : 1 + g, 0].copy()
             draft[:a] = view.reference(i, n, a)
             out.append(draft[None])
         return out
@@ -161,11 +165,12 @@ class Adaptive:
     name: str = "adaptive"
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
-        choices = [self.policy(view.trace.entropy[i][n, 1: 1 + g]) for i, n, g in steps]
+        choices = [self.policy(view.trace.entropy[i][n, 1 : 1 + g]) for i, n, g in steps]
         for k, _ in choices:
             _check_k(k, view)
-        return _rescore(view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices],
-                        self.alpha, self.bos, num_threads)
+        return _rescore(
+            view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices], self.alpha, self.bos, num_threads
+        )
 
 
 class LiveDrafter:
@@ -180,8 +185,8 @@ class LiveDrafter:
         vocab = view.trace.vocab_size
         for i, n, g in steps:
             logits = torch.full((g, vocab), -1e4)
-            ids = torch.from_numpy(view.trace.topk_ids[i][n, 1: 1 + g].astype(np.int64))
-            logits.scatter_(1, ids, torch.from_numpy(view.trace.topk_logprobs[i][n, 1: 1 + g]))
+            ids = torch.from_numpy(view.trace.topk_ids[i][n, 1 : 1 + g].astype(np.int64))
+            logits.scatter_(1, ids, torch.from_numpy(view.trace.topk_logprobs[i][n, 1 : 1 + g]))
             context = view.text[i][: view.plen[i] + n + 1].tolist()
             out.append(self.drafter.propose(logits, context).tokens.numpy())
         return out

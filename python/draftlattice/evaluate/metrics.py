@@ -50,8 +50,11 @@ def repetition(drafts) -> dict:
     arr = _drafts(drafts)
     pairs = arr.shape[0] * max(arr.shape[1] - 1, 0)
     same = int((arr[:, 1:] == arr[:, :-1]).sum())
-    return {"repeated_pct": 100.0 * same / pairs if pairs else 0.0,
-            "mean_max_run": float(max_runs(arr).mean()) if len(arr) else 0.0, "drafts": int(len(arr))}
+    return {
+        "repeated_pct": 100.0 * same / pairs if pairs else 0.0,
+        "mean_max_run": float(max_runs(arr).mean()) if len(arr) else 0.0,
+        "drafts": int(len(arr)),
+    }
 
 
 def wins_ties_losses(accepted_a, accepted_b) -> dict:
@@ -60,8 +63,12 @@ def wins_ties_losses(accepted_a, accepted_b) -> dict:
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
         raise ValueError(f"need two equal non-empty [N] arrays, got {a.shape} and {b.shape}")
     n = len(a)
-    return {"wins_pct": 100.0 * (b > a).sum() / n, "ties_pct": 100.0 * (b == a).sum() / n,
-            "losses_pct": 100.0 * (b < a).sum() / n, "positions": int(n)}
+    return {
+        "wins_pct": 100.0 * (b > a).sum() / n,
+        "ties_pct": 100.0 * (b == a).sum() / n,
+        "losses_pct": 100.0 * (b < a).sum() / n,
+        "positions": int(n),
+    }
 
 
 def repairs(drafts_a, drafts_b) -> dict:
@@ -70,9 +77,12 @@ def repairs(drafts_a, drafts_b) -> dict:
     if ra.shape != rb.shape:
         raise ValueError("drafts_a and drafts_b must have the same number of drafts")
     with_rep, without = ra.sum(), (~ra).sum()
-    return {"repaired_pct": 100.0 * (ra & ~rb).sum() / with_rep if with_rep else 0.0,
-            "introduced_pct": 100.0 * (~ra & rb).sum() / without if without else 0.0,
-            "with_repetition": int(with_rep), "without_repetition": int(without)}
+    return {
+        "repaired_pct": 100.0 * (ra & ~rb).sum() / with_rep if with_rep else 0.0,
+        "introduced_pct": 100.0 * (~ra & rb).sum() / without if without else 0.0,
+        "with_repetition": int(with_rep),
+        "without_repetition": int(without),
+    }
 
 
 def head_entropy(trace) -> np.ndarray:

@@ -71,8 +71,15 @@ def _windows(n: int, seq_len: int, stride: int) -> list[tuple[int, int]]:
 
 
 @torch.inference_mode()
-def target_perplexity(target, docs: list[np.ndarray], eos_id: int, seq_len: int = 512, stride: int = 256,
-                      batch_size: int = 4, progress: Callable | None = None) -> TargetPerplexity:
+def target_perplexity(
+    target,
+    docs: list[np.ndarray],
+    eos_id: int,
+    seq_len: int = 512,
+    stride: int = 256,
+    batch_size: int = 4,
+    progress: Callable | None = None,
+) -> TargetPerplexity:
     """Head-1 perplexity and heads' accuracy of ``target`` (the decoder's target protocol:
     ``trunk(ids) -> z``, ``head_logits(z) -> [B, T, h, V]``) on ``docs`` (see module doc)."""
     if not 0 < stride <= seq_len:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def paragraph_prompts(path: str | Path, tokenizer, count: int | None, length: int,
-                      spread: bool = False) -> list[list[int]]:
+def paragraph_prompts(
+    path: str | Path, tokenizer, count: int | None, length: int, spread: bool = False
+) -> list[list[int]]:
     """Token-id prompts [count][length] from ``path`` using a ``tokenizers.Tokenizer``.
 
     ``count=None`` keeps every eligible paragraph (``spread`` then changes nothing).

@@ -44,11 +44,22 @@ def record_prompt(model: BlockwiseTarget, prompt: Sequence[int], max_new_tokens:
     lattices = Lattice.batch_from_logits(logits.reshape(t * h, 1, -1).numpy(), top_k)
     ids = np.stack([lat.tokens[0] for lat in lattices]).reshape(t, h, top_k)
     lps = np.stack([lat.logprobs[0] for lat in lattices]).reshape(t, h, top_k)
-    return np.asarray(tokens, np.int32), ids.astype(np.int32), lps.astype(np.float32), entropy.numpy().astype(np.float32)
+    return (
+        np.asarray(tokens, np.int32),
+        ids.astype(np.int32),
+        lps.astype(np.float32),
+        entropy.numpy().astype(np.float32),
+    )
 
 
-def record_trace(model: BlockwiseTarget, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-                 top_k: int = 16, meta: dict | None = None, progress: bool = True) -> Trace:
+def record_trace(
+    model: BlockwiseTarget,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    top_k: int = 16,
+    meta: dict | None = None,
+    progress: bool = True,
+) -> Trace:
     """Trace of the greedy decodes of ``prompts`` (each with ``max_new_tokens`` new tokens).
 
     Args:

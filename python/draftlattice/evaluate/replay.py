@@ -57,8 +57,13 @@ class ReplayResult:
         return self.drafts_verified / self.stats.steps if self.stats.steps else 0.0
 
 
-def replay(trace: Trace | TraceView, drafter, prompts: Sequence[int] | None = None,
-           num_threads: int | None = None, progress: bool = True) -> ReplayResult:
+def replay(
+    trace: Trace | TraceView,
+    drafter,
+    prompts: Sequence[int] | None = None,
+    num_threads: int | None = None,
+    progress: bool = True,
+) -> ReplayResult:
     """Block efficiency of ``drafter`` (a spec from :mod:`.drafting`) on the trace's prompts.
 
     Args:
@@ -71,8 +76,9 @@ def replay(trace: Trace | TraceView, drafter, prompts: Sequence[int] | None = No
     stats = [DecodeStats(serial_calls=1, prefill_calls=1, new_tokens=m) for m in lengths]
     pos = [0] * len(order)
     verified = 0
-    bar = tqdm(total=sum(lengths), desc=f"replay {drafter.name}", unit="tok",
-               disable=None if progress else True, leave=False)
+    bar = tqdm(
+        total=sum(lengths), desc=f"replay {drafter.name}", unit="tok", disable=None if progress else True, leave=False
+    )
     bar.update(len(order))
     while True:
         active = [s for s in range(len(order)) if pos[s] + 1 < lengths[s]]

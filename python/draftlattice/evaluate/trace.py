@@ -101,17 +101,19 @@ class Trace:
             if len(self.prompts[i]) < 1 or t < 1:
                 raise ValueError(f"prompt {i}: empty prompt or continuation")
             if self.topk_ids[i].shape != (t, h, k) or self.topk_logprobs[i].shape != (t, h, k):
-                raise ValueError(f"prompt {i}: top-K arrays {self.topk_ids[i].shape} / "
-                                 f"{self.topk_logprobs[i].shape}, expected {(t, h, k)}")
+                raise ValueError(
+                    f"prompt {i}: top-K arrays {self.topk_ids[i].shape} / "
+                    f"{self.topk_logprobs[i].shape}, expected {(t, h, k)}"
+                )
             if self.entropy[i].shape != (t, h):
                 raise ValueError(f"prompt {i}: entropy {self.entropy[i].shape}, expected {(t, h)}")
-            for name, arr in (("prompt", self.prompts[i]), ("tokens", self.tokens[i]),
-                              ("topk_ids", self.topk_ids[i])):
+            for name, arr in (("prompt", self.prompts[i]), ("tokens", self.tokens[i]), ("topk_ids", self.topk_ids[i])):
                 if arr.size and (arr.min() < 0 or arr.max() >= self.vocab_size):
                     raise ValueError(f"prompt {i}: {name} ids outside [0, {self.vocab_size})")
             if not np.array_equal(self.topk_ids[i][:, 0, 0], self.tokens[i]):
-                raise ValueError(f"prompt {i}: greedy tokens differ from head 1's top-1 "
-                                 "(a trace must record the greedy decode)")
+                raise ValueError(
+                    f"prompt {i}: greedy tokens differ from head 1's top-1 (a trace must record the greedy decode)"
+                )
 
 
 def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "float32") -> None:
@@ -120,10 +122,13 @@ def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "floa
         raise ValueError(f"logprob_dtype must be one of {sorted(_LOGPROB_DTYPES)}, got {logprob_dtype!r}")
     trace.validate()
     header = {
-        "num_heads": trace.num_heads, "top_k": trace.top_k, "vocab_size": int(trace.vocab_size),
+        "num_heads": trace.num_heads,
+        "top_k": trace.top_k,
+        "vocab_size": int(trace.vocab_size),
         "logprob_dtype": logprob_dtype,
         "prompt_lengths": [int(len(p)) for p in trace.prompts],
-        "num_tokens": [int(len(t)) for t in trace.tokens], "meta": trace.meta,
+        "num_tokens": [int(len(t)) for t in trace.tokens],
+        "meta": trace.meta,
     }
     try:
         head = json.dumps(header, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -131,9 +136,13 @@ def save_trace(trace: Trace, path: str | os.PathLike, logprob_dtype: str = "floa
         raise ValueError(f"trace meta must be JSON with finite numbers and valid text: {error}") from None
     parts = [MAGIC, struct.pack("<II", VERSION, len(head)), head]
     lp = _LOGPROB_DTYPES[logprob_dtype]
-    for arrays, dtype in ((trace.prompts, "<i4"), (trace.tokens, "<i4"), (trace.topk_ids, "<i4"),
-                          (trace.topk_logprobs, np.dtype(lp).newbyteorder("<")),
-                          (trace.entropy, "<f4")):
+    for arrays, dtype in (
+        (trace.prompts, "<i4"),
+        (trace.tokens, "<i4"),
+        (trace.topk_ids, "<i4"),
+        (trace.topk_logprobs, np.dtype(lp).newbyteorder("<")),
+        (trace.entropy, "<f4"),
+    ):
         parts.append(np.concatenate([np.asarray(a).reshape(-1) for a in arrays]).astype(dtype).tobytes())
     body = b"".join(parts)
     tmp = f"{os.fspath(path)}.tmp"
@@ -167,7 +176,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
     if hashlib.sha256(body).digest() != digest:
         raise FormatError(f"{name}: checksum mismatch (truncated or corrupted trace)")
     try:
-        header = _parse_header(body[fixed: fixed + header_len])
+        header = _parse_header(body[fixed : fixed + header_len])
         h, k, vocab = (_count(header, key) for key in ("num_heads", "top_k", "vocab_size"))
         lp_dtype = _LOGPROB_DTYPES[header["logprob_dtype"]]
         plens, tlens = _counts(header, "prompt_lengths"), _counts(header, "num_tokens")
@@ -177,12 +186,14 @@ def load_trace(path: str | os.PathLike) -> Trace:
     except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise FormatError(f"{name}: malformed trace header ({_short(error)})") from None
     if vocab > _MAX_VOCAB or len(plens) != len(tlens) or not plens:
-        raise FormatError(f"{name}: inconsistent header sizes (h={h}, K={k}, V={vocab}, "
-                          f"{len(plens)} prompt lengths, {len(tlens)} token counts)")
+        raise FormatError(
+            f"{name}: inconsistent header sizes (h={h}, K={k}, V={vocab}, "
+            f"{len(plens)} prompt lengths, {len(tlens)} token counts)"
+        )
     sp, st = sum(plens), sum(tlens)
     lp_size = np.dtype(lp_dtype).itemsize
     expected = 4 * sp + 4 * st + 4 * st * h * k + lp_size * st * h * k + 4 * st * h
-    payload = body[fixed + header_len:]
+    payload = body[fixed + header_len :]
     if len(payload) != expected:  # Python ints: exact for any claimed size, nothing allocated yet
         implied = str(expected) if expected < 2**63 else "more than any file holds"
         raise FormatError(f"{name}: payload is {len(payload)} bytes, header implies {implied}")
@@ -203,8 +214,15 @@ def load_trace(path: str | os.PathLike) -> Trace:
         raise FormatError(f"{name}: NaN in the recorded log-probabilities or entropies")
     pcut, tcut = np.cumsum(plens)[:-1], np.cumsum(tlens)[:-1]
     try:
-        return Trace(np.split(prompts, pcut), np.split(tokens, tcut), np.split(ids, tcut),
-                     np.split(logprobs, tcut), np.split(entropy, tcut), vocab, meta)
+        return Trace(
+            np.split(prompts, pcut),
+            np.split(tokens, tcut),
+            np.split(ids, tcut),
+            np.split(logprobs, tcut),
+            np.split(entropy, tcut),
+            vocab,
+            meta,
+        )
     except ValueError as error:
         raise FormatError(f"{name}: invalid trace contents ({error})") from None
 

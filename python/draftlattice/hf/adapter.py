@@ -36,8 +36,11 @@ class HFCache:
         self.inner = DynamicCache()
 
     def _layers(self):
-        return [layer for layer in self.inner.layers if getattr(layer, "keys", None) is not None
-                and getattr(layer, "is_initialized", True)]
+        return [
+            layer
+            for layer in self.inner.layers
+            if getattr(layer, "keys", None) is not None and getattr(layer, "is_initialized", True)
+        ]
 
     def _apply(self, fn) -> None:
         for layer in self._layers():
@@ -80,8 +83,9 @@ class HFBlockwiseLM(nn.Module):
             uses, so both decoders run one model.
     """
 
-    def __init__(self, hf_model: nn.Module, num_heads: int = 1, head_hidden: int | None = None,
-                 heads: DraftHeads | None = None) -> None:
+    def __init__(
+        self, hf_model: nn.Module, num_heads: int = 1, head_hidden: int | None = None, heads: DraftHeads | None = None
+    ) -> None:
         super().__init__()
         if heads is not None:
             num_heads = heads.horizon
@@ -95,8 +99,9 @@ class HFBlockwiseLM(nn.Module):
         else:
             self.heads = nn.ModuleList(ResidualHead(width, head_hidden or width) for _ in range(num_heads - 1))
         limit = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
-        self.config = SimpleNamespace(num_heads=num_heads, vocab_size=hf_model.get_output_embeddings().out_features,
-                                      max_seq_len=limit)
+        self.config = SimpleNamespace(
+            num_heads=num_heads, vocab_size=hf_model.get_output_embeddings().out_features, max_seq_len=limit
+        )
 
     @classmethod
     def from_pretrained(cls, directory, dtype: torch.dtype = torch.float32, device="cpu") -> HFBlockwiseLM:

@@ -78,8 +78,10 @@ def pbest_paths(ids: Tensor, logprobs: Tensor, p: int) -> Tensor:
         keep = min(p, total.shape[1])
         score, order = total.topk(keep, dim=-1)
         parent, column = order // k, order % k
-        paths = torch.cat([paths.gather(1, parent.unsqueeze(-1).expand(B, keep, t)),
-                           ids[:, t].gather(1, column).unsqueeze(-1)], dim=-1)
+        paths = torch.cat(
+            [paths.gather(1, parent.unsqueeze(-1).expand(B, keep, t)), ids[:, t].gather(1, column).unsqueeze(-1)],
+            dim=-1,
+        )
     if keep < p:
         paths = torch.cat([paths, paths[:, :1].expand(B, p - keep, g)], dim=1)
     return paths
@@ -138,8 +140,14 @@ def propose(head_logits: Tensor, options: DraftOptions, sampling: Sampling | Non
     return Proposal([q.log()], vocab_size=V)
 
 
-def finish(proposal: Proposal, host: list[Tensor], options: DraftOptions, contexts: list[list[int]],
-           sampling: Sampling | None, device: torch.device) -> tuple[Tensor, SampledDrafts | None]:
+def finish(
+    proposal: Proposal,
+    host: list[Tensor],
+    options: DraftOptions,
+    contexts: list[list[int]],
+    sampling: Sampling | None,
+    device: torch.device,
+) -> tuple[Tensor, SampledDrafts | None]:
     """Host part of drafting: ``(drafts [B, p, g], sampled)``; ``host`` = ``proposal.to_host``
     on the host. Deterministic drafts stay on the host (the tree is built there); sampled drafts
     are on the device."""
@@ -155,8 +163,9 @@ def finish(proposal: Proposal, host: list[Tensor], options: DraftOptions, contex
     return sampled.tokens, sampled
 
 
-def rescored_drafts(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions,
-                    contexts: list[list[int]]) -> np.ndarray:
+def rescored_drafts(
+    ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]]
+) -> np.ndarray:
     """``[B, p, g]`` int64: the p best drafts of each top-k lattice under lattice + alpha * LM
     (draftlattice's exact C++ rescoring); padded by repeating the best when k**g < p."""
     results = rescore_batch((ids, logprobs), options.lm, contexts, p=options.p, alpha=options.alpha)
@@ -169,8 +178,9 @@ def rescored_drafts(ids: np.ndarray, logprobs: np.ndarray, options: DraftOptions
     return drafts
 
 
-def lattice_samples(head_logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]],
-                    device: torch.device) -> SampledDrafts:
+def lattice_samples(
+    head_logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]], device: torch.device
+) -> SampledDrafts:
     """``options.sampled_drafts`` i.i.d. drafts per row from the full-support rescored lattice of
     the heads' processed log-probabilities ``[B, g, V]`` (host), LM weight ``sample_alpha``, with
     their exact laws q over the vocabulary (:func:`draftlattice.sample.sample_from_heads`).
@@ -179,12 +189,15 @@ def lattice_samples(head_logprobs: np.ndarray, options: DraftOptions, contexts: 
     n = options.sampled_drafts
     tokens, q = [], []
     for logp, context in zip(head_logprobs.astype(np.float64), contexts):
-        drawn = sample_from_heads(logp, options.k, options.lm, n, options.sample_alpha, np.asarray(context, np.int32),
-                                  False, seed)
+        drawn = sample_from_heads(
+            logp, options.k, options.lm, n, options.sample_alpha, np.asarray(context, np.int32), False, seed
+        )
         tokens.append(drawn.tokens)
         q.append(drawn.q.astype(np.float32))
-    return SampledDrafts(torch.from_numpy(np.stack(tokens)).to(device, non_blocking=True),
-                         torch.from_numpy(np.stack(q)).to(device, non_blocking=True))
+    return SampledDrafts(
+        torch.from_numpy(np.stack(tokens)).to(device, non_blocking=True),
+        torch.from_numpy(np.stack(q)).to(device, non_blocking=True),
+    )
 
 
 def greedy_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]]) -> np.ndarray:

@@ -109,24 +109,40 @@ def generate(
     if streamer is not None and draft_streamer is not None:
         raise ValueError("pass either streamer= (direct call) or draft_streamer=, not both")
     draft_streamer = draft_streamer if draft_streamer is not None else streamer
-    draft_kwargs = {"draft_heads": draft_heads, "draft_lm": draft_lm, "draft_k": draft_k, "draft_p": draft_p,
-                    "draft_alpha": draft_alpha, "draft_verify": draft_verify, "draft_sample": draft_sample,
-                    "draft_sample_alpha": draft_sample_alpha, "draft_streamer": draft_streamer}
+    draft_kwargs = {
+        "draft_heads": draft_heads,
+        "draft_lm": draft_lm,
+        "draft_k": draft_k,
+        "draft_p": draft_p,
+        "draft_alpha": draft_alpha,
+        "draft_verify": draft_verify,
+        "draft_sample": draft_sample,
+        "draft_sample_alpha": draft_sample_alpha,
+        "draft_streamer": draft_streamer,
+    }
     from transformers.generation import LogitsProcessorList, StoppingCriteriaList
 
     # generate() hands over its prepared lists and config; a user calling directly does not.
-    prepared = (generation_config is not None and isinstance(stopping_criteria, StoppingCriteriaList)
-                and isinstance(logits_processor, LogitsProcessorList))
+    prepared = (
+        generation_config is not None
+        and isinstance(stopping_criteria, StoppingCriteriaList)
+        and isinstance(logits_processor, LogitsProcessorList)
+    )
     if not prepared:  # a direct call: let generate() prepare everything, then come back here
         if "assistant_model" in kwargs and kwargs["assistant_model"] is not None:
             raise ValueError("assistant_model cannot be combined with draftlattice drafting (it drafts itself)")
-        return model.generate(input_ids, logits_processor=logits_processor, stopping_criteria=stopping_criteria,
-                              generation_config=generation_config, custom_generate=generate, **draft_kwargs,
-                              **kwargs)
+        return model.generate(
+            input_ids,
+            logits_processor=logits_processor,
+            stopping_criteria=stopping_criteria,
+            generation_config=generation_config,
+            custom_generate=generate,
+            **draft_kwargs,
+            **kwargs,
+        )
     _reject_unsupported(model, generation_config, kwargs)
     with torch.inference_mode():
-        return _decode(model, input_ids, logits_processor, stopping_criteria, generation_config, kwargs,
-                       **draft_kwargs)
+        return _decode(model, input_ids, logits_processor, stopping_criteria, generation_config, kwargs, **draft_kwargs)
 
 
 def _reject_unsupported(model, config, kwargs) -> None:
@@ -143,23 +159,30 @@ def _reject_unsupported(model, config, kwargs) -> None:
         if getattr(config, flag, False):
             raise ValueError(f"{flag}=True is not supported by draftlattice.hf.generate")
     if getattr(model.config, "final_logit_softcapping", None) or getattr(model.config, "logit_scale", None):
-        raise ValueError(f"{type(model).__name__} transforms its logits after the output projection "
-                         "(soft-capping / scaling); draftlattice heads read lm_head(hidden) and do not support it")
+        raise ValueError(
+            f"{type(model).__name__} transforms its logits after the output projection "
+            "(soft-capping / scaling); draftlattice heads read lm_head(hidden) and do not support it"
+        )
 
 
 def _check_options(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> DraftOptions:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
             "draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
-            f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}")
+            f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}"
+        )
     lm_head = output_embeddings(model)
     if heads.hidden_size != model.config.hidden_size or heads.vocab_size != lm_head.weight.shape[0]:
-        raise ValueError(f"draft_heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the model "
-                         f"(hidden {model.config.hidden_size}, vocab {lm_head.weight.shape[0]})")
+        raise ValueError(
+            f"draft_heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the model "
+            f"(hidden {model.config.hidden_size}, vocab {lm_head.weight.shape[0]})"
+        )
     head_param = next(heads.parameters())
     if head_param.device != lm_head.weight.device or head_param.dtype != lm_head.weight.dtype:
-        raise ValueError(f"draft_heads are on {head_param.device}/{head_param.dtype} but the model's output layer is "
-                         f"on {lm_head.weight.device}/{lm_head.weight.dtype}: use heads.to(model.device, model.dtype)")
+        raise ValueError(
+            f"draft_heads are on {head_param.device}/{head_param.dtype} but the model's output layer is "
+            f"on {lm_head.weight.device}/{lm_head.weight.dtype}: use heads.to(model.device, model.dtype)"
+        )
     for name, value in (("draft_k", k), ("draft_p", p)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -200,11 +223,27 @@ def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
     return temperature, top_k, top_p
 
 
-def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_heads, draft_lm, draft_k,
-            draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha, draft_streamer):
+def _decode(
+    model,
+    input_ids,
+    processors,
+    criteria,
+    config,
+    model_kwargs,
+    draft_heads,
+    draft_lm,
+    draft_k,
+    draft_p,
+    draft_alpha,
+    draft_verify,
+    draft_sample,
+    draft_sample_alpha,
+    draft_streamer,
+):
     do_sample = bool(config.do_sample)
-    options = _check_options(model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample,
-                             draft_sample_alpha)
+    options = _check_options(
+        model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
+    )
     lm_head = output_embeddings(model)
     device, dtype = lm_head.weight.device, lm_head.weight.dtype
     input_ids = input_ids.to(device)
@@ -219,8 +258,11 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
     cache_layers(cache)  # refuse caches that cannot be rolled back, before any work
     target = Target(model, cache, dtype, processors, max_position(model, config.max_length))
     attention_mask = model_kwargs.get("attention_mask")
-    kv_valid = (torch.ones(B, P, dtype=torch.bool, device=device) if attention_mask is None
-                else attention_mask.to(device).bool())
+    kv_valid = (
+        torch.ones(B, P, dtype=torch.bool, device=device)
+        if attention_mask is None
+        else attention_mask.to(device).bool()
+    )
     position_ids = model_kwargs.get("position_ids")
     if position_ids is None:
         position_ids = (kv_valid.long().cumsum(-1) - 1).clamp(min=0)
@@ -258,8 +300,11 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
 
         start = time.perf_counter()
         past = cache.get_seq_length()
-        sequences = ([torch.tensor(rows_host[b] + new_tokens[b]).to(device, non_blocking=True) for b in range(B)]
-                     if processors else [])
+        sequences = (
+            [torch.tensor(rows_host[b] + new_tokens[b]).to(device, non_blocking=True) for b in range(B)]
+            if processors
+            else []
+        )
         if do_sample:
             forward = chain_forward(target, kv_valid, root, drafts, positions, sequences)
             accepted = chain_accept(forward, drafts, *_verify_sampled(forward, drafts, sampled))
@@ -272,8 +317,9 @@ def _decode(model, input_ids, processors, criteria, config, model_kwargs, draft_
         stats.target_calls += 1
         proposal = propose(draft_heads.logits(accepted.z_last, model), options, sampling)
         # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
-        accepted_host, *draft_host = to_host([torch.cat([accepted.num.unsqueeze(1), accepted.tokens], dim=1),
-                                              *proposal.to_host])
+        accepted_host, *draft_host = to_host(
+            [torch.cat([accepted.num.unsqueeze(1), accepted.tokens], dim=1), *proposal.to_host]
+        )
         num_host = accepted_host[:, 0].tolist()
         keep = max(num_host) + 1
         keep_block(cache, past, accepted.cache_rows, accepted.slots[:, :keep])

@@ -55,7 +55,9 @@ def model_facts(model: nn.Module) -> dict[str, Any]:
     if config is None or not hasattr(config, "hidden_size"):
         raise ValueError(f"{type(model).__name__} is not a transformers model (no config.hidden_size)")
     if getattr(config, "is_encoder_decoder", False):
-        raise ValueError(f"{type(model).__name__} is an encoder-decoder model; draft heads need a decoder-only causal LM")
+        raise ValueError(
+            f"{type(model).__name__} is an encoder-decoder model; draft heads need a decoder-only causal LM"
+        )
     return {
         "hidden_size": int(config.hidden_size),
         "vocab_size": int(output_embeddings(model).weight.shape[0]),
@@ -77,8 +79,15 @@ class DraftHeads(nn.Module):
     output projection.
     """
 
-    def __init__(self, horizon: int, hidden_size: int, head_hidden: int, vocab_size: int,
-                 base_model_type: str | None = None, base_model_name: str | None = None) -> None:
+    def __init__(
+        self,
+        horizon: int,
+        hidden_size: int,
+        head_hidden: int,
+        vocab_size: int,
+        base_model_type: str | None = None,
+        base_model_name: str | None = None,
+    ) -> None:
         super().__init__()
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
             raise ValueError(f"horizon must be an int >= 2 (head 1 is the model itself), got {horizon!r}")
@@ -102,8 +111,14 @@ class DraftHeads(nn.Module):
         hidden size.
         """
         facts = model_facts(model)
-        heads = cls(horizon, facts["hidden_size"], head_hidden or facts["hidden_size"], facts["vocab_size"],
-                    facts["base_model_type"], facts["base_model_name"])
+        heads = cls(
+            horizon,
+            facts["hidden_size"],
+            head_hidden or facts["hidden_size"],
+            facts["vocab_size"],
+            facts["base_model_type"],
+            facts["base_model_name"],
+        )
         param = next(output_embeddings(model).parameters())
         return heads.to(device=param.device, dtype=param.dtype)
 
@@ -141,8 +156,9 @@ class DraftHeads(nn.Module):
         return out
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike[str], model: nn.Module,
-                        strict_name: bool = True) -> DraftHeads:
+    def from_pretrained(
+        cls, directory: str | os.PathLike[str], model: nn.Module, strict_name: bool = True
+    ) -> DraftHeads:
         """Load heads saved by :meth:`save_pretrained` for ``model`` (on its device and dtype).
 
         The heads must fit the model: same hidden size, vocabulary size and model type, always
@@ -165,34 +181,53 @@ class DraftHeads(nn.Module):
         except json.JSONDecodeError as error:
             raise ValueError(f"{config_path}: not valid JSON ({error})") from None
         if config.get("format") != FORMAT or config.get("version") != VERSION:
-            raise ValueError(f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
-                             f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION})")
+            raise ValueError(
+                f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
+                f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION})"
+            )
         if config.get("activation", "gelu") != "gelu":
             raise ValueError(f"{config_path}: activation {config['activation']!r} is not supported (only gelu)")
         facts = model_facts(model)
-        problems = [f"{key} {config.get(key)} != the model's {facts[key]}"
-                    for key in ("hidden_size", "vocab_size") if config.get(key) != facts[key]]
-        if config.get("base_model_type") and facts["base_model_type"] and config["base_model_type"] != facts["base_model_type"]:
+        problems = [
+            f"{key} {config.get(key)} != the model's {facts[key]}"
+            for key in ("hidden_size", "vocab_size")
+            if config.get(key) != facts[key]
+        ]
+        if (
+            config.get("base_model_type")
+            and facts["base_model_type"]
+            and config["base_model_type"] != facts["base_model_type"]
+        ):
             problems.append(f"model type {config['base_model_type']!r} != the model's {facts['base_model_type']!r}")
         saved_name, name = _short_name(config.get("base_model_name")), _short_name(facts["base_model_name"])
         if strict_name and saved_name and name and saved_name != name:
-            problems.append(f"trained for model {config['base_model_name']!r}, not {facts['base_model_name']!r} "
-                            f"(pass strict_name=False if it is a checkpoint of the same model)")
+            problems.append(
+                f"trained for model {config['base_model_name']!r}, not {facts['base_model_name']!r} "
+                f"(pass strict_name=False if it is a checkpoint of the same model)"
+            )
         if problems:
             raise ValueError(f"draft heads in {folder} do not fit this model: " + "; ".join(problems))
-        heads = cls(int(config["horizon"]), int(config["hidden_size"]), int(config["head_hidden"]),
-                    int(config["vocab_size"]), config.get("base_model_type"), config.get("base_model_name"))
+        heads = cls(
+            int(config["horizon"]),
+            int(config["hidden_size"]),
+            int(config["head_hidden"]),
+            int(config["vocab_size"]),
+            config.get("base_model_type"),
+            config.get("base_model_name"),
+        )
         state = load_file(str(weights_path))
         expected = heads.state_dict()
         missing = sorted(set(expected) - set(state))
         unexpected = sorted(set(state) - set(expected))
         if missing or unexpected:
-            raise ValueError(f"{weights_path}: tensors do not match config.json (missing {missing[:4]}, "
-                             f"unexpected {unexpected[:4]})")
+            raise ValueError(
+                f"{weights_path}: tensors do not match config.json (missing {missing[:4]}, unexpected {unexpected[:4]})"
+            )
         for key, tensor in state.items():
             if tuple(tensor.shape) != tuple(expected[key].shape):
-                raise ValueError(f"{weights_path}: {key} has shape {list(tensor.shape)}, expected "
-                                 f"{list(expected[key].shape)}")
+                raise ValueError(
+                    f"{weights_path}: {key} has shape {list(tensor.shape)}, expected {list(expected[key].shape)}"
+                )
         heads.load_state_dict(state)
         param = next(output_embeddings(model).parameters())
         return heads.to(device=param.device, dtype=param.dtype)

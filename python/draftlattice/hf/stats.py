@@ -45,9 +45,11 @@ class DecodingStats:
         return 1.0 + self.mean_accepted if self.row_calls else 0.0
 
     def summary(self) -> str:
-        return (f"{self.new_tokens} tokens, {self.target_calls} target calls, "
-                f"{self.tokens_per_call:.2f} tokens/call/row, drafting {self.drafting_seconds:.3f} s, "
-                f"verification {self.verification_seconds:.3f} s")
+        return (
+            f"{self.new_tokens} tokens, {self.target_calls} target calls, "
+            f"{self.tokens_per_call:.2f} tokens/call/row, drafting {self.drafting_seconds:.3f} s, "
+            f"verification {self.verification_seconds:.3f} s"
+        )
 
 
 @dataclass

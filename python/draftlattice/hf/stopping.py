@@ -55,7 +55,11 @@ class RowStopper:
         """Append ``tokens`` to row ``b`` until one of them stops it (``scores[j]`` chose token j)."""
         for j, token in enumerate(tokens):
             new_tokens[b].append(token)
-            if token in self.eos or len(new_tokens[b]) >= self.max_new or self._others_stop(b, new_tokens[b], scores[j]):
+            if (
+                token in self.eos
+                or len(new_tokens[b]) >= self.max_new
+                or self._others_stop(b, new_tokens[b], scores[j])
+            ):
                 self.done[b] = True
                 return
 

@@ -61,5 +61,9 @@ def check_lm_for_model(lm, model) -> None:
     if actual is None:
         logger.info("cannot check the LM's tokenizer: the model has no local tokenizer folder")
         return
-    check_lm_tokenizer_pair(metadata, actual, lm_name=f"draft_lm {getattr(lm, 'path', lm)}",
-                            tokenizer_name=f"the model's tokenizer ({model.config.name_or_path})")
+    check_lm_tokenizer_pair(
+        metadata,
+        actual,
+        lm_name=f"draft_lm {getattr(lm, 'path', lm)}",
+        tokenizer_name=f"the model's tokenizer ({model.config.name_or_path})",
+    )

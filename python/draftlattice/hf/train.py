@@ -103,8 +103,14 @@ def _own_continuations(model, chunks: Tensor, prompt_len: int, sample: bool = Fa
     prompt = chunks[:, :prompt_len]
     new = chunks.shape[1] - prompt_len
     # No EOS: the continuation runs to full length, an EOS being just another token.
-    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, do_sample=sample,
-                         eos_token_id=None, pad_token_id=0)
+    out = model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=new,
+        do_sample=sample,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     return out[:, : chunks.shape[1]]
 
 
@@ -179,8 +185,13 @@ def train_heads(
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     from tqdm.auto import tqdm
 
-    bar = tqdm(range(start_step, steps), initial=start_step, total=steps, desc="train-heads",
-               disable=not (progress if progress is not None else sys.stderr.isatty()))
+    bar = tqdm(
+        range(start_step, steps),
+        initial=start_step,
+        total=steps,
+        desc="train-heads",
+        disable=not (progress if progress is not None else sys.stderr.isatty()),
+    )
     for step in bar:
         starts = torch.randint(0, ids.numel() - seq_len, (batch_size,), generator=generator)
         chunks = torch.stack([ids[s : s + seq_len] for s in starts.tolist()]).to(device)
@@ -199,8 +210,13 @@ def train_heads(
         result.steps = step + 1
         bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
         if (step + 1) % 50 == 0:  # for logs, where the bar is off
-            logger.info("step %d/%d loss %.4f top-1 accuracy per head %s", step + 1, steps, loss_value,
-                        " ".join(f"{a:.3f}" for a in accuracies))
+            logger.info(
+                "step %d/%d loss %.4f top-1 accuracy per head %s",
+                step + 1,
+                steps,
+                loss_value,
+                " ".join(f"{a:.3f}" for a in accuracies),
+            )
         if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
             _checkpoint(heads, optimizer, generator, step + 1, out)
     heads.eval()
@@ -216,4 +232,3 @@ def _checkpoint(heads: DraftHeads, optimizer, generator, step: int, out: Path) -
     torch.save(state, tmp)
     os.replace(tmp, out / STATE_NAME)
     logger.info("checkpoint at step %d in %s", step, out)
-

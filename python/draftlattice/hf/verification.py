@@ -71,8 +71,13 @@ class Target:
         Positions are clamped to ``max_position``: only draft nodes past ``max_length`` (never
         committed) reach it, and learned position tables (GPT-2) would fail on them.
         """
-        out = self.model.base_model(input_ids=input_ids, position_ids=position_ids.clamp(max=self.max_position),
-                                    attention_mask=attention_mask, use_cache=True, **{self.keyword: self.cache})
+        out = self.model.base_model(
+            input_ids=input_ids,
+            position_ids=position_ids.clamp(max=self.max_position),
+            attention_mask=attention_mask,
+            use_cache=True,
+            **{self.keyword: self.cache},
+        )
         return out.last_hidden_state
 
 
@@ -89,8 +94,15 @@ def max_position(model, max_length: int) -> int:
     return max(limit or 0, max_length) - 1
 
 
-def process_scores(processors, sequences: list[Tensor], row_sequence: list[int], logits: Tensor,
-                   paths: Tensor, depth: list[list[int]], valid: list[list[bool]]) -> Tensor:
+def process_scores(
+    processors,
+    sequences: list[Tensor],
+    row_sequence: list[int],
+    logits: Tensor,
+    paths: Tensor,
+    depth: list[list[int]],
+    valid: list[list[bool]],
+) -> Tensor:
     """Apply ``processors`` to the logits of every node.
 
     ``sequences[s]``: committed ids of sequence s (1-d, device); row r belongs to sequence
@@ -121,8 +133,15 @@ def _context_free_processors() -> tuple[type, ...]:
     """Processors whose output depends on the scores alone (not on input_ids or the row)."""
     from transformers.generation import logits_process as lp
 
-    names = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
-             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper")
+    names = (
+        "TemperatureLogitsWarper",
+        "TopKLogitsWarper",
+        "TopPLogitsWarper",
+        "MinPLogitsWarper",
+        "TypicalLogitsWarper",
+        "EpsilonLogitsWarper",
+        "EtaLogitsWarper",
+    )
     return tuple(getattr(lp, name) for name in names if hasattr(lp, name))
 
 
@@ -137,8 +156,11 @@ def row_processors(processors, row: int, batch: int, copies: int):
 
     views = LogitsProcessorList()
     for proc in processors:
-        per_row = {name: value for name, value in vars(proc).items()
-                   if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch}
+        per_row = {
+            name: value
+            for name, value in vars(proc).items()
+            if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch
+        }
         if per_row:
             proc = copy.copy(proc)
             for name, value in per_row.items():
@@ -152,8 +174,9 @@ def _tree_on(tree: TokenTree, device: torch.device) -> TokenTree:
     return TokenTree(**fields)
 
 
-def tree_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor,
-                 sequences: list[Tensor]) -> Forward:
+def tree_forward(
+    target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor, sequences: list[Tensor]
+) -> Forward:
     """Forward over the trie of ``drafts [B, p, g]`` (host) rooted at ``root [B]`` (device)."""
     device = root.device
     tree = build_tree(drafts, position_offset=positions, dtype=target.dtype)  # on the host: no sync
@@ -166,10 +189,13 @@ def tree_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor,
         B, T = tree.tokens.shape
         g = drafts.shape[-1]
         # paths[b, n, j]: token of node n's ancestor at depth j + 1.
-        by_depth = tree.ancestor.unsqueeze(-1) & (tree.depth.view(B, 1, T, 1) == torch.arange(1, g + 1).view(1, 1, 1, g))
+        by_depth = tree.ancestor.unsqueeze(-1) & (
+            tree.depth.view(B, 1, T, 1) == torch.arange(1, g + 1).view(1, 1, 1, g)
+        )
         paths = (by_depth * tree.tokens.view(B, 1, T, 1)).sum(2).to(device, non_blocking=True)
-        logits = process_scores(target.processors, sequences, list(range(B)), logits, paths, tree.depth.tolist(),
-                                tree.node_valid.tolist())
+        logits = process_scores(
+            target.processors, sequences, list(range(B)), logits, paths, tree.depth.tolist(), tree.node_valid.tolist()
+        )
     return Forward(z, logits, on_device)
 
 
@@ -186,8 +212,9 @@ def tree_accept(forward: Forward) -> Accepted:
     return Accepted(result.num_accepted, tokens, forward.z[rows, result.last_node], scores, None, slots)
 
 
-def chain_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor,
-                  sequences: list[Tensor]) -> Forward:
+def chain_forward(
+    target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor, sequences: list[Tensor]
+) -> Forward:
     """Forward over ``p`` chains per sequence: ``drafts [B, p, g]`` (host or device)."""
     device = root.device
     B, p, g = drafts.shape
@@ -205,13 +232,19 @@ def chain_forward(target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor
         depth = [list(range(g + 1))] * (B * p)
         valid = [[True] * (g + 1)] * (B * p)
         paths = drafts.reshape(B * p, 1, g).expand(B * p, g + 1, g)
-        logits = process_scores(target.processors, sequences, [b for b in range(B) for _ in range(p)], logits, paths,
-                                depth, valid)
+        logits = process_scores(
+            target.processors, sequences, [b for b in range(B) for _ in range(p)], logits, paths, depth, valid
+        )
     return Forward(z, logits, None)
 
 
-def chain_accept(forward: Forward, drafts: Tensor, num: Tensor | None = None,
-                 next_token: Tensor | None = None, best: Tensor | None = None) -> Accepted:
+def chain_accept(
+    forward: Forward,
+    drafts: Tensor,
+    num: Tensor | None = None,
+    next_token: Tensor | None = None,
+    best: Tensor | None = None,
+) -> Accepted:
     """Greedy acceptance over the chains, or the given ``num``/``next_token`` of chain ``best``
     (a sampling rule's result; ``best`` None = chain 0)."""
     B, p, g = drafts.shape

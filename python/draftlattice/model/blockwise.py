@@ -127,15 +127,19 @@ class BlockwiseLM(nn.Module):
 
     def _check_inputs(self, input_ids, cache, position_ids, attention_mask):
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be a LongTensor [B, T], got {getattr(input_ids, 'shape', type(input_ids))}")
+            raise ValueError(
+                f"input_ids must be a LongTensor [B, T], got {getattr(input_ids, 'shape', type(input_ids))}"
+            )
         if input_ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"input_ids must be integer, got {input_ids.dtype}")
         B, T = input_ids.shape
         if T == 0 or B == 0:
             raise ValueError(f"input_ids must be non-empty, got shape {tuple(input_ids.shape)}")
         if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), got range "
-                             f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+            raise ValueError(
+                f"token ids must lie in [0, {self.config.vocab_size}), got range "
+                f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+            )
         past = 0 if cache is None else cache.length
         if cache is not None:
             if cache.n_layer != self.config.n_layer:
@@ -146,16 +150,23 @@ class BlockwiseLM(nn.Module):
             if tuple(position_ids.shape) != (B, T):
                 raise ValueError(f"position_ids shape {tuple(position_ids.shape)} != input shape {(B, T)}")
             if int(position_ids.min()) < 0 or int(position_ids.max()) >= self.config.max_seq_len:
-                raise ValueError(f"position ids must lie in [0, {self.config.max_seq_len}), got "
-                                 f"[{int(position_ids.min())}, {int(position_ids.max())}]")
+                raise ValueError(
+                    f"position ids must lie in [0, {self.config.max_seq_len}), got "
+                    f"[{int(position_ids.min())}, {int(position_ids.max())}]"
+                )
         elif past + T > self.config.max_seq_len:
             raise ValueError(f"sequence length {past + T} exceeds max_seq_len {self.config.max_seq_len}")
         if attention_mask is not None:
             S = past + T
-            if attention_mask.dim() != 4 or attention_mask.shape[1] != 1 or attention_mask.shape[2:] != (T, S) \
-                    or attention_mask.shape[0] not in (1, B):
-                raise ValueError(f"attention_mask must be [B, 1, T, S] = [{B}, 1, {T}, {S}], got "
-                                 f"{tuple(attention_mask.shape)}")
+            if (
+                attention_mask.dim() != 4
+                or attention_mask.shape[1] != 1
+                or attention_mask.shape[2:] != (T, S)
+                or attention_mask.shape[0] not in (1, B)
+            ):
+                raise ValueError(
+                    f"attention_mask must be [B, 1, T, S] = [{B}, 1, {T}, {S}], got {tuple(attention_mask.shape)}"
+                )
             if not attention_mask.is_floating_point():
                 raise ValueError(f"attention_mask must be an additive float mask, got {attention_mask.dtype}")
         return past

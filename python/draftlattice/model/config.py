@@ -37,8 +37,7 @@ class BlockwiseConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first inconsistent field."""
-        positive = ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "num_heads",
-                    "max_seq_len", "head_hidden")
+        positive = ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "num_heads", "max_seq_len", "head_hidden")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -73,4 +73,4 @@ def eval_windows(stream: np.ndarray, seq_len: int, num_heads: int, max_windows: 
     if count <= 0:
         raise ValueError(f"evaluation stream of {stream.size} tokens is shorter than one window ({span})")
     starts = np.arange(count) * seq_len
-    return np.stack([stream[s:s + span] for s in starts]).astype(np.int64)
+    return np.stack([stream[s : s + span] for s in starts]).astype(np.int64)

@@ -18,8 +18,16 @@ from .data import eval_windows, token_stream
 from .losses import evaluate_windows
 
 
-def evaluate_file(model, tokenizer_path, text_path, seq_len: int = 256, batch_size: int = 16,
-                  max_windows: int | None = None, cache_dir=None, show_progress: bool = False) -> dict:
+def evaluate_file(
+    model,
+    tokenizer_path,
+    text_path,
+    seq_len: int = 256,
+    batch_size: int = 16,
+    max_windows: int | None = None,
+    cache_dir=None,
+    show_progress: bool = False,
+) -> dict:
     """Metrics of ``model`` on ``text_path`` (see the module docstring); dict with perplexity,
     head_accuracy [h], head_ce [h] (nats) and tokens (scored positions)."""
     from tqdm.auto import tqdm

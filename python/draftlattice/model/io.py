@@ -59,8 +59,9 @@ def read_weights(directory, expected: dict[str, torch.Tensor]) -> dict[str, torc
         raise ValueError(f"{directory}: weights do not match config (missing {missing}, unexpected {unexpected})")
     for name, tensor in tensors.items():
         if tensor.shape != expected[name].shape:
-            raise ValueError(f"{directory}: {name} has shape {tuple(tensor.shape)}, config wants "
-                             f"{tuple(expected[name].shape)}")
+            raise ValueError(
+                f"{directory}: {name} has shape {tuple(tensor.shape)}, config wants {tuple(expected[name].shape)}"
+            )
     return {name: tensor.to(torch.float32) for name, tensor in tensors.items()}
 
 

@@ -12,7 +12,7 @@ def blockwise_targets(window: torch.Tensor, num_heads: int) -> tuple[torch.Tenso
     """Split windows [B, L + h] into inputs [B, L] and targets [B, L, h] (head j: token t + j + 1)."""
     L = window.shape[1] - num_heads
     inputs = window[:, :L]
-    targets = torch.stack([window[:, j + 1:j + 1 + L] for j in range(num_heads)], dim=2)
+    targets = torch.stack([window[:, j + 1 : j + 1 + L] for j in range(num_heads)], dim=2)
     return inputs, targets
 
 
@@ -27,8 +27,9 @@ def blockwise_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.T
     return per_head.sum(), per_head
 
 
-def sampled_blockwise_loss(model, inputs: torch.Tensor, targets: torch.Tensor, head_fraction: float,
-                           generator: torch.Generator | None = None):
+def sampled_blockwise_loss(
+    model, inputs: torch.Tensor, targets: torch.Tensor, head_fraction: float, generator: torch.Generator | None = None
+):
     """Blockwise loss with heads 2..h scored on a random ``head_fraction`` of the positions.
 
     Head 1 is scored everywhere. Subsampling keeps each head's mean cross-entropy an unbiased
@@ -44,7 +45,9 @@ def sampled_blockwise_loss(model, inputs: torch.Tensor, targets: torch.Tensor, h
         flat_z, flat_t = z.flatten(0, 1), targets.flatten(0, 1)  # [B*L, d], [B*L, h]
         n = flat_z.shape[0]
         keep = max(1, int(round(head_fraction * n)))
-        index = torch.randperm(n, generator=generator)[:keep].to(z.device) if keep < n else torch.arange(n, device=z.device)
+        index = (
+            torch.randperm(n, generator=generator)[:keep].to(z.device) if keep < n else torch.arange(n, device=z.device)
+        )
         zs, ts = flat_z[index], flat_t[index]
         for j, head in enumerate(model.heads, start=1):
             losses.append(F.cross_entropy((head(zs) @ embedding.t()).float(), ts[:, j]))
@@ -65,8 +68,8 @@ def evaluate_windows(model, windows: torch.Tensor, batch_size: int = 16, device=
     count = 0
     model.eval()
     batches = range(0, windows.shape[0], batch_size)
-    for start in (progress(batches) if progress else batches):
-        window = windows[start:start + batch_size].to(device)
+    for start in progress(batches) if progress else batches:
+        window = windows[start : start + batch_size].to(device)
         inputs, targets = blockwise_targets(window, h)
         logits = model(inputs).logits.float()
         V = logits.shape[-1]

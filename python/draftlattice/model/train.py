@@ -70,8 +70,16 @@ def learning_rate(progress: float, step: int, options: TrainOptions) -> float:
     return options.lr * (options.min_lr_ratio + (1.0 - options.min_lr_ratio) * cosine)
 
 
-def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, valid_corpus=None,
-          options: TrainOptions | None = None, cache_dir=None, show_progress: bool | None = None) -> dict:
+def train(
+    config: BlockwiseConfig,
+    train_corpus,
+    tokenizer_path,
+    output_dir,
+    valid_corpus=None,
+    options: TrainOptions | None = None,
+    cache_dir=None,
+    show_progress: bool | None = None,
+) -> dict:
     """Train a model from scratch and save it (and its checkpoints) to ``output_dir``.
 
     Returns the final summary (steps, tokens, seconds, last validation metrics), also written to
@@ -103,8 +111,14 @@ def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, val
         raise ValueError(f"training stream has {stream.numel()} tokens, fewer than one window ({span})")
     valid = None
     if valid_corpus is not None:
-        valid = torch.from_numpy(eval_windows(token_stream(valid_corpus, tokenizer_path, cache_dir),
-                                              options.seq_len, config.num_heads, options.eval_windows))
+        valid = torch.from_numpy(
+            eval_windows(
+                token_stream(valid_corpus, tokenizer_path, cache_dir),
+                options.seq_len,
+                config.num_heads,
+                options.eval_windows,
+            )
+        )
     logger.info("train stream %d tokens, device %s, threads %d", stream.numel(), device, torch.get_num_threads())
 
     model = BlockwiseLM(config).to(device)
@@ -112,7 +126,8 @@ def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, val
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": options.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=options.lr, betas=(0.9, 0.95),
+        lr=options.lr,
+        betas=(0.9, 0.95),
     )
     generator = torch.Generator().manual_seed(options.seed)
     output_dir = Path(output_dir)
@@ -126,10 +141,16 @@ def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, val
         if valid is not None:
             metrics = evaluate_windows(model, valid, device=device)
             record.update(valid_perplexity=metrics["perplexity"], valid_head_accuracy=metrics["head_accuracy"])
-            logger.info("step %d: valid ppl %.2f, head acc %s", step, metrics["perplexity"],
-                        " ".join(f"{a:.3f}" for a in metrics["head_accuracy"]))
-            bar.write(f"step {step}: valid ppl {metrics['perplexity']:.2f} head top-1 "
-                      + " ".join(f"{a:.3f}" for a in metrics["head_accuracy"])) if show_progress else None
+            logger.info(
+                "step %d: valid ppl %.2f, head acc %s",
+                step,
+                metrics["perplexity"],
+                " ".join(f"{a:.3f}" for a in metrics["head_accuracy"]),
+            )
+            bar.write(
+                f"step {step}: valid ppl {metrics['perplexity']:.2f} head top-1 "
+                + " ".join(f"{a:.3f}" for a in metrics["head_accuracy"])
+            ) if show_progress else None
         history.append(record)
         save_model(model, output_dir if final else output_dir / "checkpoint", tokenizer_path=tokenizer_path)
         (output_dir / "train_log.json").write_text(json.dumps({"history": history}, indent=1) + "\n")
@@ -149,7 +170,7 @@ def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, val
         for group in optimizer.param_groups:
             group["lr"] = lr
         starts = torch.randint(0, stream.numel() - span + 1, (options.batch_size,), generator=generator)
-        window = torch.stack([stream[s:s + span] for s in starts.tolist()]).to(device)
+        window = torch.stack([stream[s : s + span] for s in starts.tolist()]).to(device)
         inputs, targets = blockwise_targets(window, config.num_heads)
         if options.head_fraction >= 1.0:
             loss, per_head = blockwise_loss(model(inputs).logits, targets)
@@ -164,8 +185,14 @@ def train(config: BlockwiseConfig, train_corpus, tokenizer_path, output_dir, val
         bar.update(1)
         bar.set_postfix(loss=f"{per_head[0].item():.3f}", lr=f"{lr:.2e}")
         if step % 10 == 0:
-            logger.info("step %d lr %.2e head-1 loss %.3f total %.3f %.0f tok/s", step, lr, per_head[0].item(),
-                        loss.item(), tokens / (time.monotonic() - start_time))
+            logger.info(
+                "step %d lr %.2e head-1 loss %.3f total %.3f %.0f tok/s",
+                step,
+                lr,
+                per_head[0].item(),
+                loss.item(),
+                tokens / (time.monotonic() - start_time),
+            )
         if step % options.eval_every == 0:
             evaluate_and_save(final=False)
     bar.close()

@@ -140,8 +140,7 @@ def _read_chunks(
             except UnicodeDecodeError as error:
                 at_line = line_no + chunk.count(b"\n", 0, error.start) + 1
                 raise FormatError(
-                    f"{path}: line {at_line} (byte offset {offset + error.start}) is not valid UTF-8 "
-                    f"({error.reason})"
+                    f"{path}: line {at_line} (byte offset {offset + error.start}) is not valid UTF-8 ({error.reason})"
                 ) from None
             yield chunk, text
             line_no += chunk.count(b"\n")
@@ -173,15 +172,11 @@ def _count_file(counter: Any, path: Path, tokenizer: Any, max_decompressed_bytes
                 continue
             lines = [line for line in (raw.strip() for raw in text.split("\n")) if line]
             for start in range(0, len(lines), _ENCODE_BATCH_LINES):
-                batch = tokenizer.encode_batch(
-                    lines[start : start + _ENCODE_BATCH_LINES], add_special_tokens=False
-                )
+                batch = tokenizer.encode_batch(lines[start : start + _ENCODE_BATCH_LINES], add_special_tokens=False)
                 ids = [encoding.ids for encoding in batch]
                 offsets = np.zeros(len(ids) + 1, dtype=np.int64)
                 np.cumsum([len(x) for x in ids], out=offsets[1:])
-                flat = np.fromiter(
-                    (token for seq in ids for token in seq), dtype=np.int32, count=int(offsets[-1])
-                )
+                flat = np.fromiter((token for seq in ids for token in seq), dtype=np.int32, count=int(offsets[-1]))
                 counter.add_token_batch(flat, offsets)
 
 

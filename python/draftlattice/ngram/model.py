@@ -135,9 +135,7 @@ class NgramLM(_core.NgramLM):
         """
         return _file_identity(self.path) != self.file_identity
 
-    def with_vocab(
-        self, vocab: Sequence[str] | None, oov_logprob: float | None = None
-    ) -> NgramLM:
+    def with_vocab(self, vocab: Sequence[str] | None, oov_logprob: float | None = None) -> NgramLM:
         """The same model (shared in memory, not reloaded) under another token mapping."""
         oov = self.oov_ln if oov_logprob is None else oov_logprob
         other = NgramLM.__new__(NgramLM)

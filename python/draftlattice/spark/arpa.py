@@ -22,8 +22,15 @@ __all__ = ["write_arpa_atomically"]
 _TO_LOG10 = 1.0 / math.log(10.0)
 
 
-def _write_levels(file, levels: dict[int, object], counts: list[int], spellings: list[str], digits: int,
-                  metadata: list[tuple[str, str]], progress: Callable[[int], None]) -> None:
+def _write_levels(
+    file,
+    levels: dict[int, object],
+    counts: list[int],
+    spellings: list[str],
+    digits: int,
+    metadata: list[tuple[str, str]],
+    progress: Callable[[int], None],
+) -> None:
     for key, value in metadata:
         file.write(f"# {key}: {value}\n")
     file.write("\n\\data\\\n")
@@ -49,9 +56,15 @@ def _write_levels(file, levels: dict[int, object], counts: list[int], spellings:
     file.write("\n\\end\\\n")
 
 
-def write_arpa_atomically(out: Path, levels: dict[int, object], counts: list[int], spellings: list[str],
-                          digits: int, metadata: list[tuple[str, str]],
-                          progress: Callable[[int], None] = lambda n: None) -> Path:
+def write_arpa_atomically(
+    out: Path,
+    levels: dict[int, object],
+    counts: list[int],
+    spellings: list[str],
+    digits: int,
+    metadata: list[tuple[str, str]],
+    progress: Callable[[int], None] = lambda n: None,
+) -> Path:
     """Writes ``levels`` ({k: RDD of (key, (p, ln alpha or None)) in key order}) as ARPA to a
     temporary file next to ``out`` and returns its path (the caller renames or converts it)."""
     if not 1 <= digits <= 17:

@@ -73,6 +73,4 @@ def recompute_backoffs(level, lower, vocab_size: int, bounds: list[int], top: bo
         lambda item: ((prefix(item[0]), item[1].first), (item[0] & WORD_MASK, item[1].p, item[1].p_lo))
     )
     contexts = lower.map(lambda item: ((item[0], LOWER), item[1].p))
-    return by_context(successors.union(contexts), bounds).mapPartitions(
-        lambda records: _walk(records, vocab_size, top)
-    )
+    return by_context(successors.union(contexts), bounds).mapPartitions(lambda records: _walk(records, vocab_size, top))

@@ -174,8 +174,9 @@ class _Job:
         from tqdm.auto import tqdm
 
         metadata = [] if tok_sha is None else [(TOKENIZER_SHA256_KEY, tok_sha)]
-        with tqdm(total=sum(counts), desc="writing ARPA", unit=" n-grams", disable=not sys.stderr.isatty(),
-                  leave=False) as bar:
+        with tqdm(
+            total=sum(counts), desc="writing ARPA", unit=" n-grams", disable=not sys.stderr.isatty(), leave=False
+        ) as bar:
             # A .dlm is compiled from a full-precision (17-digit) ARPA: each value is the double
             # the estimate computed, rounded once, to the binary's float32.
             arpa_digits = 17 if out.suffix.lower() == ".dlm" else digits

@@ -135,8 +135,7 @@ def _check_line(path: str, line: bytes, offset: int) -> str:
     except UnicodeDecodeError as error:
         at = offset + error.start
         raise CorpusError(
-            f"{path}: line {_line_number(path, at)} (byte offset {at}) is not valid UTF-8 "
-            f"({error.reason})"
+            f"{path}: line {_line_number(path, at)} (byte offset {at}) is not valid UTF-8 ({error.reason})"
         ) from None
 
 

@@ -98,8 +98,9 @@ def _walk(records, discounts: list[float], vocab_size: int, pruning: bool) -> It
             yield "ngram", key, entry
 
 
-def estimate_order(kept, totals, lower, order: int, discounts: list[float], vocab_size: int,
-                   bounds: list[int], pruning: bool):
+def estimate_order(
+    kept, totals, lower, order: int, discounts: list[float], vocab_size: int, bounds: list[int], pruning: bool
+):
     """One order's estimate: an RDD of ("row", h, (p(h), ln alpha(h) or None)) for every n-gram
     of ``lower`` and ("ngram", hw, Entry) for ``kept``, both in key order.
 

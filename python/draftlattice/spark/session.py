@@ -61,16 +61,13 @@ def _import_pyspark():
         import pyspark
     except ImportError:
         raise ImportError(
-            "the Spark engine needs pyspark and a Java runtime (17 or 21): "
-            "pip install 'draftlattice[spark]'"
+            "the Spark engine needs pyspark and a Java runtime (17 or 21): pip install 'draftlattice[spark]'"
         ) from None
     return pyspark
 
 
 @contextlib.contextmanager
-def spark_context(
-    spark: Any = None, master: str | None = None, conf: Mapping[str, str] | None = None
-) -> Iterator[Any]:
+def spark_context(spark: Any = None, master: str | None = None, conf: Mapping[str, str] | None = None) -> Iterator[Any]:
     """Yields a SparkContext: ``spark``'s (a SparkSession or SparkContext), the process's
     running one (one JVM holds one context; ``master`` and ``conf`` are then ignored), or a new
     one, stopped on exit."""

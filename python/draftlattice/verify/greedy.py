@@ -53,7 +53,9 @@ def greedy_accept(drafts: Tensor, target_logits: Tensor, lengths: Tensor | int |
     B, P, H = drafts.shape
     t = target_tokens(target_logits)  # [B, p, h+1]
     if t.shape != (B, P, H + 1):
-        raise ValueError(f"target has shape {tuple(target_logits.shape)}; expected [B, p, h+1(, V)] for drafts {tuple(drafts.shape)}")
+        raise ValueError(
+            f"target has shape {tuple(target_logits.shape)}; expected [B, p, h+1(, V)] for drafts {tuple(drafts.shape)}"
+        )
     match = drafts == t[..., :H]
     if lengths is not None:
         L = _as_lengths(lengths, (B, P), H, drafts.device)

@@ -64,7 +64,9 @@ class MultiDraftResult(NamedTuple):
     next_token: Tensor  #: [B] int64, the token after them
 
 
-def _check(drafts: Tensor, target_probs: Tensor, q: Tensor | None, without_replacement: bool = False) -> tuple[int, int, int, int]:
+def _check(
+    drafts: Tensor, target_probs: Tensor, q: Tensor | None, without_replacement: bool = False
+) -> tuple[int, int, int, int]:
     if without_replacement and q is None:
         raise ValueError("without_replacement needs q (the law the children were drawn from)")
     if drafts.dim() != 3 or target_probs.dim() != 4:
@@ -75,7 +77,9 @@ def _check(drafts: Tensor, target_probs: Tensor, q: Tensor | None, without_repla
     B, p, g = drafts.shape
     V = target_probs.shape[-1]
     if target_probs.shape != (B, p, g + 1, V) or p < 1:
-        raise ValueError(f"target_probs must be [B, p, g+1, V] = [{B}, {p}, {g + 1}, V] with p >= 1, got {tuple(target_probs.shape)}")
+        raise ValueError(
+            f"target_probs must be [B, p, g+1, V] = [{B}, {p}, {g + 1}, V] with p >= 1, got {tuple(target_probs.shape)}"
+        )
     if q is not None and q.shape != (B, p, g, V):
         raise ValueError(f"q must be [B, p, g, V] = [{B}, {p}, {g}, {V}], got {tuple(q.shape)}")
     if drafts.dtype not in (torch.int32, torch.int64):
@@ -129,8 +133,9 @@ def multi_draft_verify(
         first = live.to(torch.int8).argmax(-1)  # lowest-index live row
         law = _row_law(target_probs, first, j)
         if j < g and q is not None:
-            child, law = _recursive_rejection(drafts[:, :, j], live, law, _row_law(q, first, j), generator,
-                                              without_replacement)
+            child, law = _recursive_rejection(
+                drafts[:, :, j], live, law, _row_law(q, first, j), generator, without_replacement
+            )
         else:
             child = None
         y = draw_categorical(law, generator)  # next token if not descending

@@ -146,7 +146,9 @@ def block_accept_probs(draft_tokens: Tensor, q: Tensor, p: Tensor, lengths: Tens
     ws = [torch.ones_like(px[:, 0])]
     for i in range(g):  # loop over g only
         r = ws[-1] * px[:, i]
-        ws.append(torch.where(r >= qx[:, i], torch.ones_like(r), r / torch.where(qx[:, i] > 0, qx[:, i], torch.ones_like(r))))
+        ws.append(
+            torch.where(r >= qx[:, i], torch.ones_like(r), r / torch.where(qx[:, i] > 0, qx[:, i], torch.ones_like(r)))
+        )
     w = torch.stack(ws, dim=1)  # [B, g+1]
     S = torch.zeros(B, g, dtype=p.dtype, device=p.device)
     if g > 1:

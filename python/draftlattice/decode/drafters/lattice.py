@@ -46,8 +46,16 @@ class LatticeDrafter:
 
     name = "ngram"
 
-    def __init__(self, lm, k: int = 4, p: int = 1, alpha: float = 0.5, bos: bool = True,
-                 sample_alpha: float = 0.2, full_support: bool = True) -> None:
+    def __init__(
+        self,
+        lm,
+        k: int = 4,
+        p: int = 1,
+        alpha: float = 0.5,
+        bos: bool = True,
+        sample_alpha: float = 0.2,
+        full_support: bool = True,
+    ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         _core.check_rescore_options(p, alpha)  # the core's checks, at construction
@@ -83,11 +91,22 @@ class LatticeDrafter:
         first token (q[:, 0] is then that law itself, before any removal)."""
         check_head_logits(head_logits)
         vocab = head_logits.shape[1]
-        probs = sampling.distribution(head_logits.detach().double(), sampling.seen(context, vocab, device=head_logits.device))
+        probs = sampling.distribution(
+            head_logits.detach().double(), sampling.seen(context, vocab, device=head_logits.device)
+        )
         logp = probs.log().cpu().numpy()
         state = self.committed.after(context)
-        drawn = sample_from_heads(logp, self.k, self.lm, 1 if distinct_first else n, self.sample_alpha, state,
-                                  False, generator, self.full_support)
+        drawn = sample_from_heads(
+            logp,
+            self.k,
+            self.lm,
+            1 if distinct_first else n,
+            self.sample_alpha,
+            state,
+            False,
+            generator,
+            self.full_support,
+        )
         if not distinct_first:
             return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
         q0 = torch.from_numpy(drawn.q[0, 0])
@@ -98,8 +117,9 @@ class LatticeDrafter:
             if logp.shape[0] > 1:  # the rest given c: the lattice of heads 2.. after c's LM state
                 known = c in drawn.lattice.tokens[0]  # else an "other" token: the LM restarts
                 after = self.lm.advance(state, [c]) if known else self.lm.start([], False)
-                rest = sample_from_heads(logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha, after, False,
-                                         generator, self.full_support)
+                rest = sample_from_heads(
+                    logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha, after, False, generator, self.full_support
+                )
                 row += rest.tokens[0].tolist()
                 law += list(rest.q[0])
             tokens.append(row)
@@ -126,9 +146,9 @@ class CommittedLmState:
 
     def after(self, context: Sequence[int]) -> LmState:
         n, m, w = len(context), self.length, self.window
-        if 0 <= m <= n and tuple(context[max(0, m - w): m]) == self.tail:
+        if 0 <= m <= n and tuple(context[max(0, m - w) : m]) == self.tail:
             self.state = self.lm.advance(self.state, context[m:n]) if n > m else self.state
         else:
-            self.state = self.lm.start(context[max(0, n - w): n], self.bos)
-        self.length, self.tail = n, tuple(context[max(0, n - w): n])
+            self.state = self.lm.start(context[max(0, n - w) : n], self.bos)
+        self.length, self.tail = n, tuple(context[max(0, n - w) : n])
         return self.state

@@ -40,7 +40,9 @@ class OracleDrafter:
         check_head_logits(head_logits)
         n, g = len(context), head_logits.shape[0]
         if list(context) != self.reference[:n]:
-            raise ValueError("the oracle's reference does not continue this context (it needs the target's greedy output)")
+            raise ValueError(
+                "the oracle's reference does not continue this context (it needs the target's greedy output)"
+            )
         logits = head_logits.detach().float().cpu().numpy()
         lattice = Lattice.from_logits(logits, min(self.k, logits.shape[1]))
         reference = self.reference[n : n + g]
