@@ -39,8 +39,8 @@ def spark_context():
     _import_spark()
     from draftlattice.spark.session import java_version, local_worker_settings
 
-    if java_version() is None:
-        pytest.fail(
+    if java_version() is None:  # a system package, not a pip one: skipped with the reason (issue 16)
+        pytest.skip(
             "Spark needs a Java runtime (17 or 21) and `java -version` failed: "
             "install one (apt install openjdk-17-jre-headless)"
         )
