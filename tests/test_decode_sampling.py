@@ -15,6 +15,7 @@ import scipy.stats
 import torch
 
 from _decode_models import markov_ngram, ngram_dir, trained_model  # noqa: F401 (fixtures)
+from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
 from draftlattice.decode.sampling import seen_tokens
 
@@ -146,42 +147,11 @@ def test_sampling_mode_rejects_several_drafts():
 def test_sampling_demo_rows_with_a_tiny_model(tmp_path, capsys):
     """`draftlattice demo --temperature T` prints the four sampling rows (tiny random model over
     the shipped tokenizer and 2-gram LM)."""
-    import shutil
-    from pathlib import Path
 
     from draftlattice.cli.main import main
-    from draftlattice.model import BlockwiseConfig, BlockwiseLM
 
-    shipped = Path(__file__).resolve().parents[1] / "lm_models"
-    torch.manual_seed(0)
-    config = BlockwiseConfig(
-        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
-    )
-    BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
-    shutil.copy(shipped / "katz2.dlm", tmp_path)
-    code = main(
-        [
-            "demo",
-            "--models",
-            str(tmp_path),
-            "--lm",
-            "katz2.dlm",
-            "--prompts",
-            "2",
-            "--prompt-tokens",
-            "12",
-            "--max-new-tokens",
-            "10",
-            "--k",
-            "3",
-            "--p",
-            "3",
-            "--temperature",
-            "0.8",
-            "--top-p",
-            "0.95",
-        ]
-    )
+    models = tiny_demo_models(tmp_path)
+    code = main(["demo", "--models", str(models), *SMALL_RUN, "--p", "3", "--temperature", "0.8", "--top-p", "0.95"])
     out = capsys.readouterr().out
     assert code == 0, out
     for row in ("| vanilla |", "| ngram 1 draft |", "| ngram 3-best tree |", "| ngram 3 sampled |"):

@@ -5,11 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import torch
-
+from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.assets import data_dir
 from draftlattice.cli.main import main
-from draftlattice.model import BlockwiseConfig, BlockwiseLM
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ("| greedy |", "| vanilla |", "| ngram 1-best |", "| ngram 4-best |", "| oracle |")
@@ -31,35 +29,8 @@ def test_demo_with_the_shipped_model(capsys):
 
 def test_demo_plumbing_with_a_tiny_model(tmp_path, capsys):
     """The same command on a random tiny model over the shipped tokenizer and 4-gram LM."""
-    shipped = ROOT / "lm_models"
-    torch.manual_seed(0)
-    config = BlockwiseConfig(
-        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
-    )
-    BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
-    BlockwiseLM(BlockwiseConfig(**{**config.to_dict(), "num_heads": 1})).save_pretrained(
-        tmp_path / "neural_rescorer", tokenizer_path=shipped / "tokenizer.json"
-    )
-    shutil.copy(shipped / "katz2.dlm", tmp_path)
-    code = main(
-        [
-            "demo",
-            "--models",
-            str(tmp_path),
-            "--lm",
-            "katz2.dlm",
-            "--prompts",
-            "2",
-            "--prompt-tokens",
-            "12",
-            "--max-new-tokens",
-            "10",
-            "--k",
-            "3",
-            "--p",
-            "4",
-        ]
-    )
+    models = tiny_demo_models(tmp_path, neural=True)
+    code = main(["demo", "--models", str(models), *SMALL_RUN, "--p", "4"])
     out = capsys.readouterr().out
     assert code == 0, out
     for row in (*ROWS, "| neural |"):

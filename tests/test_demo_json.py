@@ -5,32 +5,25 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
+from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.assets import WIKITEXT_TEST, data_file
 from draftlattice.cli.main import main
 from draftlattice.decode import greedy_decode
 from draftlattice.evaluate.prompts import paragraph_prompts
-from draftlattice.model import BlockwiseConfig, BlockwiseLM
+from draftlattice.model import BlockwiseLM
 from draftlattice.tokenizer import load_tokenizer
 
 SHIPPED = Path(__file__).resolve().parents[1] / "lm_models"
-SIZES = ["--prompts", "2", "--prompt-tokens", "12", "--max-new-tokens", "10", "--k", "3", "--p", "3"]
+SIZES = [*SMALL_RUN, "--p", "3"]  # with the LM katz2.dlm
 
 
 @pytest.fixture
 def models(tmp_path) -> Path:
-    torch.manual_seed(0)
-    config = BlockwiseConfig(
-        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
-    )
-    BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=SHIPPED / "tokenizer.json")
-    shutil.copy(SHIPPED / "katz2.dlm", tmp_path)
-    return tmp_path
+    return tiny_demo_models(tmp_path)
 
 
 def table_rows(out: str) -> dict[str, list[str]]:
@@ -56,7 +49,7 @@ def check_schema(data: dict, names: list[str], prompts: int) -> None:
 
 def test_greedy_json_matches_the_table_and_holds_the_greedy_texts(models, capsys):
     out_file = models / "demo.json"
-    assert main(["demo", "--models", str(models), "--lm", "katz2.dlm", *SIZES, "--json", str(out_file)]) == 0
+    assert main(["demo", "--models", str(models), *SIZES, "--json", str(out_file)]) == 0
     out = capsys.readouterr().out
     data = json.loads(out_file.read_text(encoding="utf-8"))
     names = ["greedy", "vanilla", "ngram 1-best", "ngram 3-best", "oracle"]
@@ -82,8 +75,6 @@ def test_sampling_json_matches_the_table(models, capsys):
                 "demo",
                 "--models",
                 str(models),
-                "--lm",
-                "katz2.dlm",
                 *SIZES,
                 "--temperature",
                 "0.8",
@@ -109,7 +100,7 @@ def test_sampling_json_matches_the_table(models, capsys):
 def test_json_output_follows_the_overwrite_policy(models, capsys):
     out_file = models / "demo.json"
     out_file.write_text("old")
-    args = ["demo", "--models", str(models), "--lm", "katz2.dlm", *SIZES, "--json", str(out_file)]
+    args = ["demo", "--models", str(models), *SIZES, "--json", str(out_file)]
     assert main(args) == 1
     assert re.search(r"demo\.json: exists \(use --force", capsys.readouterr().err)
     assert out_file.read_text() == "old"

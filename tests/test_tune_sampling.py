@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
 from _decode_models import markov_ngram, ngram_dir, prompts, trained_model  # noqa: F401 (fixtures)
+from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.apps.tune_sampling import _expected_accepted, tune_sample_alpha
 from draftlattice.decode import LatticeDrafter, SamplingConfig
 from draftlattice.decode.loop import _StepOutput
@@ -95,43 +94,11 @@ def test_demo_sample_alpha_auto(tmp_path, capsys):
     """`demo --temperature T --sample-alpha auto` tunes on WikiText-2 valid, prints the table and
     uses the winner (tiny random model over the shipped tokenizer and 2-gram LM)."""
     from draftlattice.cli.main import main
-    from draftlattice.model import BlockwiseConfig, BlockwiseLM
 
-    shipped = Path(__file__).resolve().parents[1] / "lm_models"
-    torch.manual_seed(0)
-    config = BlockwiseConfig(
-        vocab_size=4096, n_layer=1, n_head=2, d_model=32, d_ff=64, num_heads=3, head_hidden=32, max_seq_len=128
-    )
-    BlockwiseLM(config).save_pretrained(tmp_path / "default", tokenizer_path=shipped / "tokenizer.json")
-    shutil.copy(shipped / "katz2.dlm", tmp_path)
+    models = tiny_demo_models(tmp_path)
     out_file = tmp_path / "out.json"
-    code = main(
-        [
-            "demo",
-            "--models",
-            str(tmp_path),
-            "--lm",
-            "katz2.dlm",
-            "--prompts",
-            "2",
-            "--prompt-tokens",
-            "12",
-            "--max-new-tokens",
-            "8",
-            "--k",
-            "3",
-            "--p",
-            "2",
-            "--temperature",
-            "1.0",
-            "--sample-alpha",
-            "auto",
-            "--calibration-prompts",
-            "2",
-            "--json",
-            str(out_file),
-        ]
-    )
+    sampling = ["--p", "2", "--temperature", "1.0", "--sample-alpha", "auto", "--calibration-prompts", "2"]
+    code = main(["demo", "--models", str(models), *SMALL_RUN, *sampling, "--json", str(out_file)])
     out = capsys.readouterr().out
     assert code == 0, out
     data = json.loads(out_file.read_text())
