@@ -17,9 +17,10 @@ from transformers import (
 V = 48
 
 
-def llama(vocab: int = V, seed: int = 0):
+def llama(vocab: int = V, seed: int = 0, **config):
+    """``config`` overrides the tiny defaults (e.g. initializer_range, attn_implementation)."""
     torch.manual_seed(seed)
-    cfg = LlamaConfig(
+    settings = dict(
         vocab_size=vocab,
         hidden_size=32,
         intermediate_size=64,
@@ -28,10 +29,10 @@ def llama(vocab: int = V, seed: int = 0):
         num_key_value_heads=2,
         max_position_embeddings=256,
         bos_token_id=None,
-        eos_token_id=None,
+        eos_token_id=None,  # generate() must not stop early
         pad_token_id=None,
     )
-    return LlamaForCausalLM(cfg).eval()
+    return LlamaForCausalLM(LlamaConfig(**{**settings, **config})).eval()
 
 
 def gpt2(vocab: int = V, seed: int = 1):

@@ -9,24 +9,9 @@ import torch
 
 def tiny_llama(seed: int = 0, vocab: int = 48):
     """A tiny randomly initialised Llama (float64, eager attention); nothing is downloaded."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _hf_models import llama
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.3,
-        attn_implementation="eager",
-        bos_token_id=None,
-        eos_token_id=None,  # generate() must not stop early
-    )
-    model = LlamaForCausalLM(cfg).to(torch.float64).eval()
-    return model
+    return llama(vocab, seed, initializer_range=0.3, attn_implementation="eager").to(torch.float64).eval()
 
 
 @torch.no_grad()

@@ -38,59 +38,18 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
         "= Heading =\n\nIn 1889 the exhibition opened in Paris and drew many visitors.\n"
     )
     trace_path = tmp_path / "t.dltrace"
-    assert (
-        main(
-            [
-                "trace",
-                "record",
-                "--model",
-                str(model_dir),
-                "--prompts",
-                str(prompts),
-                "--prompt-tokens",
-                "8",
-                "--max-new-tokens",
-                "12",
-                "--top-k",
-                "4",
-                "-o",
-                str(trace_path),
-            ]
-        )
-        == 0
-    )
+    record = ["--prompts", str(prompts), "--prompt-tokens", "8", "--max-new-tokens", "12", "--top-k", "4"]
+    assert main(["trace", "record", "--model", str(model_dir), *record, "-o", str(trace_path)]) == 0
     trace = load_trace(trace_path)
     assert len(trace) == 2 and trace.num_heads == 3 and trace.top_k == 4 and trace.num_positions == 24
     assert main(["trace", "info", str(trace_path)]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["positions"] == 24
     out = tmp_path / "report"
-    assert (
-        main(
-            [
-                "eval",
-                "--trace",
-                str(trace_path),
-                "--lm",
-                str(ROOT / "lm_models" / "katz2.dlm"),
-                "--k",
-                "4",
-                "--p",
-                "4",
-                "--ks",
-                "1,4",
-                "--ps",
-                "1,4",
-                "--tune-alpha",
-                "--alphas",
-                "0,1",
-                "--heldout-fraction",
-                "0.5",
-                "-o",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    # the same small grid for both runs: k and p of the tables, the k and p curves
+    grid = ["--trace", str(trace_path), "--lm", str(ROOT / "lm_models" / "katz2.dlm"), "--k", "4", "--p", "4"]
+    grid += ["--ks", "1,4", "--ps", "1,4"]
+    tuning = ["--tune-alpha", "--alphas", "0,1", "--heldout-fraction", "0.5"]
+    assert main(["eval", *grid, *tuning, "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Table 4" in printed and "Table 3" in printed and "Table 5" in printed
     result = json.loads((out / "results.json").read_text())
@@ -103,30 +62,7 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
     bare = tmp_path / "no-matplotlib"
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
-        assert (
-            main(
-                [
-                    "eval",
-                    "--trace",
-                    str(trace_path),
-                    "--lm",
-                    str(ROOT / "lm_models" / "katz2.dlm"),
-                    "--k",
-                    "4",
-                    "--p",
-                    "4",
-                    "--ks",
-                    "1,4",
-                    "--ps",
-                    "1,4",
-                    "--alphas",
-                    "1",
-                    "-o",
-                    str(bare),
-                ]
-            )
-            == 0
-        )
+        assert main(["eval", *grid, "--alphas", "1", "-o", str(bare)]) == 0
     assert json.loads((bare / "results.json").read_text())["table4"] and (bare / "tables.txt").stat().st_size
     assert not (bare / "figure6_oracle.png").exists()
 
