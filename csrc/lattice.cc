@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "errors.h"
+#include "head_topk.h"
 
 namespace dl {
 namespace {
@@ -27,6 +28,14 @@ void SortHead(int32_t* tokens, float* logprobs, int k) {
   }
   std::copy(sorted_tokens.begin(), sorted_tokens.end(), tokens);
   std::copy(sorted_logprobs.begin(), sorted_logprobs.end(), logprobs);
+}
+
+// Names the first NaN or +inf logit of a head that ScanHead found invalid.
+[[noreturn]] void ThrowInvalidLogit(const float* row, int vocab, int t) {
+  int v = 0;
+  while (v + 1 < vocab && !(std::isnan(row[v]) || row[v] == INFINITY)) ++v;
+  throw InvalidArgument(
+      Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
 }
 
 std::string EscapeDot(const std::string& text) {
@@ -53,38 +62,23 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
   lattice.k = k;
   lattice.tokens.resize(static_cast<size_t>(h) * k);
   lattice.logprobs.resize(static_cast<size_t>(h) * k);
-  std::vector<int32_t> index(vocab);
+  std::vector<HeadCandidate> best(k);
   const double inv_temperature = 1.0 / static_cast<double>(temperature);
   for (int t = 0; t < h; ++t) {
     const float* row = logits + static_cast<size_t>(t) * vocab;
     // -inf is a masked token (probability 0, as transformers' masks write it); NaN and +inf are
     // errors. At least k tokens per head must be unmasked so every lattice arc is a real token.
-    double max_logit = -INFINITY;
-    int unmasked = 0;
-    for (int v = 0; v < vocab; ++v) {
-      if (std::isnan(row[v]) || row[v] == INFINITY)
-        throw InvalidArgument(
-            Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
-      if (row[v] == -INFINITY) continue;
-      ++unmasked;
-      max_logit = std::max(max_logit, static_cast<double>(row[v]));
-    }
-    if (unmasked < k)
-      throw InvalidArgument(Message("head ", t, " has ", unmasked,
+    const HeadScan scan = ScanHead(row, vocab, k, best.data());
+    if (scan.invalid) ThrowInvalidLogit(row, vocab, t);
+    if (scan.unmasked < k)
+      throw InvalidArgument(Message("head ", t, " has ", scan.unmasked,
                                     " tokens with a logit above -inf, fewer than k=", k));
-    double sum = 0;
-    for (int v = 0; v < vocab; ++v) sum += std::exp((row[v] - max_logit) * inv_temperature);
-    const double log_normalizer = std::log(sum);
-    std::iota(index.begin(), index.end(), 0);
-    auto better = [row](int32_t a, int32_t b) {
-      return row[a] != row[b] ? row[a] > row[b] : a < b;
-    };
-    if (k < vocab) std::nth_element(index.begin(), index.begin() + k, index.end(), better);
-    std::sort(index.begin(), index.begin() + k, better);
+    const float max_logit = best[0].logit;
+    const double log_normalizer = std::log(SumExp(row, vocab, max_logit, inv_temperature));
     for (int i = 0; i < k; ++i) {
-      const int32_t token = index[i];
-      lattice.tokens[static_cast<size_t>(t) * k + i] = token;
-      const double logprob = (row[token] - max_logit) * inv_temperature - log_normalizer;
+      lattice.tokens[static_cast<size_t>(t) * k + i] = best[i].token;
+      const double logprob =
+          (static_cast<double>(best[i].logit) - max_logit) * inv_temperature - log_normalizer;
       lattice.logprobs[static_cast<size_t>(t) * k + i] = static_cast<float>(std::min(0.0, logprob));
     }
   }

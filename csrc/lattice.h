@@ -5,9 +5,9 @@
 // log-probability, best first, ties broken by the lower token id; the column index of a
 // candidate is its *rank* (used by the tie rule of the p-best search, see nbest.h).
 //
-// FromLogits: top-k by partial selection (std::partial_sort on indices, O(V + k log k) per head)
-// and exact log-softmax over the whole vocabulary (max + log-sum-exp in double) after dividing
-// the logits by the temperature. FromTopk: validates and sorts precomputed [h, k] arrays.
+// FromLogits: top-k and log-softmax over the whole vocabulary after dividing the logits by the
+// temperature, in two streaming passes per head (head_topk.h; O(V + k^2) per head, the
+// normalizer's relative error about 1e-7). FromTopk: validates and sorts precomputed [h, k] arrays.
 //
 // Preconditions: none; every impossible input throws dl::InvalidArgument naming the values.
 #pragma once

@@ -35,6 +35,25 @@ def test_from_logits_matches_reference(dtype, temperature):
     np.testing.assert_allclose(lattice.logprobs, logprobs, atol=1e-5)
 
 
+@pytest.mark.parametrize("vocab", [1, 15, 16, 17, 4096, 50257])
+@pytest.mark.parametrize("scale, temperature", [(0.01, 1.0), (4.0, 1.0), (30.0, 0.7), (2.0, 1e-3), (1.0, 40.0)])
+def test_from_logits_normalizer_and_selection_at_vocabulary_sizes(vocab, scale, temperature):
+    # Vocabulary sizes around the core's 16-logit blocks and 64-logit exp chunks, masked logits,
+    # ascending rows (every logit displaces the k-th best), ties, and sharp and flat softmaxes: the
+    # selection equals the reference exactly and the log-probabilities within float32 rounding.
+    rng = np.random.default_rng(vocab)
+    logits = (rng.normal(size=(4, vocab)) * scale).astype(np.float32)
+    logits[1] = np.sort(logits[1])
+    logits[2, ::3] = -np.inf
+    logits[2, 0] = 0.0
+    logits[3, vocab // 2 :] = logits[3, 0]
+    k = min(vocab // 3 + 1, 40)
+    lattice = dl.Lattice.from_logits(logits, k, temperature)
+    tokens, logprobs = reference_topk(logits, k, temperature)
+    np.testing.assert_array_equal(lattice.tokens, tokens)
+    np.testing.assert_allclose(lattice.logprobs, logprobs, rtol=3e-7, atol=3e-7)
+
+
 def test_from_logits_accepts_torch_and_full_vocab():
     logits = torch.randn(3, 7, dtype=torch.bfloat16)
     lattice = dl.Lattice.from_logits(logits, 7)
