@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import torch
 
 import draftlattice as dl
@@ -55,7 +56,26 @@ def test_proposals_equal_rescoring_the_whole_context(tmp_path):
             lattice = drafter.lattice(logits)
             want = dl.rescore(lattice, lm, 4, 0.7, np.array(context), bos=True).tokens
             np.testing.assert_array_equal(got, want)
-            context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]
+            if rng.random() < 0.7:  # accepted tokens
+                context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]
+            elif rng.random() < 0.5:  # rollback: the core call restarts from the last tokens
+                context = context[: rng.randint(0, len(context))]
+            else:  # another sequence
+                context = [rng.randrange(7) for _ in range(rng.randint(0, 6))]
+
+
+def test_proposals_name_bad_logits_and_keep_the_committed_state(tmp_path):
+    lm = _models(tmp_path)[3]
+    drafter = LatticeDrafter(lm, k=3, p=2, alpha=0.5)
+    logits = torch.randn(3, 9)
+    drafter.propose(logits, [1, 2])
+    bad = logits.clone()
+    bad[1, 4] = float("nan")
+    with pytest.raises(ValueError, match="head 1 token 4 is nan"):
+        drafter.propose(bad, [1, 2, 3])
+    with pytest.raises(ValueError, match="head 0 has 0 tokens with a logit above -inf, fewer than k=3"):
+        drafter.propose(torch.full((3, 9), -float("inf")), [1, 2, 3])
+    assert drafter.committed.after([1, 2, 3]) == lm.start([1, 2, 3], True)
 
 
 def test_samples_equal_sampling_after_the_whole_context(tmp_path):
