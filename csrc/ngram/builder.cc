@@ -14,6 +14,7 @@ NgramBuilder::NgramBuilder(std::vector<uint64_t> counts,
   parts_.order = static_cast<int>(parts_.counts.size());
   for (int n = 2; n <= parts_.order; ++n) tables_.emplace_back(parts_.counts[n - 1]);
   bounds_.emplace(parts_.order, parts_.counts[0]);
+  mass_.emplace(parts_.order, parts_.counts[0]);
   deferred_suffixes_.resize(parts_.order);
   parts_.unigrams.reserve(parts_.counts[0]);
   words_.reserve(parts_.counts[0]);
@@ -29,6 +30,7 @@ void NgramBuilder::AddUnigram(std::string_view word, float prob, float backoff, 
   parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
   bounds_->AddProb(1, index, prob);
   if (parts_.order > 1) bounds_->AddBackoff(1, backoff);
+  mass_->AddUnigram(prob);
 }
 
 void NgramBuilder::AddNgram(int n, const std::string_view* words, float prob, float backoff,
@@ -70,6 +72,9 @@ std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) 
   MarkBackoffContexts();
   parts_.suffix_closed = CheckDeferredSuffixes();
   parts_.word_bounds = bounds_->Finish();
+  const double most = mass_->LogProbBound(parts_.unigrams, tables_);
+  for (float& bound : parts_.word_bounds)
+    if (most < bound) bound = static_cast<float>(most);
   parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
   for (auto& table : tables_) parts_.tables.push_back(std::move(table.buckets()));
   parts_.source_format = source_format;
@@ -87,6 +92,7 @@ void NgramBuilder::Insert(const Pending& p) {
   MarkPrefix(p.ids, p.n - 1);
   bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
   if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
+  mass_->AddNgram(p.ids, p.n, p.prob, parts_.unigrams, tables_);
   // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank
   // as a prefix of a listed n-gram). Most are by now; a blank may still be added later.
   if (p.n > 2 && tables_[p.n - 3].Find(p.suffix_key) == nullptr)
@@ -118,11 +124,7 @@ void NgramBuilder::MarkPrefix(const WordIndex* ids, int m) {
   }
 }
 
-uint64_t NgramBuilder::KeyOf(const WordIndex* ids, int n) {
-  uint64_t key = ngram::SeedKey(ids[n - 1]);
-  for (int i = n - 2; i >= 0; --i) key = ngram::ExtendKey(key, ids[i]);
-  return key;
-}
+uint64_t NgramBuilder::KeyOf(const WordIndex* ids, int n) { return ngram::KeyOfWords(ids, n); }
 
 // A listed context with a nonzero backoff also matters to later scores.
 void NgramBuilder::MarkBackoffContexts() {
