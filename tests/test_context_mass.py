@@ -136,7 +136,8 @@ def test_a_katz_model_gets_bounds_near_zero(tmp_path):
 
 def test_a_context_without_continuations_counts_through_its_backoff(tmp_path):
     # "a b" is listed with backoff x10 but continues no listed trigram: p(w | a b) = 10 p(w | b),
-    # a mass of about 12 that no record of the n-grams' contexts holds.
+    # a mass of about 12 that no record of the n-grams' contexts holds. (A positive backoff of a
+    # 1- or 2-gram context makes the builder compute the clamp: it skips models without one.)
     path = tmp_path / "bo.arpa"
     path.write_text(
         "\\data\\\nngram 1=4\nngram 2=2\nngram 3=1\n\n\\1-grams:\n-99\t<s>\n-0.6\t</s>\n-0.5\ta\n-0.5\tb\n\n"

@@ -1,5 +1,6 @@
 #include "ngram/builder.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace dl {
@@ -72,9 +73,11 @@ std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) 
   MarkBackoffContexts();
   parts_.suffix_closed = CheckDeferredSuffixes();
   parts_.word_bounds = bounds_->Finish();
-  const double most = mass_->LogProbBound(parts_.unigrams, tables_);
-  for (float& bound : parts_.word_bounds)
-    if (most < bound) bound = static_cast<float>(most);
+  if (mass_) {
+    const double most = mass_->LogProbBound(parts_.unigrams, tables_);
+    for (float& bound : parts_.word_bounds)
+      if (most < bound) bound = static_cast<float>(most);
+  }
   parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
   for (auto& table : tables_) parts_.tables.push_back(std::move(table.buckets()));
   parts_.source_format = source_format;
@@ -89,14 +92,27 @@ void NgramBuilder::Insert(const Pending& p) {
   e->key |= ngram::kFlagListed;
   e->prob_ln = p.prob;
   e->backoff_ln = p.backoff;
-  MarkPrefix(p.ids, p.n - 1);
+  const float context_backoff = MarkPrefix(p.ids, p.n - 1);
   bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
   if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
-  mass_->AddNgram(p.ids, p.n, p.prob, parts_.unigrams, tables_);
   // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank
   // as a prefix of a listed n-gram). Most are by now; a blank may still be added later.
-  if (p.n > 2 && tables_[p.n - 3].Find(p.suffix_key) == nullptr)
-    deferred_suffixes_[p.n - 2].push_back(p.suffix_key);
+  const ngram::Entry* suffix = p.n > 2 ? tables_[p.n - 3].Find(p.suffix_key) : nullptr;
+  if (p.n > 2 && suffix == nullptr) deferred_suffixes_[p.n - 2].push_back(p.suffix_key);
+  if (p.n == 3 && !mass_decided_) {
+    // Backoffs above 1 are what make the per-word bounds loose (Katz: its bigram contexts have
+    // them); a model with none among its 1- and 2-gram contexts (Kneser-Ney) skips the clamp and
+    // its memory (context_mass.h).
+    mass_decided_ = true;
+    if (bounds_->MaxBackoff(1) <= 0 && bounds_->MaxBackoff(2) <= 0) mass_.reset();
+  }
+  if (!mass_) return;
+  // ln p(w | h'): the listed suffix n-gram itself, almost always.
+  const double lower = p.n == 2 ? parts_.unigrams[p.ids[1]].prob_ln
+                       : suffix != nullptr && suffix->listed()
+                           ? suffix->prob_ln
+                           : ngram::BackoffLogProb(p.ids + 1, p.n - 1, parts_.unigrams, tables_);
+  mass_->AddNgram(p.ids, p.n, p.prob, lower, context_backoff);
 }
 
 // True when every deferred suffix is stored by now (the model is suffix-closed).
@@ -108,20 +124,23 @@ bool NgramBuilder::CheckDeferredSuffixes() {
 }
 
 // The context w_1 .. w_m is a proper prefix of a listed n-gram: flag it (adding a blank entry).
-void NgramBuilder::MarkPrefix(const WordIndex* ids, int m) {
-  while (m >= 1) {
+// Returns its backoff (0 for a blank).
+float NgramBuilder::MarkPrefix(const WordIndex* ids, int m) {
+  float backoff = 0;
+  for (const int context = m; m >= 1; --m) {
     if (m == 1) {
       parts_.unigrams[ids[0]].key |= ngram::kFlagContext;
-      return;
+      return m == context ? parts_.unigrams[ids[0]].backoff_ln : backoff;
     }
     bool inserted = false;
     Entry* e = tables_[m - 2].FindOrInsert(KeyOf(ids, m), &inserted);
+    if (m == context && e->listed()) backoff = e->backoff_ln;
     const bool had = (e->key & ngram::kFlagContext) != 0;
     e->key |= ngram::kFlagContext;
     // A listed entry's prefixes were flagged when it was read; a blank's may not be.
-    if (had || e->listed()) return;
-    --m;
+    if (had || e->listed()) return backoff;
   }
+  return backoff;
 }
 
 uint64_t NgramBuilder::KeyOf(const WordIndex* ids, int n) { return ngram::KeyOfWords(ids, n); }

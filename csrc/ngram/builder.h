@@ -67,7 +67,7 @@ class NgramBuilder {
 
   void Insert(const Pending& p);
   bool CheckDeferredSuffixes();
-  void MarkPrefix(const WordIndex* ids, int m);
+  float MarkPrefix(const WordIndex* ids, int m);
   void MarkBackoffContexts();
   static uint64_t KeyOf(const WordIndex* ids, int n);
 
@@ -76,6 +76,7 @@ class NgramBuilder {
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
   std::optional<ngram::WordBoundBuilder> bounds_;
   std::optional<ngram::ContextMassBuilder> mass_;  // clamps the word bounds (context_mass.h)
+  bool mass_decided_ = false;  // whether mass_ is kept: decided at the first 3-gram
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
   int pending_head_ = 0;                 // next slot to fill

@@ -44,6 +44,9 @@ class WordBoundBuilder {
     max_backoff_[n] = std::max(max_backoff_[n], backoff_ln);
   }
 
+  // The largest backoff of the contexts of length n so far (0 when none is positive).
+  float MaxBackoff(int n) const { return max_backoff_[n]; }
+
   // bound[w] for every word w (natural log; may exceed 0 for an unnormalised model).
   std::vector<float> Finish() const {
     // slack[m] = sum_{i=m}^{order-1} max(0, maxbo_i): the most that backing off can add.
