@@ -15,7 +15,9 @@ latency per lattice of
 and checks that ours equals OpenFST exact on every lattice (all p scores within 1e-3 nats, the
 paths equal up to ties), and counts how often the epsilon approximation's best draft differs
 from the exact best. Lattices are built before timing for every engine; the context (the 3
-WikiText words before the position) sets the LM start state in all three.
+WikiText words before the position) sets the LM start state in all three. The engines alternate
+lattice by lattice (OpenFST, ours, pynini on lattice i, then on lattice i + 1), each with one
+untimed run of the lattice first, so that the load of a shared machine hits them alike.
 
     python bench/rescore_latency.py            # full run (a few minutes on 2 cores)
     python bench/rescore_latency.py --quick    # fewer lattices
@@ -31,7 +33,6 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -67,48 +68,43 @@ def load_ours(lm_auto: ref.LmAutomata):
     return dl, lm, time.perf_counter() - t0
 
 
-def time_ours(dl, lm, lat: ref.Lattices, p: int, alpha: float, repeats: int, warmup: int):
-    """Per-lattice median latency (s) of rescore(), and its [n, p] scores and [n, p, h] tokens."""
-    n, h, _ = lat.tokens.shape
-    lattices = [dl.Lattice.from_topk(lat.tokens[i], lat.logprobs[i]) for i in range(n)]
-    contexts = [lat.context(i) for i in range(n)]
-    for i in range(min(n, warmup)):
-        dl.rescore(lattices[i], lm, p=p, alpha=alpha, context=contexts[i], bos=False)
-    seconds = np.empty(n)
-    tokens = np.full((n, p, h), -1, dtype=np.int64)
-    scores = np.full((n, p), np.nan)
+def one_lattice(lat: ref.Lattices, i: int) -> ref.Lattices:
+    """Lattice i of a set, as a set of one (the unit the engines are interleaved by)."""
+    return ref.Lattices(lat.tokens[i : i + 1], lat.logprobs[i : i + 1], lat.contexts[i : i + 1])
+
+
+def median_seconds(call, repeats: int) -> float:
+    """Median latency of `call` over up to `repeats` runs (fewer once they add up to
+    ENOUGH_SECONDS), after one warm-up run."""
+    call()
     clock = time.perf_counter
-    for i in range(n):
-        runs = []
-        while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
-            t0 = clock()
-            out = dl.rescore(lattices[i], lm, p=p, alpha=alpha, context=contexts[i], bos=False)
-            runs.append(clock() - t0)
-        seconds[i] = sorted(runs)[len(runs) // 2]
-        got_tokens, got_scores = _unpack(out)
-        m = len(got_scores)
-        tokens[i, :m] = got_tokens
-        scores[i, :m] = got_scores
-    return seconds, tokens, scores, (lattices, contexts)
+    runs = []
+    while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
+        t0 = clock()
+        call()
+        runs.append(clock() - t0)
+    return sorted(runs)[len(runs) // 2]
 
 
-def time_core(lattices, contexts, lm, p: int, alpha: float, repeats: int) -> np.ndarray:
-    """Per-lattice median latency (s) of the private _core.rescore with prebuilt arguments: the
-    same C++ search without the public wrapper's argument checks and result object."""
-    from draftlattice import _core
+class OurEngines:
+    """draftlattice.rescore (public API) and the private _core.rescore (the same C++ search
+    without the wrapper's argument checks and result object), on lattices built before timing."""
 
-    cores = [getattr(lat, "_core", lat) for lat in lattices]
-    ctx = [np.asarray(c, dtype=np.int32) for c in contexts]
-    seconds = np.empty(len(cores))
-    clock = time.perf_counter
-    for i in range(len(cores)):
-        runs = []
-        while len(runs) < repeats and (not runs or sum(runs) < ref.ENOUGH_SECONDS):
-            t0 = clock()
-            _core.rescore(cores[i], lm, p, alpha, ctx[i], False)
-            runs.append(clock() - t0)
-        seconds[i] = sorted(runs)[len(runs) // 2]
-    return seconds
+    def __init__(self, dl, lm, alpha: float):
+        from draftlattice import _core
+
+        self.dl, self.lm, self.alpha, self.core = dl, lm, alpha, _core
+
+    def run(self, lat: ref.Lattices, i: int, p: int, repeats: int):
+        """(public seconds, _core seconds, [p, h] tokens, [p] scores) for lattice i."""
+        dl, lm, alpha = self.dl, self.lm, self.alpha
+        lattice = dl.Lattice.from_topk(lat.tokens[i], lat.logprobs[i])
+        context = lat.context(i)
+        core_context = np.asarray(context, dtype=np.int32)
+        out = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=False)
+        public = median_seconds(lambda: dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=False), repeats)
+        core = median_seconds(lambda: self.core.rescore(lattice._core, lm, p, alpha, core_context, False), repeats)
+        return public, core, np.asarray(out.tokens), np.asarray(out.scores)
 
 
 def _unpack(out):
@@ -148,6 +144,18 @@ def exact_lm_cost(maker: ref.LatticeMaker, start: int, draft) -> float:
     return cost
 
 
+def eps_best_differs(maker, lat: ref.Lattices, i: int, eps_best, ex: ref.FstResult, alpha: float) -> bool:
+    """The epsilon approximation's best draft of lattice i is another draft, worse by > 1e-3
+    under the exact model."""
+    if np.array_equal(eps_best, ex.tokens[0, 0]):
+        return False
+    h = lat.tokens.shape[1]
+    idx = [int(np.where(lat.tokens[i, t] == eps_best[t])[0][0]) for t in range(h)]
+    head = sum(float(lat.logprobs[i, t, j]) for t, j in enumerate(idx))
+    total = head - alpha * exact_lm_cost(maker, int(ex.start_states[0]), eps_best)
+    return total < ex.scores[0, 0] - 1e-3
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="20 lattices per shape, 1 run each")
@@ -168,7 +176,7 @@ def main() -> int:
     args = ap.parse_args()
     n = args.n or (20 if args.quick else 100)
     repeats = args.repeats or (1 if args.quick else 5)
-    warmup = 10
+    warmup = 1  # one untimed run per lattice and engine (the engines alternate lattice by lattice)
     shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     kinds = args.kinds.split(",")
 
@@ -199,9 +207,9 @@ def main() -> int:
     print(f"# {len(sets)} lattice sets x {n} made in {time.perf_counter() - t0:.1f} s", flush=True)
 
     jobs = [(kind, h, k, p) for kind in kinds for h, k, p in shapes]
-    # The three engines run shape by shape (OpenFST in a resident C++ process), so that the load
-    # of a shared machine hits them alike.
+    # OpenFST runs in a resident C++ process, sent one lattice at a time.
     server = ref.OpenFstServer(lm_auto, args.alpha, repeats, warmup)
+    ours = OurEngines(dl, lm, args.alpha) if dl is not None else None
 
     header = (
         f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
@@ -214,32 +222,39 @@ def main() -> int:
     for job in jobs:
         kind, h, k, p = job
         lat = sets[kind, h, k]
-        ex = server.run(lat, p)
-        ex_ms = 1e3 * statistics.median(ex.seconds)
+        # Lattice by lattice: OpenFST, ours, pynini on lattice i, then lattice i + 1, so that a
+        # shared machine's load hits every engine alike.
+        ex_sec, ours_sec, core_sec, eps_sec = (np.full(lat.n, np.nan) for _ in range(4))
+        ex_tokens, ex_scores = np.full((lat.n, p, h), -1), np.full((lat.n, p), np.nan)
+        ex_states, starts = np.zeros(lat.n), np.zeros(lat.n, dtype=np.int64)
+        equal_count, differs_count = 0, 0
+        for i in range(lat.n):
+            one = one_lattice(lat, i)
+            ex = server.run(one, p)
+            ex_sec[i], ex_tokens[i], ex_scores[i] = ex.seconds[0], ex.tokens[0], ex.scores[0]
+            ex_states[i], starts[i] = ex.composed_states[0], ex.start_states[0]
+            if ours is not None:
+                ours_sec[i], core_sec[i], tok, sco = ours.run(lat, i, p, repeats)
+                m = len(sco)
+                got_tokens, got_scores = np.full((p, h), -1), np.full(p, np.nan)
+                got_tokens[:m], got_scores[:m] = tok, sco
+                equal_count += same_drafts(ex.scores[0], ex.tokens[0], got_scores, got_tokens)
+            if eps is not None:
+                er = eps.run(one, ex.start_states, p, args.alpha, repeats)
+                eps_sec[i] = er.seconds[0]
+                differs_count += eps_best_differs(maker, lat, i, er.tokens[0, 0], ex, args.alpha)
+        ex_ms = 1e3 * float(np.median(ex_sec))
         ours_ms = core_ms = ratio = None
         equal = "n/a"
-        if dl is not None:
-            sec, tok, sco, (lattices, contexts) = time_ours(dl, lm, lat, p, args.alpha, repeats, warmup)
-            ours_ms = 1e3 * statistics.median(sec)
-            core_ms = 1e3 * statistics.median(time_core(lattices, contexts, lm, p, args.alpha, repeats))
+        if ours is not None:
+            ours_ms = 1e3 * float(np.median(ours_sec))
+            core_ms = 1e3 * float(np.median(core_sec))
             ratio = ex_ms / ours_ms
-            ok = sum(same_drafts(ex.scores[i], ex.tokens[i], sco[i], tok[i]) for i in range(lat.n))
-            equal = f"{ok}/{lat.n}"
+            equal = f"{equal_count}/{lat.n}"
         eps_ms = differs = None
         if eps is not None:
-            er = eps.run(lat, ex.start_states, p, args.alpha, repeats)
-            eps_ms = 1e3 * statistics.median(er.seconds)
-            # A different best draft: different tokens whose exact score is worse by > 1e-3.
-            d = 0
-            for i in range(lat.n):
-                if np.array_equal(er.tokens[i, 0], ex.tokens[i, 0]):
-                    continue
-                draft = er.tokens[i, 0]
-                idx = [int(np.where(lat.tokens[i, t] == draft[t])[0][0]) for t in range(h)]
-                head = sum(float(lat.logprobs[i, t, j]) for t, j in enumerate(idx))
-                total = head - args.alpha * exact_lm_cost(maker, int(ex.start_states[i]), draft)
-                d += total < ex.scores[i, 0] - 1e-3
-            differs = 100.0 * d / lat.n
+            eps_ms = 1e3 * float(np.median(eps_sec))
+            differs = 100.0 * differs_count / lat.n
         row = dict(
             kind=kind,
             h=h,
@@ -252,7 +267,7 @@ def main() -> int:
             eps_ms=eps_ms,
             eps_differs_pct=differs,
             equal=equal,
-            composed_states=float(np.median(ex.composed_states)),
+            composed_states=float(np.median(ex_states)),
         )
         rows.append(row)
         print(format_row(row), flush=True)
@@ -280,7 +295,7 @@ def main() -> int:
             )
         )
     print(
-        f"# n={n} lattices per shape, {repeats} run(s) per lattice (median), warm-up {warmup}; "
+        f"# n={n} lattices per shape, {repeats} run(s) per lattice (median) after {warmup} warm-up run; "
         f"alpha={args.alpha}; seed={args.seed}; {platform.machine()} {os.cpu_count()} CPUs; "
         f"{datetime.date.today()}; load average at start {load0[0]:.1f}, at end {os.getloadavg()[0]:.1f}"
     )
