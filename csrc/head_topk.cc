@@ -4,6 +4,15 @@
 #include <cmath>
 #include <cstring>
 
+// On x86-64 with GCC, copies for AVX2 + FMA and AVX-512 machines, picked at load time (ifunc):
+// two and four times the vector width of the baseline build.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define DL_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DL_VECTOR_CLONES
+#endif
+
 namespace dl {
 namespace {
 
@@ -57,6 +66,7 @@ inline float ExpNonPositive(float x) {
 
 }  // namespace
 
+DL_VECTOR_CLONES
 HeadScan ScanHead(const float* row, int vocab, int k, HeadCandidate* best) {
   // Integer reductions only, so the compiler vectorizes this pass.
   int bad = 0, unmasked = 0;
@@ -77,11 +87,7 @@ HeadScan ScanHead(const float* row, int vocab, int k, HeadCandidate* best) {
   return scan;
 }
 
-// On x86-64 with GCC a second copy for AVX2 + FMA machines, picked at load time (ifunc): twice
-// the vector width for the exponential.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
+DL_VECTOR_CLONES
 double SumExp(const float* row, int vocab, float max_logit, double inv_temperature) {
   // (logit - max) in float is exact or off by one rounding; a temperature so small that
   // 1/T overflows a float still maps every logit below the max to -inf, and the max to 0.
