@@ -46,7 +46,10 @@ inline float BlockMax(const float* row) {
 // give about 1e-38 instead of less: in a sum that is >= 1 that is nothing. No branch, so the
 // compiler vectorizes a loop of these.
 inline float ExpNonPositive(float x) {
-  const float clamped = x < -87.0f ? -87.0f : x;
+  // Written so that NaN (from an invalid logit, reported by the caller) becomes -87 and nothing
+  // positive gets through: the int conversion and the shift below stay defined for any input.
+  const float low = x >= -87.0f ? x : -87.0f;
+  const float clamped = low <= 0.0f ? low : 0.0f;
   // Round to nearest by adding 1.5 * 2^23: the float's rounding does it.
   const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float f = (clamped - n * 0.693145751953125f) - n * 1.428606765330187e-6f;
@@ -67,15 +70,7 @@ inline float ExpNonPositive(float x) {
 }  // namespace
 
 DL_VECTOR_CLONES
-HeadScan ScanHead(const float* row, int vocab, int k, HeadCandidate* best) {
-  // Integer reductions only, so the compiler vectorizes this pass.
-  int bad = 0, unmasked = 0;
-  for (int v = 0; v < vocab; ++v) {
-    const float x = row[v];
-    bad |= (x != x) | (x == INFINITY);
-    unmasked += x != -INFINITY;
-  }
-  HeadScan scan{bad != 0, unmasked};
+void ScanHead(const float* row, int vocab, int k, HeadCandidate* best) {
   int filled = 0;
   for (int start = 0; start < vocab; start += kBlock) {
     const int end = start + kBlock < vocab ? start + kBlock : vocab;
@@ -84,11 +79,10 @@ HeadScan ScanHead(const float* row, int vocab, int k, HeadCandidate* best) {
     for (int v = start; v < end; ++v)
       if (filled < k || row[v] > best[k - 1].logit) Insert({row[v], v}, best, &filled, k);
   }
-  return scan;
 }
 
 DL_VECTOR_CLONES
-double SumExp(const float* row, int vocab, float max_logit, double inv_temperature) {
+double SumExp(const float* row, int vocab, float max_logit, double inv_temperature, bool* invalid) {
   // (logit - max) in float is exact or off by one rounding; a temperature so small that
   // 1/T overflows a float still maps every logit below the max to -inf, and the max to 0.
   const float scale = inv_temperature < FLT_MAX ? static_cast<float>(inv_temperature) : FLT_MAX;
@@ -96,8 +90,13 @@ double SumExp(const float* row, int vocab, float max_logit, double inv_temperatu
   double total = 0;
   int v = 0;
   alignas(32) float terms[kChunk];
+  int bad = 0;  // NaN or +inf seen: an integer reduction, so the loop still vectorizes
   for (; v + kChunk <= vocab; v += kChunk) {
-    for (int i = 0; i < kChunk; ++i) terms[i] = ExpNonPositive((row[v + i] - max_logit) * scale);
+    for (int i = 0; i < kChunk; ++i) {
+      const float x = row[v + i];
+      bad |= (x != x) | (x == INFINITY);
+      terms[i] = ExpNonPositive((x - max_logit) * scale);
+    }
     float lane[kLanes] = {};
     for (int i = 0; i < kChunk; i += kLanes)
       for (int j = 0; j < kLanes; ++j) lane[j] += terms[i + j];
@@ -105,7 +104,11 @@ double SumExp(const float* row, int vocab, float max_logit, double inv_temperatu
     for (int j = 0; j < kLanes; ++j) chunk += lane[j];
     total += chunk;
   }
-  for (; v < vocab; ++v) total += ExpNonPositive((row[v] - max_logit) * scale);
+  for (; v < vocab; ++v) {
+    bad |= (row[v] != row[v]) | (row[v] == INFINITY);
+    total += ExpNonPositive((row[v] - max_logit) * scale);
+  }
+  *invalid = bad != 0;
   return total;
 }
 

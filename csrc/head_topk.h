@@ -4,11 +4,13 @@
 // (iota + nth_element over an index array, std::exp in double per logit) took about 210 us per
 // lattice, a third of a decoding step's drafting. These passes read each logit twice and touch no
 // other memory:
-//  1. ScanHead: validity (NaN, +inf), the count of unmasked logits, and the top k kept sorted in a
-//     small array by insertion against the current k-th best (a logit above it is rare after the
-//     first few hundred, so the branch predicts well);
+//  1. ScanHead: the top k kept sorted in a small array by insertion against the current k-th best,
+//     skipping blocks of 16 logits whose maximum does not beat it (after the first few hundred
+//     logits nearly all blocks);
 //  2. SumExp: sum of exp((logit - max) / T) with a branch-free float exponential (ExpNonPositive)
-//     that the compiler vectorizes, accumulated in double lanes.
+//     that the compiler vectorizes, accumulated in double lanes, and whether a logit is NaN or
+//     +inf.
+// A masked head (fewer than k logits above -inf) shows as a -inf k-th best.
 #pragma once
 
 #include <cstdint>
@@ -20,17 +22,14 @@ struct HeadCandidate {
   int32_t token;
 };
 
-struct HeadScan {
-  bool invalid = false;  // a NaN or +inf logit (the caller finds and names it)
-  int unmasked = 0;      // logits above -inf
-};
-
 // Fills best[0..k) with the k highest logits of row[0..vocab), highest first, ties by lower token
-// id (masked -inf logits rank last, so they appear only when fewer than k are unmasked).
-HeadScan ScanHead(const float* row, int vocab, int k, HeadCandidate* best);
+// id (masked -inf logits rank last, so they appear only when fewer than k are unmasked). Defined
+// for any input; with NaN logits the result means nothing (SumExp reports them).
+void ScanHead(const float* row, int vocab, int k, HeadCandidate* best);
 
 // sum over v of exp((row[v] - max_logit) * inv_temperature); max_logit is the row's largest finite
 // logit, so every exponent is <= 0 (-inf logits contribute 0). Relative error about 1e-7.
-double SumExp(const float* row, int vocab, float max_logit, double inv_temperature);
+// *invalid: some logit is NaN or +inf (the sum is then meaningless).
+double SumExp(const float* row, int vocab, float max_logit, double inv_temperature, bool* invalid);
 
 }  // namespace dl

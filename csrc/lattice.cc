@@ -68,13 +68,17 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
     const float* row = logits + static_cast<size_t>(t) * vocab;
     // -inf is a masked token (probability 0, as transformers' masks write it); NaN and +inf are
     // errors. At least k tokens per head must be unmasked so every lattice arc is a real token.
-    const HeadScan scan = ScanHead(row, vocab, k, best.data());
-    if (scan.invalid) ThrowInvalidLogit(row, vocab, t);
-    if (scan.unmasked < k)
-      throw InvalidArgument(Message("head ", t, " has ", scan.unmasked,
-                                    " tokens with a logit above -inf, fewer than k=", k));
+    ScanHead(row, vocab, k, best.data());
     const float max_logit = best[0].logit;
-    const double log_normalizer = std::log(SumExp(row, vocab, max_logit, inv_temperature));
+    bool invalid = false;
+    const double sum = SumExp(row, vocab, max_logit, inv_temperature, &invalid);
+    if (invalid) ThrowInvalidLogit(row, vocab, t);
+    if (best[k - 1].logit == -INFINITY) {
+      const auto unmasked = std::count_if(row, row + vocab, [](float x) { return x > -INFINITY; });
+      throw InvalidArgument(Message("head ", t, " has ", unmasked,
+                                    " tokens with a logit above -inf, fewer than k=", k));
+    }
+    const double log_normalizer = std::log(sum);
     for (int i = 0; i < k; ++i) {
       lattice.tokens[static_cast<size_t>(t) * k + i] = best[i].token;
       const double logprob =
