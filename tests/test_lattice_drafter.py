@@ -13,8 +13,9 @@ import torch
 
 import draftlattice as dl
 from arpa_writer import random_arpa
+from draftlattice import _core
 from draftlattice.decode import LatticeDrafter
-from draftlattice.decode.drafters.lattice import CommittedLmState
+from draftlattice.decode.drafters.lattice import CommittedLmState, device_topk
 from draftlattice.sample import sample_from_heads
 
 
@@ -96,3 +97,26 @@ def test_samples_equal_sampling_after_the_whole_context(tmp_path):
             np.testing.assert_array_equal(got.tokens.numpy(), want.tokens)
             np.testing.assert_allclose(got.q.numpy(), want.q, rtol=1e-6, atol=1e-7)
             context = context + [rng.randrange(7) for _ in range(rng.randint(1, 3))]
+
+
+def test_the_device_path_keeps_the_host_paths_lattice_and_drafts(tmp_path):
+    # On an accelerator propose() takes the top k on the device (device_topk) and only those cross
+    # to the host; with untied logits its lattice and drafts equal the host path's.
+    generator = torch.Generator().manual_seed(3)
+    for lm in _models(tmp_path):
+        drafter = LatticeDrafter(lm, k=4, p=3, alpha=0.6, bos=True)
+        for _ in range(10):
+            logits = torch.randn(3, 9, generator=generator) * 2
+            ids, logprobs = device_topk(logits, 4)
+            lattice = drafter.lattice(logits)
+            np.testing.assert_array_equal(ids, lattice.tokens)
+            np.testing.assert_allclose(logprobs, lattice.logprobs, atol=1e-6)
+            state = lm.start([1, 2], True)
+            via_device, after = _core.draft_from_topk(ids, logprobs, lm, state, [3], 3, 0.6)
+            via_host, _ = _core.draft_from_logits(logits.numpy(), 4, 1.0, lm, state, [3], 3, 0.6)
+            np.testing.assert_array_equal(via_device, via_host)
+            assert after == lm.start([1, 2, 3], True)
+    bad = torch.randn(3, 9)
+    bad[2, 5] = float("nan")
+    with pytest.raises(ValueError, match="NaN or \\+inf logit"):
+        device_topk(bad, 4)

@@ -1,10 +1,14 @@
 // Binds one greedy drafting step of the lattice drafter in a single call: advance the committed
 // text's LM state by the tokens accepted since the last step, build the top-k lattice of the
-// heads' logits, and return its p best drafts. Inside a decoding loop every Python/C++ crossing
+// heads' logits (or take the top k computed on the target's device), and return its p best
+// drafts. Inside a decoding loop every Python/C++ crossing
 // runs with cold caches right after the target's forward pass (measured: a 2 us call costs
 // 20-40 us there), so the three calls the drafter made before cost more than their work.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <utility>
+#include <vector>
 
 #include "bindings/convert.h"
 #include "bindings/rescore_args.h"
@@ -18,33 +22,71 @@ namespace dl::bindings {
 
 namespace {
 
-// Returns (tokens int64 [n, g], the state after `new_tokens`): the n = min(p, k^g) best drafts of
-// the top-k lattice of `logits` [g, V], rescored with the LM starting in that state.
+struct Step {
+  const TokenLm* lm;
+  LmState state;
+  std::vector<int32_t> added;
+  RescoreOptions options;
+};
+
+Step StepArgs(const py::object& lm_obj, const LmState& state, const py::object& new_tokens,
+              const py::object& p, const py::object& alpha) {
+  Step step{&LmArg(lm_obj), state, TokenIds(new_tokens, "new_tokens"), Options(p, alpha, false)};
+  step.lm->CheckState(state);
+  step.lm->CheckTokens(step.added.data(), step.added.size(), "new_tokens");
+  return step;
+}
+
+// (tokens int64 [n, g], the state after the new tokens); call without the GIL.
+std::pair<std::vector<int64_t>, LmState> Run(const Step& step, const Lattice& lattice, int64_t* n) {
+  const LmState after = step.lm->Advance(step.state, step.added.data(), step.added.size());
+  const Drafts drafts = BestDrafts(lattice, *step.lm, after, step.options);
+  *n = drafts.n;
+  return {std::vector<int64_t>(drafts.tokens.begin(), drafts.tokens.end()), after};
+}
+
+// The p best drafts of the top-k lattice of `logits` [g, V], rescored with the LM starting in
+// `state` advanced by `new_tokens`.
 py::tuple DraftFromLogits(const py::object& logits_obj, const py::object& k,
                           const py::object& temperature, const py::object& lm_obj,
                           const LmState& state, const py::object& new_tokens, const py::object& p,
                           const py::object& alpha) {
   const auto logits = FloatArray(logits_obj, "logits", 2, "[g, V]");
-  const TokenLm& lm = LmArg(lm_obj);
-  const RescoreOptions options = Options(p, alpha, false);
+  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha);
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
-  lm.CheckState(state);
-  const std::vector<int32_t> added = TokenIds(new_tokens, "new_tokens");
-  lm.CheckTokens(added.data(), added.size(), "new_tokens");
   const auto g = static_cast<int>(logits.shape(0)), vocab = static_cast<int>(logits.shape(1));
   // A private copy of the logits, as Lattice.from_logits takes (another thread may write them).
   const std::vector<float> data(logits.data(), logits.data() + logits.size());
-  LmState after;
-  Drafts drafts;
+  std::pair<std::vector<int64_t>, LmState> out;
+  int64_t n = 0;
   {
     py::gil_scoped_release release;
-    after = lm.Advance(state, added.data(), added.size());
-    const Lattice lattice = Lattice::FromLogits(data.data(), g, vocab, top, t);
-    drafts = BestDrafts(lattice, lm, after, options);
+    out = Run(step, Lattice::FromLogits(data.data(), g, vocab, top, t), &n);
   }
-  const std::vector<int64_t> tokens(drafts.tokens.begin(), drafts.tokens.end());
-  return py::make_tuple(ToNumpy(tokens, {drafts.n, drafts.h}), after);
+  return py::make_tuple(ToNumpy(out.first, {n, g}), out.second);
+}
+
+// The same from top-k candidates [g, k] computed elsewhere (e.g. on the target's device).
+py::tuple DraftFromTopk(const py::object& tokens_obj, const py::object& logprobs_obj,
+                        const py::object& lm_obj, const LmState& state,
+                        const py::object& new_tokens, const py::object& p,
+                        const py::object& alpha) {
+  const auto tokens = TokenArray(tokens_obj, "tokens", 2, "[g, k]");
+  const auto logprobs = FloatArray(logprobs_obj, "logprobs", 2, "[g, k]");
+  if (tokens.shape(0) != logprobs.shape(0) || tokens.shape(1) != logprobs.shape(1))
+    throw InvalidArgument(
+        Message("tokens shape ", ShapeText(tokens), " != logprobs shape ", ShapeText(logprobs)));
+  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha);
+  const auto g = static_cast<int>(tokens.shape(0)), k = static_cast<int>(tokens.shape(1));
+  const Lattice lattice = Lattice::FromTopk(tokens.data(), logprobs.data(), g, k);
+  std::pair<std::vector<int64_t>, LmState> out;
+  int64_t n = 0;
+  {
+    py::gil_scoped_release release;
+    out = Run(step, lattice, &n);
+  }
+  return py::make_tuple(ToNumpy(out.first, {n, g}), out.second);
 }
 
 }  // namespace
@@ -54,6 +96,10 @@ void BindDraft(py::module_& m) {
         "(tokens int64 [n, g], state after new_tokens): the p best drafts of the top-k lattice of "
         "logits [g, V], the LM starting in `state` advanced by `new_tokens`.",
         py::arg("logits"), py::arg("k"), py::arg("temperature"), py::arg("lm"), py::arg("state"),
+        py::arg("new_tokens"), py::arg("p"), py::arg("alpha"));
+  m.def("draft_from_topk", &DraftFromTopk,
+        "draft_from_logits from top-k candidates: tokens [g, k] ids, logprobs [g, k] natural log.",
+        py::arg("tokens"), py::arg("logprobs"), py::arg("lm"), py::arg("state"),
         py::arg("new_tokens"), py::arg("p"), py::arg("alpha"));
 }
 

@@ -75,11 +75,14 @@ class LatticeDrafter:
         # rescore(self.lattice(head_logits), ..., self.committed.after(context)), with fewer
         # crossings (each costs tens of microseconds right after the target's forward pass).
         check_head_logits(head_logits)
-        logits = head_logits.detach().float().cpu().numpy()
+        k = min(self.k, head_logits.shape[1])
         state, new = self.committed.pending(context)
-        tokens, after = _core.draft_from_logits(
-            logits, min(self.k, logits.shape[1]), 1.0, self.lm, state, new, self.num_drafts, self.alpha
-        )
+        if head_logits.device.type == "cpu":
+            logits = head_logits.detach().float().numpy()
+            tokens, after = _core.draft_from_logits(logits, k, 1.0, self.lm, state, new, self.num_drafts, self.alpha)
+        else:
+            ids, logprobs = device_topk(head_logits, k)
+            tokens, after = _core.draft_from_topk(ids, logprobs, self.lm, state, new, self.num_drafts, self.alpha)
         self.committed.commit(context, after)
         return Drafts(torch.from_numpy(tokens))
 
@@ -132,6 +135,27 @@ class LatticeDrafter:
             tokens.append(row)
             q.append(np.stack(law))
         return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
+
+
+def device_topk(head_logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids int32 [g, k], log-softmax values float32 [g, k]) of each head's k best tokens,
+    computed where the logits live: on an accelerator only these cross to the host, not the
+    [g, V] logits (V = 32k-150k for current models). Ties at the k-th place may pick another
+    token than the host path (torch.topk does not order ties by token id).
+
+    Raises:
+        ValueError: a NaN or +inf logit, or a head with fewer than k logits above -inf.
+    """
+    logits = head_logits.detach().float()
+    values, ids = torch.topk(logits, k, dim=-1)
+    logprobs = (values - torch.logsumexp(logits, dim=-1, keepdim=True)).clamp(max=0.0)
+    logprobs = logprobs.cpu().numpy()
+    if not np.isfinite(logprobs).all():
+        raise ValueError(
+            "head logits must be finite or -inf, with at least k logits above -inf per head "
+            f"(k={k}): got a NaN or +inf logit, or a head masked below k"
+        )
+    return ids.to(torch.int32).cpu().numpy(), logprobs
 
 
 class CommittedLmState:
