@@ -131,7 +131,11 @@ def arrays(data: bytes) -> None:
     if fdp.ConsumeIntInRange(0, 7) == 7:
         context.append(fdp.ConsumeIntInRange(-3, 3) + (vocab if fdp.ConsumeBool() else 0))
     p, alpha = pick(1, 20, -2, 10**6), (fdp.ConsumeFloatInRange(0.0, 3.0) if fdp.ConsumeBool() else fdp.ConsumeFloat())
-    dl.rescore(lattice, lm, p=p, alpha=alpha, context=context)
+    best = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context)
+    # The decoder's one-call drafting step (lattice, LM state advance, search) agrees with it.
+    state = lm.start(context[:-1], False)
+    drafts, after = dl._core.draft_from_logits(logits, k, temperature, lm, state, context[-1:], p, alpha)
+    assert np.array_equal(drafts, best.tokens) and after == lm.start(context, False)
     dl.sample_drafts(lattice, lm, n=pick(1, 4, -1, 100), alpha=alpha, context=context, generator=1)
     dl.oracle_draft(lattice, fdp.ConsumeIntListInRange(h, 0, vocab - 1))
     keys = np.asarray(fdp.ConsumeIntListInRange(h * vocab, 0, 255) + [0] * h * vocab)[: h * vocab]
