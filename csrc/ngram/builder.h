@@ -4,7 +4,8 @@
 //
 // It flags the contexts (proper prefixes of listed n-grams, adding blank entries for missing
 // ones, and listed n-grams with a nonzero backoff), detects suffix closure, computes the per-word
-// bounds (word_bound.h) and lays out the hash tables. Inserts are pipelined: the keys of the next
+// bounds (word_bound.h) and, for suffix-closed models, the per-bigram bounds (pair_bound.h), and
+// lays out the hash tables. Inserts are pipelined: the keys of the next
 // kPipeline n-grams are computed and their buckets prefetched before the oldest is inserted.
 // Errors: FormatError "NAME:LINE: problem" for a duplicate 1-gram or n-gram and for a word
 // without a 1-gram (`line` is the caller's position, e.g. the ARPA line; 0 when there is none).
@@ -21,6 +22,7 @@
 #include "errors.h"
 #include "ngram/hash_table.h"
 #include "ngram/ngram_lm.h"
+#include "ngram/pair_bound.h"
 #include "ngram/vocab_index.h"
 #include "ngram/word_bound.h"
 
@@ -73,6 +75,7 @@ class NgramBuilder {
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
   std::optional<ngram::WordBoundBuilder> bounds_;
+  std::optional<ngram::PairBoundBuilder> pair_bounds_;  // order >= 2
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
   int pending_head_ = 0;                 // next slot to fill
