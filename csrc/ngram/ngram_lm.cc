@@ -197,6 +197,13 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
       float* o = out + i * stride + base;
       const WordIndex v = prev[i];
       const bool null_state = v >= vocab_size_ || !unigrams_[v].context();
+      // Bound of ln p(w | h) - ln p(w) when no listed n-gram of order >= 2 ends in the history
+      // and w: v's backoff plus the largest sum of the longer contexts' positive backoffs (those
+      // ending in v with pair bounds, any otherwise).
+      const double unlisted =
+          null_state ? 0.0
+                     : double{unigrams_[v].backoff_ln} +
+                           (word_slack_ != nullptr ? double{word_slack_[v]} : backoff_slack2_ln_);
       int probes = 0;
       for (int j = 0; j < m; ++j) {
         if (w[j] >= vocab_size_) {
@@ -206,7 +213,7 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
         } else if (null_state) {
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
         } else if (const uint64_t key = ngram::ExtendKey(seeds[j], v); !filters_[1].MayContain(key)) {
-          o[j] = std::min(word_bounds_[w[j]], UnlistedPairBound(v, w[j]));
+          o[j] = std::min(word_bounds_[w[j]], WithMargin(unigrams_[w[j]].prob_ln + unlisted));
         } else if (pair_bounds_ != nullptr) {
           bigrams.Prefetch(key);  // resolved below, once every probe of the row has started
           __builtin_prefetch(&pair_bounds_[bigrams.Home(key)]);
@@ -219,7 +226,8 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
       for (int a = 0; a < probes; ++a) {
         const int j = stored[a];
         const ngram::Entry* e = bigrams.Find(keys[a]);
-        float bound = UnlistedPairBound(v, w[j]);  // absent (a filter false positive) or blank
+        // Absent (a filter false positive) or blank: the backoff path is possible.
+        float bound = WithMargin(unigrams_[w[j]].prob_ln + unlisted);
         if (e != nullptr) {
           const float pair = pair_bounds_[e - bigrams.data()];
           bound = e->listed() ? pair : std::max(bound, pair);
@@ -228,13 +236,6 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
       }
     }
   }
-}
-
-float NgramLM::UnlistedPairBound(WordIndex v, WordIndex w) const {
-  // Margin: Score sums these terms in float, which may round above the exact sum.
-  const double slack = word_slack_ != nullptr ? double{word_slack_[v]} : backoff_slack2_ln_;
-  const double bound = double{unigrams_[w].prob_ln} + unigrams_[v].backoff_ln + slack;
-  return static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound)));
 }
 
 float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* found,

@@ -22,6 +22,7 @@
 // same views.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -133,10 +134,11 @@ class NgramLM {
   // Resolves one word from the entries found at each suffix length (nullptr = absent).
   float Resolve(const LmState& in, WordIndex word, const ngram::Entry* const* found,
                 LmState* out) const;
-  // Bound of ln p(w | h) for h ending in the context v when no listed n-gram of order >= 2 ends
-  // in the history and w (suffix-closed model): ln p(w) + bo(v) + the largest sum of the longer
-  // contexts' positive backoffs (per word v with pair bounds, else backoff_slack2_ln_).
-  float UnlistedPairBound(WordIndex v, WordIndex w) const;
+  // `bound` rounded up to a float with a margin: Score sums the terms of a bound in float, which
+  // may round above their exact sum. -inf (an impossible word) stays -inf, not NaN.
+  static float WithMargin(double bound) {
+    return static_cast<float>(bound == -HUGE_VAL ? bound : bound + 1e-5 * (1.0 + std::fabs(bound)));
+  }
 
   int order_ = 0;
   std::vector<uint64_t> counts_;
