@@ -219,3 +219,25 @@ def test_binary_keeps_the_pair_bounds_and_version_2_loads_without_them(tmp_path)
         toks = [rng.randrange(6) for _ in range(rng.randint(1, 8))]
         context = [rng.randrange(6) for _ in range(rng.randint(0, 4))]
         assert np.array_equal(v2.token_scores(toks, context, True, True), lm.token_scores(toks, context, True, True))
+
+
+@pytest.mark.parametrize("section,value,message", [(304, float("nan"), "pair bound"), (312, -1.0, "backoff slack")])
+def test_binary_rejects_a_nan_pair_bound_and_a_negative_slack(tmp_path, section, value, message):
+    """A NaN bound would disable the search's pruning test, and a negative slack would make the
+    absent-bigram bound too tight: a file holding either is refused (checksum recomputed)."""
+    from draftlattice import FormatError
+
+    path = tmp_path / "m.arpa"
+    random_arpa(path, 3, 11, n_words=6, consistent=True)
+    NgramLM(path).save(tmp_path / "m.dlm")
+    data = bytearray((tmp_path / "m.dlm").read_bytes())
+    offset = struct.unpack("<Q", data[section : section + 8])[0]
+    assert offset > 0
+    data[offset : offset + 4] = struct.pack("<f", value)
+    header = bytearray(data[:320])
+    header[32:40] = bytes(8)
+    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
+    data[32:40] = struct.pack("<Q", _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed))
+    (tmp_path / "bad.dlm").write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=message):
+        NgramLM(tmp_path / "bad.dlm")

@@ -11,7 +11,9 @@
 // the cache misses of the candidates overlap; a per-order Bloom filter built at load
 // (key_filter.h) answers most probes of unlisted n-grams without touching the table.
 //
-// word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics.
+// word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics;
+// BoundsAfter bounds ln p(w | h) for the histories ending in a given word, tighter where the
+// model has pair bounds (pair_bound.h, built with suffix-closed models, kept by .dlm version 3).
 //
 // State minimisation: a history suffix s is kept iff s is a proper prefix of a listed n-gram or
 // s is listed with a nonzero backoff (flag kFlagContext, set at build time; missing prefixes get
