@@ -35,7 +35,6 @@ WT2_KINDS = ("unigram", "plausible")
 def save_wt2(out: Path, n: int, seed: int) -> None:
     """The lattices of bench/rescore_latency.py (same seeds per kind and shape)."""
     import _fst_reference as ref
-
     from draftlattice.assets import data_dir
 
     data = data_dir()
@@ -146,9 +145,7 @@ def arcs(args) -> None:
     print(f"{'set':<22} {'p':>3} {'n':>4} | {'median arcs':>11} {'mean arcs':>10} {'median nodes':>12}")
     for name, (lattices, contexts, bos, ps) in sets.items():
         for p in ps:
-            stats = [
-                _core.rescore_stats(lat, lm, p, alpha, c, b) for lat, c, b in zip(lattices, contexts, bos)
-            ]
+            stats = [_core.rescore_stats(lat, lm, p, alpha, c, b) for lat, c, b in zip(lattices, contexts, bos)]
             a = [s[1] for s in stats]
             print(
                 f"{name:<22} {p:>3} {len(a):>4} | {statistics.median(a):>11.1f} {statistics.mean(a):>10.1f}"

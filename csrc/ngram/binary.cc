@@ -408,7 +408,8 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
         file.Section(h.word_slack_offset, h.vocab_size * sizeof(float), "word slack"));
     // As for the word bounds: a NaN would disable the search's pruning test.
     for (uint64_t b = 0; b < h.buckets[1]; ++b)
-      if (std::isnan(views.pair_bounds[b])) file.Fail("the pair bound of bigram bucket ", b, " is NaN");
+      if (std::isnan(views.pair_bounds[b]))
+        file.Fail("the pair bound of bigram bucket ", b, " is NaN");
     for (uint64_t w = 0; w < h.vocab_size; ++w)
       if (!(views.word_slack[w] >= 0) || std::isinf(views.word_slack[w]))
         file.Fail("the backoff slack of word ", w, " is ", views.word_slack[w],

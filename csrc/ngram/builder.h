@@ -75,7 +75,7 @@ class NgramBuilder {
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
   std::optional<ngram::WordBoundBuilder> bounds_;
-  std::optional<ngram::PairBoundBuilder> pair_bounds_;  // order >= 2
+  std::optional<ngram::PairBoundBuilder> pair_bounds_;    // order >= 2
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
   int pending_head_ = 0;                 // next slot to fill

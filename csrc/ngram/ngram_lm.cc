@@ -212,7 +212,8 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           o[j] = word_bounds_[w[j]];
         } else if (null_state) {
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
-        } else if (const uint64_t key = ngram::ExtendKey(seeds[j], v); !filters_[1].MayContain(key)) {
+        } else if (const uint64_t key = ngram::ExtendKey(seeds[j], v);
+                   !filters_[1].MayContain(key)) {
           o[j] = std::min(word_bounds_[w[j]], WithMargin(unigrams_[w[j]].prob_ln + unlisted));
         } else if (pair_bounds_ != nullptr) {
           bigrams.Prefetch(key);  // resolved below, once every probe of the row has started

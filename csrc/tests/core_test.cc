@@ -113,8 +113,8 @@ TEST(Ngram, PairBoundsFollowTheLastWordsNgramsAndBackoffs) {
   ASSERT_TRUE(model->suffix_closed());
   const std::string path = ::testing::TempDir() + "core_test_pairs.dlm";
   SaveBinary(*model, path, true);
-  for (const auto& lm : {TokenLm(model, std::nullopt, -20.0f),
-                         TokenLm(LoadNgramFile(path), std::nullopt, -20.0f)}) {
+  for (const auto& lm :
+       {TokenLm(model, std::nullopt, -20.0f), TokenLm(LoadNgramFile(path), std::nullopt, -20.0f)}) {
     // Worked out from the table (log10), max over every way ln p(w | ... v) can be formed:
     //   (2, 0): blank "2 0": max("1 2 0", unigram 0 + bo(2) + no positive longer backoff) = -0.1
     //   (0, 2): absent: unigram 2 + bo(0) + no positive backoff of a context ending in 0 = -1.1
@@ -133,8 +133,9 @@ TEST(Ngram, PairBoundsFollowTheLastWordsNgramsAndBackoffs) {
     for (int32_t first = -1; first < 3; ++first)
       for (int32_t v = 0; v < 3; ++v)
         for (int32_t w = 0; w < 3; ++w) {
-          const LmState state = first < 0 ? lm.Start(&v, 1, true)
-                                          : lm.Start(std::vector<int32_t>{first, v}.data(), 2, false);
+          const LmState state = first < 0
+                                    ? lm.Start(&v, 1, true)
+                                    : lm.Start(std::vector<int32_t>{first, v}.data(), 2, false);
           LmState next;
           float bound;
           lm.BoundsAfter(&v, 1, &w, 1, &bound);
