@@ -25,7 +25,8 @@
 //     visited in (value desc, rank asc) order, so each popped entry yields the next draft in
 //     (total desc, ranks asc) order after O(h) pops.
 // Cost: one LM Score per surviving arc (at most nodes * k) plus O(p * h * log(p h)) for step 4,
-// plus O(h k^2 log k) for the bounds (k^2 bigram key-filter queries per layer, no table probe).
+// plus O(h k^2 log k) for the bounds (k^2 bigram key-filter queries per layer, and a table probe
+// for each candidate pair whose bigram is stored, when the model has pair bounds).
 #pragma once
 
 #include <algorithm>
@@ -148,10 +149,14 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, double alpha, int64_t p) {
 //   C(t, r) = max over r' of gain(t, r, r'),   C(h, .) = 0,
 // where bound(w | v) >= ln p_LM(w | any history ending in v) (TokenLm::BoundsAfter: exact
 // unigram after a null state; unigram + backoffs when the bigram "v w" is absent from a
-// suffix-closed model, found from the bigram key filter without a table probe; else the per-word
-// bound). By induction C(t, r) bounds every completion of every node of the row (alpha >= 0), so
-// a node with fwd + C < L, and an arc with fwd + gain < L, cannot reach the p-th best.
-// Cost: (h-1) k^2 + k bounds and (h-1) k + 1 sorts of k gains per lattice.
+// suffix-closed model, found from the bigram key filter without a table probe; when it is
+// stored, the model's pair bound of "v w" (pair_bound.h: the best listed n-gram ending in "v w"
+// plus the positive backoffs of v's contexts), found by one bigram table probe; else the
+// per-word bound). By induction C(t, r) bounds every completion of every node of the row
+// (alpha >= 0), so a node with fwd + C < L, and an arc with fwd + gain < L, cannot reach the
+// p-th best.
+// Cost: (h-1) k^2 + k bounds (a key-filter query each, and a table probe for each stored pair)
+// and (h-1) k + 1 sorts of k gains per lattice.
 struct ArcBounds {
   int k = 0;
   std::vector<double> gain;    // [rows * k]

@@ -1,9 +1,11 @@
-"""Random ARPA models for tests: consistent or inconsistently pruned, orders 1..8."""
+"""Random ARPA models for tests: consistent or inconsistently pruned, orders 1..8; skewed ones with
+blank bigrams (skewed_arpa)."""
 
 from __future__ import annotations
 
 import itertools
 import random
+import re
 from pathlib import Path
 
 
@@ -65,3 +67,31 @@ def random_arpa(
 def all_histories(words: list[str], max_len: int):
     for n in range(max_len + 1):
         yield from itertools.product(words, repeat=n)
+
+
+def skewed_arpa(path: Path, order: int, seed: int) -> int:
+    """Writes a suffix-closed ARPA model whose longer n-grams are far likelier than their bigram
+    suffixes (log10 -0.4..-0.05 against -2.5..-1.5) and in which some bigrams are blank (deleted,
+    but kept as the prefix of a listed trigram; order >= 3): the search's pair bounds must keep
+    every longer n-gram ending in "v w", and for a blank "v w" also the backoff path. Words as
+    random_arpa's (6 of them); returns the number of blank bigrams."""
+    rng = random.Random(seed)
+    random_arpa(path, order, seed, n_words=6, consistent=True)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    grams = [line.split("\t") for line in lines]
+    trigram_prefixes = {tuple(f[1].split()[:2]) for f in grams if len(f) >= 2 and len(f[1].split()) == 3}
+    kept, blanks = [], 0
+    for line, fields in zip(lines, grams):
+        n = len(fields[1].split()) if len(fields) >= 2 else 0
+        if n == 2 and tuple(fields[1].split()) in trigram_prefixes and rng.random() < 0.4:
+            blanks += 1
+            continue
+        if n >= 2:
+            fields[0] = f"{rng.uniform(-2.5, -1.5) if n == 2 else rng.uniform(-0.4, -0.05):.6f}"
+            line = "\t".join(fields)
+        kept.append(line)
+    text = "\n".join(kept) + "\n"
+    bigrams = sum(1 for line in kept if len(line.split("\t")) >= 2 and len(line.split("\t")[1].split()) == 2)
+    text = re.sub(r"ngram 2=\d+", f"ngram 2={bigrams}", text)
+    path.write_text(text, encoding="utf-8")
+    return blanks

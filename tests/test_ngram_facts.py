@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from arpa_writer import all_histories, random_arpa
+from arpa_writer import all_histories, random_arpa, skewed_arpa
 from draftlattice import NgramLM, _core
 from ngram_reference import BruteForceLM, read_arpa
 
@@ -129,3 +129,115 @@ def test_binary_round_trip_and_version_1(tmp_path, consistent):
         assert np.array_equal(
             v1.token_scores(tokens, context, True, True), lm.token_scores(tokens, context, True, True)
         )
+
+
+def with_positive_backoffs(path, seed: int) -> None:
+    """Rewrites every backoff of an ARPA file to a random log10 value in [-1, +1.5] (weights up to
+    30: a pruned Katz model's backoffs reach e^6), keeping the n-grams."""
+    rng = random.Random(seed)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        fields = line.split("\t")
+        if len(fields) == 3:  # prob, n-gram, backoff
+            fields[2] = f"{rng.uniform(-1.0, 1.5):.6f}"
+            lines[i] = "\t".join(fields)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+BOUND_MODELS = [(o, s, kind) for o in (2, 3, 4) for s in range(3) for kind in ("plain", "positive", "skewed")]
+
+
+@pytest.mark.parametrize("order,seed,kind", [m for m in BOUND_MODELS if m[0] > 2 or m[2] != "skewed"])
+def test_search_bounds_are_the_best_score_after_the_last_word(tmp_path, order, seed, kind):
+    """search_bounds[v, w] >= ln p(w | h) for every history h ending in v (brute force over all
+    histories), in suffix-closed models; with no backoff above 1 it is that maximum (attained:
+    the pair bound keeps every longer n-gram ending in "v w", the absent-bigram bound v's backoff),
+    so a bound computed too tight or too loose fails here. Kinds: random consistent models, the
+    same with backoffs above 1, and skewed ones with blank bigrams (arpa_writer.skewed_arpa)."""
+    path = tmp_path / "m.arpa"
+    if kind == "skewed":
+        assert skewed_arpa(path, order, 500 + seed) > 0
+        words = [str(i) for i in range(6)]
+    else:
+        words = random_arpa(path, order, 500 + seed, n_words=5, consistent=True)
+    positive = kind == "positive"
+    if positive:
+        with_positive_backoffs(path, seed)
+    lm, ref = NgramLM(path), BruteForceLM(path)
+    assert lm.suffix_closed
+    tokens = [int(w) for w in words]
+    bounds = lm.search_bounds(tokens, tokens)
+    assert bounds.shape == (len(tokens), len(tokens)) and bounds.dtype == np.float32
+    histories = [list(h) for h in all_histories(words, order - 1) if h]
+    histories += [["<s>"] + h[1:] for h in histories]
+    tighter = 0
+    for i, v in enumerate(words):
+        after_v = [h for h in histories if h[-1] == v]
+        for j, w in enumerate(words):
+            best = max(ref.logprob(h, w) for h in after_v)
+            bound = float(bounds[i, j])
+            assert best <= bound, (v, w, best, bound)
+            if not positive:
+                assert bound <= best + 1e-4 * (1 + abs(best)), (v, w, best, bound)
+            tighter += bound < lm.word_bounds[lm.words().index(w)] - 1e-3
+    assert tighter > 0  # the pair bounds, not only the per-word ones, were exercised
+
+
+def rewrite_as_version_2(data: bytearray) -> bytearray:
+    """The same model in binary format version 2 (no pair bounds; new checksum)."""
+    data[8:12] = struct.pack("<I", 2)
+    flags = struct.unpack("<Q", data[288:296])[0]
+    data[288:296] = struct.pack("<Q", flags & ~2)  # kFlagPairBounds
+    data[304:320] = bytes(16)  # pair bound and word slack offsets: reserved (zero) in version 2
+    header = bytearray(data[:320])
+    header[32:40] = bytes(8)
+    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
+    checksum = _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed)
+    data[32:40] = struct.pack("<Q", checksum)
+    return data
+
+
+def test_binary_keeps_the_pair_bounds_and_version_2_loads_without_them(tmp_path):
+    path = tmp_path / "m.arpa"
+    words = random_arpa(path, 4, 7, n_words=6, consistent=True)
+    with_positive_backoffs(path, 7)
+    tokens = [int(w) for w in words]
+    lm = NgramLM(path)
+    lm.save(tmp_path / "m.dlm")
+    again = NgramLM(tmp_path / "m.dlm")
+    assert np.array_equal(again.search_bounds(tokens, tokens), lm.search_bounds(tokens, tokens))
+
+    old = tmp_path / "v2.dlm"
+    old.write_bytes(bytes(rewrite_as_version_2(bytearray((tmp_path / "m.dlm").read_bytes()))))
+    v2 = NgramLM(old)
+    assert v2.suffix_closed
+    # Without pair bounds: the per-word bounds and one backoff slack for all words (weaker).
+    assert np.all(v2.search_bounds(tokens, tokens) >= lm.search_bounds(tokens, tokens))
+    assert np.any(v2.search_bounds(tokens, tokens) > lm.search_bounds(tokens, tokens))
+    rng = random.Random(0)
+    for _ in range(50):
+        toks = [rng.randrange(6) for _ in range(rng.randint(1, 8))]
+        context = [rng.randrange(6) for _ in range(rng.randint(0, 4))]
+        assert np.array_equal(v2.token_scores(toks, context, True, True), lm.token_scores(toks, context, True, True))
+
+
+@pytest.mark.parametrize("section,value,message", [(304, float("nan"), "pair bound"), (312, -1.0, "backoff slack")])
+def test_binary_rejects_a_nan_pair_bound_and_a_negative_slack(tmp_path, section, value, message):
+    """A NaN bound would disable the search's pruning test, and a negative slack would make the
+    absent-bigram bound too tight: a file holding either is refused (checksum recomputed)."""
+    from draftlattice import FormatError
+
+    path = tmp_path / "m.arpa"
+    random_arpa(path, 3, 11, n_words=6, consistent=True)
+    NgramLM(path).save(tmp_path / "m.dlm")
+    data = bytearray((tmp_path / "m.dlm").read_bytes())
+    offset = struct.unpack("<Q", data[section : section + 8])[0]
+    assert offset > 0
+    data[offset : offset + 4] = struct.pack("<f", value)
+    header = bytearray(data[:320])
+    header[32:40] = bytes(8)
+    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
+    data[32:40] = struct.pack("<Q", _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed))
+    (tmp_path / "bad.dlm").write_bytes(bytes(data))
+    with pytest.raises(FormatError, match=message):
+        NgramLM(tmp_path / "bad.dlm")

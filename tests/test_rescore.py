@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import draftlattice as dl
-from arpa_writer import random_arpa
+from arpa_writer import random_arpa, skewed_arpa
 from ngram_reference import BruteForceLM
 from rescore_reference import KenlmScorer, check_against_reference, enumerate_drafts, python_scorer, with_tokens
 
@@ -101,6 +101,35 @@ def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path)
             check_against_reference(result, with_tokens(rows, lattice.tokens), p)
             cases += 1
     assert cases == 8 * 12
+
+
+def test_skewed_models_with_blank_bigrams_equal_brute_force(tmp_path):
+    """Exactness where a too tight pair bound would prune the best drafts (a pair bound from the
+    bigram alone, or one that forgets the backoff path of a blank bigram, fails here)."""
+    rng = random.Random(41)
+    cases = blanks = 0
+    for seed in range(10):
+        order = 3 + seed % 2
+        path = tmp_path / f"skew{seed}.arpa"
+        blanks += skewed_arpa(path, order, 900 + seed)
+        lm, reference = dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)
+        assert lm.suffix_closed
+        for _ in range(15):
+            h, k = rng.randint(2, 5), rng.randint(2, 5)
+            if k**h > 800:
+                k = max(2, int(800 ** (1 / h)))
+            lattice = random_lattice(rng, h, k, n_tokens=6)
+            context = [rng.randrange(6) for _ in range(rng.randint(0, 3))]
+            bos = rng.random() < 0.5
+            alpha = rng.choice([1.0, 2.5, 4.0])
+            p = rng.randint(1, 3)
+            rows = enumerate_drafts(
+                lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha
+            )
+            result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
+            check_against_reference(result, with_tokens(rows, lattice.tokens), p)
+            cases += 1
+    assert cases == 10 * 15 and blanks > 10
 
 
 def test_p_beyond_all_paths_returns_all(random_models):

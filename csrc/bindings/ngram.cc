@@ -141,6 +141,18 @@ void BindNgram(py::module_& m) {
           },
           py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
       .def(
+          "search_bounds",
+          [](const TokenLm& lm, const py::object& prev, const py::object& tokens) {
+            const auto p = CheckedTokens(lm, prev, "prev");
+            const auto t = CheckedTokens(lm, tokens, "tokens");
+            py::array_t<float> out({p.size(), t.size()});
+            if (!p.empty() && !t.empty())
+              lm.BoundsAfter(p.data(), static_cast<int>(p.size()), t.data(),
+                             static_cast<int>(t.size()), out.mutable_data());
+            return out;
+          },
+          py::arg("prev"), py::arg("tokens"))
+      .def(
           "start",
           [](const TokenLm& lm, const py::object& context, bool bos) {
             const auto c = CheckedTokens(lm, context, "context");

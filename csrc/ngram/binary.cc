@@ -19,7 +19,8 @@ namespace {
 using ngram::Entry;
 constexpr uint32_t kEndianMarker = 0x01020304u;
 constexpr uint64_t kFlagSuffixClosed = 1;
-constexpr uint64_t kKnownFlags = kFlagSuffixClosed;
+constexpr uint64_t kFlagPairBounds = 2;  // version >= 3
+constexpr uint64_t kKnownFlags = kFlagSuffixClosed | kFlagPairBounds;
 
 struct BinaryHeader {
   char magic[8];
@@ -39,7 +40,8 @@ struct BinaryHeader {
   uint64_t table_offset[kMaxOrder];  // index n - 1, n >= 2
   uint64_t flags;                    // version >= 2: kFlagSuffixClosed (version 1: 0)
   uint64_t word_bound_offset;        // version >= 2: float[V] (word_bound.h)
-  uint64_t reserved[2];
+  uint64_t pair_bound_offset;        // with kFlagPairBounds: float[buckets[1]] (pair_bound.h)
+  uint64_t word_slack_offset;        // with kFlagPairBounds: float[V] (pair_bound.h)
 };
 constexpr size_t kHeaderBytes = sizeof(BinaryHeader);
 static_assert(kHeaderBytes % 8 == 0, "header must keep 8-byte alignment");
@@ -150,6 +152,12 @@ void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
   }
   header.flags = model.suffix_closed() ? kFlagSuffixClosed : 0;
   header.word_bound_offset = out.Append(model.word_bounds(), v * sizeof(float));
+  if (model.pair_bounds() != nullptr) {
+    header.flags |= kFlagPairBounds;
+    header.pair_bound_offset =
+        out.Append(model.pair_bounds(), model.table(2).size() * sizeof(float));
+    header.word_slack_offset = out.Append(model.word_slack(), v * sizeof(float));
+  }
   std::vector<char>& buffer = out.buffer();
   header.file_bytes = buffer.size();
   std::memcpy(buffer.data(), &header, kHeaderBytes);
@@ -282,7 +290,11 @@ BinaryHeader ReadHeader(const Image& file) {
     file.Fail("binary LM format version ", h.version,
               " is not supported (this build reads versions 1 to ", kBinaryVersion, ")");
   if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
-  if ((h.flags & ~kKnownFlags) != 0) file.Fail("unknown header flags ", h.flags);
+  if ((h.flags & ~kKnownFlags) != 0 || (h.version < 3 && (h.flags & kFlagPairBounds) != 0))
+    file.Fail("unknown header flags ", h.flags, " for format version ", h.version);
+  if ((h.flags & kFlagPairBounds) != 0 && (h.order < 2 || (h.flags & kFlagSuffixClosed) == 0))
+    file.Fail("pair bounds in a model of order ", h.order,
+              (h.flags & kFlagSuffixClosed) ? "" : " that is not suffix-closed");
   if (h.header_bytes != kHeaderBytes)
     file.Fail("header size ", h.header_bytes, " != ", kHeaderBytes);
   if (h.file_bytes != file.size())
@@ -388,6 +400,20 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
         file.Fail("the word bound of word ", w,
                   " is NaN (a file written by an older version: "
                   "compile it again from its ARPA, or build it again)");
+  }
+  if ((h.flags & kFlagPairBounds) != 0) {
+    views.pair_bounds = reinterpret_cast<const float*>(
+        file.Section(h.pair_bound_offset, h.buckets[1] * sizeof(float), "pair bounds"));
+    views.word_slack = reinterpret_cast<const float*>(
+        file.Section(h.word_slack_offset, h.vocab_size * sizeof(float), "word slack"));
+    // As for the word bounds: a NaN would disable the search's pruning test.
+    for (uint64_t b = 0; b < h.buckets[1]; ++b)
+      if (std::isnan(views.pair_bounds[b]))
+        file.Fail("the pair bound of bigram bucket ", b, " is NaN");
+    for (uint64_t w = 0; w < h.vocab_size; ++w)
+      if (!(views.word_slack[w] >= 0) || std::isinf(views.word_slack[w]))
+        file.Fail("the backoff slack of word ", w, " is ", views.word_slack[w],
+                  " (must be finite and >= 0)");
   }
   views.keep_alive = file.keep_alive();
   return std::make_shared<NgramLM>(std::move(views));

@@ -13,6 +13,10 @@
 //                 the model is suffix-closed (ngram_lm.h). Version 1 files (no bounds, no flags)
 //                 still load: the model is then treated as not suffix-closed, with bounds
 //                 derived from the tables (weaker).
+//   pair bounds   float[buckets[2]] then float[V], padded (version >= 3, with the header flag
+//                 kFlagPairBounds; only for suffix-closed models): one bound per bigram bucket and
+//                 each word's backoff slack (pair_bound.h). Files without them load with the
+//                 per-word bounds alone.
 // The checksum is a 4-lane 64-bit multiply-xor hash over the whole file with the checksum field
 // zeroed: memory-bandwidth bound (a few ms per 100 MB). Every offset and size is checked against
 // the file size before it is read; any mismatch, a wrong magic, a newer version or a checksum
@@ -27,7 +31,7 @@
 namespace dl {
 
 constexpr char kBinaryMagic[8] = {'D', 'L', 'N', 'G', 'R', 'A', 'M', '\0'};
-constexpr uint32_t kBinaryVersion = 2;
+constexpr uint32_t kBinaryVersion = 3;
 
 // True if the file starts with the binary magic (false if it cannot be read).
 bool IsBinaryLm(const std::string& path);

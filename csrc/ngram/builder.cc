@@ -16,6 +16,7 @@ NgramBuilder::NgramBuilder(std::vector<uint64_t> counts,
   for (int n = 2; n <= parts_.order; ++n) tables_.emplace_back(parts_.counts[n - 1]);
   bounds_.emplace(parts_.order, parts_.counts[0]);
   mass_.emplace(parts_.order, parts_.counts[0]);
+  if (parts_.order >= 2) pair_bounds_.emplace(parts_.order, parts_.counts[0], parts_.counts[1]);
   deferred_suffixes_.resize(parts_.order);
   parts_.unigrams.reserve(parts_.counts[0]);
   words_.reserve(parts_.counts[0]);
@@ -80,6 +81,12 @@ std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) 
   }
   parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
   for (auto& table : tables_) parts_.tables.push_back(std::move(table.buckets()));
+  if (pair_bounds_ && parts_.suffix_closed) {
+    const std::vector<Entry>& bigrams = parts_.tables[0];
+    parts_.pair_bounds = pair_bounds_->Finish(ngram::TableView(bigrams.data(), bigrams.size()));
+    parts_.word_slack = pair_bounds_->WordSlack();
+  }
+  pair_bounds_.reset();
   parts_.source_format = source_format;
   return std::make_unique<NgramLM>(std::move(parts_));
 }
@@ -94,6 +101,8 @@ void NgramBuilder::Insert(const Pending& p) {
   e->backoff_ln = p.backoff;
   const float context_backoff = MarkPrefix(p.ids, p.n - 1);
   bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
+  pair_bounds_->AddProb(p.n, p.ids[p.n - 2], p.n == 2 ? p.key : KeyOf(p.ids + p.n - 2, 2), p.prob);
+  if (p.n < parts_.order) pair_bounds_->AddBackoff(p.n, p.ids[p.n - 1], p.backoff);
   if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
   // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank
   // as a prefix of a listed n-gram). Most are by now; a blank may still be added later.

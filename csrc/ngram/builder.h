@@ -4,11 +4,12 @@
 //
 // It flags the contexts (proper prefixes of listed n-grams, adding blank entries for missing
 // ones, and listed n-grams with a nonzero backoff), detects suffix closure, computes the per-word
-// bounds (word_bound.h, clamped by the largest context mass of context_mass.h) and lays out the
-// hash tables. Inserts are pipelined: the keys of the next
-// kPipeline n-grams are computed and their buckets prefetched before the oldest is inserted.
-// Errors: FormatError "NAME:LINE: problem" for a duplicate 1-gram or n-gram and for a word
-// without a 1-gram (`line` is the caller's position, e.g. the ARPA line; 0 when there is none).
+// bounds (word_bound.h, clamped by the largest context mass of context_mass.h) and, for
+// suffix-closed models, the per-bigram bounds (pair_bound.h), and lays out the hash tables.
+// Inserts are pipelined: the keys of the next kPipeline n-grams are computed and their buckets
+// prefetched before the oldest is inserted. Errors: FormatError "NAME:LINE: problem" for a
+// duplicate 1-gram or n-gram and for a word without a 1-gram (`line` is the caller's position, e.g.
+// the ARPA line; 0 when there is none).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "ngram/context_mass.h"
 #include "ngram/hash_table.h"
 #include "ngram/ngram_lm.h"
+#include "ngram/pair_bound.h"
 #include "ngram/vocab_index.h"
 #include "ngram/word_bound.h"
 
@@ -77,6 +79,7 @@ class NgramBuilder {
   std::optional<ngram::WordBoundBuilder> bounds_;
   std::optional<ngram::ContextMassBuilder> mass_;  // clamps the word bounds (context_mass.h)
   bool mass_decided_ = false;  // whether mass_ is kept: decided at the first 3-gram
+  std::optional<ngram::PairBoundBuilder> pair_bounds_;    // order >= 2
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
   int pending_head_ = 0;                 // next slot to fill

@@ -64,7 +64,7 @@ class TableView {
   const Entry* Find(uint64_t key) const {
     if (size_ == 0) return nullptr;
     const uint64_t want = StoredKey(key);
-    uint64_t i = Home(want);
+    uint64_t i = HomeOf(want);
     while (true) {
       const Entry& e = buckets_[i];
       if ((e.key & ~kFlagMask) == want) return &e;
@@ -74,13 +74,15 @@ class TableView {
   }
   // Starts loading the home bucket of `key`, so that a later Find hits the cache.
   void Prefetch(uint64_t key) const {
-    if (size_ != 0) __builtin_prefetch(&buckets_[Home(StoredKey(key))]);
+    if (size_ != 0) __builtin_prefetch(&buckets_[HomeOf(StoredKey(key))]);
   }
   uint64_t size() const { return size_; }
   const Entry* data() const { return buckets_; }
+  // The home bucket of `key` (a raw key): where its probe starts, and mostly where it ends.
+  uint64_t Home(uint64_t key) const { return HomeOf(StoredKey(key)); }
 
  private:
-  uint64_t Home(uint64_t want) const {
+  uint64_t HomeOf(uint64_t want) const {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(want) * size_) >> 64);
   }
 

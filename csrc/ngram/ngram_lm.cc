@@ -23,6 +23,11 @@ NgramLM::NgramLM(Parts parts) : owned_(std::move(parts)) {
   suffix_closed_ = owned_.suffix_closed;
   source_format_ = owned_.source_format;
   if (owned_.word_bounds.size() == vocab_size_) word_bounds_ = owned_.word_bounds.data();
+  if (order_ >= 2 && owned_.pair_bounds.size() == tables_[1].size() &&
+      owned_.word_slack.size() == vocab_size_ && !owned_.pair_bounds.empty()) {
+    pair_bounds_ = owned_.pair_bounds.data();
+    word_slack_ = owned_.word_slack.data();
+  }
   Finish();
 }
 
@@ -37,6 +42,10 @@ NgramLM::NgramLM(Views views) : mapped_(std::move(views.keep_alive)) {
   metadata_ = std::move(views.metadata);
   suffix_closed_ = views.suffix_closed;
   word_bounds_ = views.word_bounds;
+  if (order_ >= 2 && views.pair_bounds != nullptr && views.word_slack != nullptr) {
+    pair_bounds_ = views.pair_bounds;
+    word_slack_ = views.word_slack;
+  }
   source_format_ = "binary";
   Finish();
 }
@@ -176,7 +185,10 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
                           float oov_ln, float* out, size_t stride) const {
   constexpr int kChunk = 64;
   const bool pairs = suffix_closed_ && order_ >= 2;
+  const ngram::TableView& bigrams = tables_[1];
   uint64_t seeds[kChunk];  // key of the unigram "w", extended by each row's prev
+  uint64_t keys[kChunk];   // the stored bigrams' keys of one row, while their probes are pending
+  int stored[kChunk];
   for (int base = 0; base < n; base += kChunk) {
     const int m = std::min(kChunk, n - base);
     const WordIndex* w = words + base;
@@ -185,6 +197,14 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
       float* o = out + i * stride + base;
       const WordIndex v = prev[i];
       const bool null_state = v >= vocab_size_ || !unigrams_[v].context();
+      // Bound of ln p(w | h) - ln p(w) when no listed n-gram of order >= 2 ends in the history
+      // and w: v's backoff plus the largest sum of the longer contexts' positive backoffs (those
+      // ending in v with pair bounds, any otherwise).
+      const double unlisted =
+          null_state ? 0.0
+                     : double{unigrams_[v].backoff_ln} +
+                           (word_slack_ != nullptr ? double{word_slack_[v]} : backoff_slack2_ln_);
+      int probes = 0;
       for (int j = 0; j < m; ++j) {
         if (w[j] >= vocab_size_) {
           o[j] = oov_ln;
@@ -192,15 +212,28 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           o[j] = word_bounds_[w[j]];
         } else if (null_state) {
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
-        } else if (!filters_[1].MayContain(ngram::ExtendKey(seeds[j], v))) {
-          // Margin: Score sums these terms in float, which may round above the exact sum.
-          const double bound =
-              double{unigrams_[w[j]].prob_ln} + unigrams_[v].backoff_ln + backoff_slack2_ln_;
-          o[j] = std::min(word_bounds_[w[j]],
-                          static_cast<float>(bound + 1e-5 * (1.0 + std::fabs(bound))));
+        } else if (const uint64_t key = ngram::ExtendKey(seeds[j], v);
+                   !filters_[1].MayContain(key)) {
+          o[j] = std::min(word_bounds_[w[j]], WithMargin(unigrams_[w[j]].prob_ln + unlisted));
+        } else if (pair_bounds_ != nullptr) {
+          bigrams.Prefetch(key);  // resolved below, once every probe of the row has started
+          __builtin_prefetch(&pair_bounds_[bigrams.Home(key)]);
+          keys[probes] = key;
+          stored[probes++] = j;
         } else {
           o[j] = word_bounds_[w[j]];
         }
+      }
+      for (int a = 0; a < probes; ++a) {
+        const int j = stored[a];
+        const ngram::Entry* e = bigrams.Find(keys[a]);
+        // Absent (a filter false positive) or blank: the backoff path is possible.
+        float bound = WithMargin(unigrams_[w[j]].prob_ln + unlisted);
+        if (e != nullptr) {
+          const float pair = pair_bounds_[e - bigrams.data()];
+          bound = e->listed() ? pair : std::max(bound, pair);
+        }
+        o[j] = std::min(word_bounds_[w[j]], bound);
       }
     }
   }

@@ -11,7 +11,9 @@
 // the cache misses of the candidates overlap; a per-order Bloom filter built at load
 // (key_filter.h) answers most probes of unlisted n-grams without touching the table.
 //
-// word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics.
+// word_bound_ln(w) >= ln p(w | h) for every history h (word_bound.h), for search heuristics;
+// BoundsAfter bounds ln p(w | h) for the histories ending in a given word, tighter where the
+// model has pair bounds (pair_bound.h, built with suffix-closed models, kept by .dlm version 3).
 //
 // State minimisation: a history suffix s is kept iff s is a proper prefix of a listed n-gram or
 // s is listed with a nonzero backoff (flag kFlagContext, set at build time; missing prefixes get
@@ -22,6 +24,7 @@
 // same views.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +51,8 @@ class NgramLM {
     std::unordered_map<std::string, std::string> metadata;
     bool suffix_closed = false;          // every stored n-gram's suffix is stored
     std::vector<float> word_bounds;      // size V (word_bound.h)
+    std::vector<float> pair_bounds;      // size = bigram buckets, or empty (pair_bound.h)
+    std::vector<float> word_slack;       // size V with pair_bounds: slack_v(2) (pair_bound.h)
     std::string source_format = "arpa";  // what the parts were built from ("arpa", "lmbuild")
   };
   // Read-only views over storage owned elsewhere (binary file mapping); `keep_alive` owns it.
@@ -62,6 +67,8 @@ class NgramLM {
     std::unordered_map<std::string, std::string> metadata;
     bool suffix_closed = false;
     const float* word_bounds = nullptr;  // size V; nullptr: derive a (weaker) bound from the tables
+    const float* pair_bounds = nullptr;  // size = bigram buckets; nullptr: none (pair_bound.h)
+    const float* word_slack = nullptr;   // size V, with pair_bounds
     std::shared_ptr<const void> keep_alive;
   };
 
@@ -101,13 +108,20 @@ class NgramLM {
   // suffix-closed model, when "prev w" is not stored (the bigram key filter says so; no table
   // probe), no longer n-gram ending in "prev w" is stored either, so ln p(w | h) = ln p(w) + the
   // backoffs of the contexts of h <= ln p(w) + bo(prev) + the largest positive backoffs of the
-  // longer contexts; after a null state it is exactly ln p(w). Otherwise word_bound_ln(w).
+  // longer contexts (those of the contexts ending in prev when the model has pair bounds,
+  // pair_bound.h); after a null state it is exactly ln p(w). When "prev w" is stored and the
+  // model has pair bounds, min(word_bound_ln(w), the pair's bound), at the cost of one bigram
+  // table probe. Otherwise word_bound_ln(w).
   void BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n, float oov_ln,
                    float* out, size_t stride) const;
   bool suffix_closed() const { return suffix_closed_; }
   // Upper bound of ln p(word | any history); `word` < vocab_size().
   float word_bound_ln(WordIndex word) const { return word_bounds_[word]; }
   const float* word_bounds() const { return word_bounds_; }
+  // One bound per bucket of the bigram table and slack_v(2) per word (pair_bound.h), or nullptr
+  // when the model has none.
+  const float* pair_bounds() const { return pair_bounds_; }
+  const float* word_slack() const { return word_slack_; }
 
   // Raw storage, for the binary writer.
   const char* vocab_blob() const { return vocab_blob_; }
@@ -122,6 +136,11 @@ class NgramLM {
   // Resolves one word from the entries found at each suffix length (nullptr = absent).
   float Resolve(const LmState& in, WordIndex word, const ngram::Entry* const* found,
                 LmState* out) const;
+  // `bound` rounded up to a float with a margin: Score sums the terms of a bound in float, which
+  // may round above their exact sum. -inf (an impossible word) stays -inf, not NaN.
+  static float WithMargin(double bound) {
+    return static_cast<float>(bound == -HUGE_VAL ? bound : bound + 1e-5 * (1.0 + std::fabs(bound)));
+  }
 
   int order_ = 0;
   std::vector<uint64_t> counts_;
@@ -137,6 +156,8 @@ class NgramLM {
   LmState begin_;
   bool suffix_closed_ = false;
   const float* word_bounds_ = nullptr;
+  const float* pair_bounds_ = nullptr;  // with word_slack_, or neither
+  const float* word_slack_ = nullptr;
   // Sum over context lengths i >= 2 of max(0, largest backoff of an i-word context), natural log.
   double backoff_slack2_ln_ = 0;
   std::vector<float> derived_bounds_;  // when a version-1 binary file has none

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -95,6 +96,52 @@ TEST(Ngram, BinaryRoundTripScoresIdentically) {
   TokenScores(a, tokens.data(), tokens.size(), nullptr, 0, true, true, &sa);
   TokenScores(b, tokens.data(), tokens.size(), nullptr, 0, true, true, &sb);
   EXPECT_EQ(sa, sb);
+  std::remove(path.c_str());
+}
+
+// A suffix-closed trigram with a backoff weight above 1 ("0 1": +0.5) and a blank bigram ("2 0",
+// stored only as the prefix of "2 0 1"), for the search's pair bounds (pair_bound.h).
+const char* kTrigram =
+    "\\data\\\nngram 1=5\nngram 2=3\nngram 3=3\n\n"
+    "\\1-grams:\n"
+    "-99 <s> -0.3\n-0.8 </s>\n-0.5 0 -0.2\n-0.7 1 -0.1\n-0.9 2 -0.4\n\n"
+    "\\2-grams:\n-0.2 <s> 0\n-0.6 0 1 0.5\n-0.3 1 2 -0.2\n\n"
+    "\\3-grams:\n-0.05 0 1 2\n-0.1 1 2 0\n-0.15 2 0 1\n\n\\end\\\n";
+
+TEST(Ngram, PairBoundsFollowTheLastWordsNgramsAndBackoffs) {
+  const auto model = LoadNgramText(kTrigram, "trigram");
+  ASSERT_TRUE(model->suffix_closed());
+  const std::string path = ::testing::TempDir() + "core_test_pairs.dlm";
+  SaveBinary(*model, path, true);
+  for (const auto& lm :
+       {TokenLm(model, std::nullopt, -20.0f), TokenLm(LoadNgramFile(path), std::nullopt, -20.0f)}) {
+    // Worked out from the table (log10), max over every way ln p(w | ... v) can be formed:
+    //   (2, 0): blank "2 0": max("1 2 0", unigram 0 + bo(2) + no positive longer backoff) = -0.1
+    //   (0, 2): absent: unigram 2 + bo(0) + no positive backoff of a context ending in 0 = -1.1
+    //   (1, 0): absent: unigram 0 + bo(1) + bo("0 1") = -0.1 (one global slack would say the same
+    //           here, but not for (0, 2): -0.6)
+    //   (1, 2): listed: max("1 2" + bo("0 1"), "0 1 2") = 0.2; the per-word bound of 2 is also 0.2
+    const std::vector<std::array<double, 3>> expected = {
+        {2, 0, -0.1}, {0, 2, -1.1}, {1, 0, -0.1}, {1, 2, 0.2}};
+    for (const auto& [v, w, log10_bound] : expected) {
+      const int32_t prev = static_cast<int32_t>(v), word = static_cast<int32_t>(w);
+      float bound;
+      lm.BoundsAfter(&prev, 1, &word, 1, &bound);
+      EXPECT_NEAR(bound, log10_bound * kLn10, 1e-4) << v << " " << w;
+    }
+    // Admissible for every history ending in v: <s> or a word, then v.
+    for (int32_t first = -1; first < 3; ++first)
+      for (int32_t v = 0; v < 3; ++v)
+        for (int32_t w = 0; w < 3; ++w) {
+          const LmState state = first < 0
+                                    ? lm.Start(&v, 1, true)
+                                    : lm.Start(std::vector<int32_t>{first, v}.data(), 2, false);
+          LmState next;
+          float bound;
+          lm.BoundsAfter(&v, 1, &w, 1, &bound);
+          EXPECT_LE(lm.ScoreToken(state, w, &next), bound) << first << " " << v << " " << w;
+        }
+  }
   std::remove(path.c_str());
 }
 
