@@ -112,4 +112,11 @@ double SumExp(const float* row, int vocab, float max_logit, double inv_temperatu
   return total;
 }
 
+DL_VECTOR_CLONES
+bool HasInvalidLogit(const float* row, int vocab) {
+  int bad = 0;  // an integer reduction: the loop vectorizes
+  for (int v = 0; v < vocab; ++v) bad |= (row[v] != row[v]) | (row[v] == INFINITY);
+  return bad != 0;
+}
+
 }  // namespace dl
