@@ -31,7 +31,7 @@ void Insert(HeadCandidate candidate, HeadCandidate* best, int* filled, int k) {
 }
 
 // The largest of row[0..kBlock) by a tree of element-wise maxima (vectorized; a float max
-// reduction loop is not, without -ffast-math). NaN logits are caught by ScanHead's first pass.
+// reduction loop is not, without -ffast-math). NaN logits are caught by SumExp or HasInvalidLogit.
 inline float BlockMax(const float* row) {
   static_assert(kBlock == 16, "the tree below has 4 levels");
   float m[8];
