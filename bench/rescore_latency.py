@@ -52,6 +52,18 @@ SHAPES = P_SWEEP + ONE_BEST
 KINDS = ("unigram", "plausible")
 
 
+# The .dlm version this code writes (csrc/ngram/binary.h kBinaryVersion): version 3 adds the
+# per-bigram search bounds, so a cached file of an older build would time a weaker search.
+FORMAT_VERSION = 3
+
+
+def _format_version(path: Path) -> int:
+    """The version field of a .dlm header (after the 8-byte magic, little-endian uint32)."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return int.from_bytes(head[8:12], "little") if head[:7] == b"DLNGRAM" else 0
+
+
 def load_ours(lm_auto: ref.LmAutomata):
     """(draftlattice module, NgramLM, seconds to load) or (None, None, reason)."""
     try:
@@ -60,11 +72,11 @@ def load_ours(lm_auto: ref.LmAutomata):
         return None, None, f"draftlattice not importable ({e}); run `make dev` first"
     binary = ref.CACHE / "wt2_kn4.dlm"  # our binary format, made from the ARPA once
     t0 = time.perf_counter()
-    if binary.exists():
+    if binary.exists() and _format_version(binary) >= FORMAT_VERSION:
         lm = dl.NgramLM(binary, vocab=lm_auto.words)
-    else:
+    else:  # none yet, or written by an older build: without the search bounds of newer formats
         lm = dl.NgramLM(lm_auto.arpa, vocab=lm_auto.words)
-        lm.save(binary)
+        lm.save(binary, overwrite=True)
     return dl, lm, time.perf_counter() - t0
 
 
