@@ -64,6 +64,19 @@ def random_arpa(
     return words
 
 
+def rewrite_backoffs(path: Path, seed: int, low: float, high: float) -> None:
+    """Rewrites every backoff of an ARPA file to a random log10 value in [low, high], keeping the
+    n-grams (positive values: backoff weights above 1, as pruned Katz models have)."""
+    rng = random.Random(seed)
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        fields = line.split("\t")
+        if len(fields) == 3:  # prob, n-gram, backoff
+            fields[2] = f"{rng.uniform(low, high):.6f}"
+            lines[i] = "\t".join(fields)
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def all_histories(words: list[str], max_len: int):
     for n in range(max_len + 1):
         yield from itertools.product(words, repeat=n)

@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from arpa_writer import all_histories, random_arpa, skewed_arpa
+from arpa_writer import all_histories, random_arpa, rewrite_backoffs, skewed_arpa
 from draftlattice import NgramLM, _core
 from ngram_reference import BruteForceLM, read_arpa
 
@@ -95,16 +95,22 @@ def test_word_bounds_admissible_on_sampled_histories(shared_data):
     assert np.median(bounds) < -0.5  # informative, not a constant 0
 
 
-def rewrite_as_version_1(data: bytearray) -> bytearray:
-    """The same model in binary format version 1 (no flags, no bounds section; new checksum)."""
-    data[8:12] = struct.pack("<I", 1)
-    data[288:304] = bytes(16)  # flags, word_bound_offset: reserved (zero) in version 1
+def with_new_checksum(data: bytearray) -> bytearray:
+    """The binary file's checksum field recomputed (over the header with that field zeroed, then
+    the body), after a test edited the file."""
     header = bytearray(data[:320])
     header[32:40] = bytes(8)
     seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
     checksum = _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed)
     data[32:40] = struct.pack("<Q", checksum)
     return data
+
+
+def rewrite_as_version_1(data: bytearray) -> bytearray:
+    """The same model in binary format version 1 (no flags, no bounds section; new checksum)."""
+    data[8:12] = struct.pack("<I", 1)
+    data[288:304] = bytes(16)  # flags, word_bound_offset: reserved (zero) in version 1
+    return with_new_checksum(data)
 
 
 @pytest.mark.parametrize("consistent", [True, False])
@@ -132,16 +138,8 @@ def test_binary_round_trip_and_version_1(tmp_path, consistent):
 
 
 def with_positive_backoffs(path, seed: int) -> None:
-    """Rewrites every backoff of an ARPA file to a random log10 value in [-1, +1.5] (weights up to
-    30: a pruned Katz model's backoffs reach e^6), keeping the n-grams."""
-    rng = random.Random(seed)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        fields = line.split("\t")
-        if len(fields) == 3:  # prob, n-gram, backoff
-            fields[2] = f"{rng.uniform(-1.0, 1.5):.6f}"
-            lines[i] = "\t".join(fields)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    """Backoffs in log10 [-1, +1.5] (weights up to 30: a pruned Katz model's reach e^6)."""
+    rewrite_backoffs(path, seed, -1.0, 1.5)
 
 
 BOUND_MODELS = [(o, s, kind) for o in (2, 3, 4) for s in range(3) for kind in ("plain", "positive", "skewed")]
@@ -189,12 +187,7 @@ def rewrite_as_version_2(data: bytearray) -> bytearray:
     flags = struct.unpack("<Q", data[288:296])[0]
     data[288:296] = struct.pack("<Q", flags & ~2)  # kFlagPairBounds
     data[304:320] = bytes(16)  # pair bound and word slack offsets: reserved (zero) in version 2
-    header = bytearray(data[:320])
-    header[32:40] = bytes(8)
-    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
-    checksum = _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed)
-    data[32:40] = struct.pack("<Q", checksum)
-    return data
+    return with_new_checksum(data)
 
 
 def test_binary_keeps_the_pair_bounds_and_version_2_loads_without_them(tmp_path):

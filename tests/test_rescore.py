@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import draftlattice as dl
-from arpa_writer import random_arpa, skewed_arpa
+from arpa_writer import random_arpa, rewrite_backoffs, skewed_arpa
 from ngram_reference import BruteForceLM
 from rescore_reference import KenlmScorer, check_against_reference, enumerate_drafts, python_scorer, with_tokens
 
@@ -66,6 +66,24 @@ def test_random_lattices_equal_brute_force(random_models):
     assert cases == 12 * 14
 
 
+def check_random_lattices(rng, lm, reference, count, h_range, k_range, n_tokens, context_max, alphas, p_max) -> int:
+    """Rescores `count` random lattices (at most 800 drafts each, random context, <s>, alpha, p)
+    and checks each p-best list against brute-force enumeration scored by `reference`."""
+    for _ in range(count):
+        h, k = rng.randint(*h_range), rng.randint(*k_range)
+        if k**h > 800:
+            k = max(k_range[0], int(800 ** (1 / h)))
+        lattice = random_lattice(rng, h, k, n_tokens=n_tokens)
+        context = [rng.randrange(n_tokens) for _ in range(rng.randint(0, context_max))]
+        bos = rng.random() < 0.5
+        alpha = rng.choice(alphas)
+        p = rng.randint(1, min(k**h, p_max))
+        rows = enumerate_drafts(lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha)
+        result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
+        check_against_reference(result, with_tokens(rows, lattice.tokens), p)
+    return count
+
+
 def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path):
     """The search's pair bounds (an absent bigram "v w" in a suffix-closed model bounds
     ln p(w | ... v) by the unigram, v's backoff and the largest positive longer backoffs) stay
@@ -76,30 +94,10 @@ def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path)
         order = 2 + seed % 3
         path = tmp_path / f"pos{seed}.arpa"
         random_arpa(path, order, seed=300 + seed, n_words=9, consistent=True, with_unk=seed % 2 == 1)
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            fields = line.split("\t")
-            if len(fields) == 3:  # prob, n-gram, backoff
-                fields[2] = f"{rng.uniform(-1.0, 1.0):.6f}"
-                lines[i] = "\t".join(fields)
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        rewrite_backoffs(path, 5000 + seed, -1.0, 1.0)
         lm, reference = dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)
         assert lm.suffix_closed  # the pair bounds apply only to suffix-closed models
-        for _ in range(12):
-            h, k = rng.randint(1, 5), rng.randint(1, 6)
-            if k**h > 800:
-                k = max(1, int(800 ** (1 / h)))
-            lattice = random_lattice(rng, h, k, n_tokens=11)
-            context = [rng.randrange(11) for _ in range(rng.randint(0, 4))]
-            bos = rng.random() < 0.5
-            alpha = rng.choice([0.3, 1.0, 2.5])
-            p = rng.randint(1, min(k**h, 20))
-            rows = enumerate_drafts(
-                lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha
-            )
-            result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
-            check_against_reference(result, with_tokens(rows, lattice.tokens), p)
-            cases += 1
+        cases += check_random_lattices(rng, lm, reference, 12, (1, 5), (1, 6), 11, 4, [0.3, 1.0, 2.5], 20)
     assert cases == 8 * 12
 
 
@@ -114,21 +112,7 @@ def test_skewed_models_with_blank_bigrams_equal_brute_force(tmp_path):
         blanks += skewed_arpa(path, order, 900 + seed)
         lm, reference = dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)
         assert lm.suffix_closed
-        for _ in range(15):
-            h, k = rng.randint(2, 5), rng.randint(2, 5)
-            if k**h > 800:
-                k = max(2, int(800 ** (1 / h)))
-            lattice = random_lattice(rng, h, k, n_tokens=6)
-            context = [rng.randrange(6) for _ in range(rng.randint(0, 3))]
-            bos = rng.random() < 0.5
-            alpha = rng.choice([1.0, 2.5, 4.0])
-            p = rng.randint(1, 3)
-            rows = enumerate_drafts(
-                lattice.tokens, lattice.logprobs, python_scorer(reference, str, context, bos), alpha
-            )
-            result = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=bos)
-            check_against_reference(result, with_tokens(rows, lattice.tokens), p)
-            cases += 1
+        cases += check_random_lattices(rng, lm, reference, 15, (2, 5), (2, 5), 6, 3, [1.0, 2.5, 4.0], 3)
     assert cases == 10 * 15 and blanks > 10
 
 
