@@ -1,9 +1,9 @@
 // Binds one greedy drafting step of the lattice drafter in a single call: advance the committed
 // text's LM state by the tokens accepted since the last step, build the top-k lattice of the
 // heads' logits (or take the top k computed on the target's device), and return its p best
-// drafts. Inside a decoding loop every Python/C++ crossing
-// runs with cold caches right after the target's forward pass (measured: a 2 us call costs
-// 20-40 us there), so the three calls the drafter made before cost more than their work.
+// drafts. Inside a decoding loop every Python/C++ crossing runs with cold caches right after the
+// target's forward pass (measured: a 2 us call costs 20-40 us there), so the three calls the
+// drafter made before cost more than their work.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
