@@ -62,20 +62,21 @@ def batches(rows: list[list[int]], size: int, device) -> list[tuple[torch.Tensor
 def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tensor], int, int, float]:
     """(outputs, serial calls, new tokens per row summed, median seconds of one pass)."""
     calls = []
+
+    def generate(ids, mask):
+        return model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=max_new,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            **kwargs,
+        )
+
     handle = model.base_model.register_forward_hook(lambda *a: calls.append(1))
     try:
-        outputs = [
-            model.generate(
-                ids,
-                attention_mask=mask,
-                max_new_tokens=max_new,
-                do_sample=False,
-                eos_token_id=None,
-                pad_token_id=0,
-                **kwargs,
-            )
-            for ids, mask in inputs
-        ]  # warm-up
+        outputs = [generate(ids, mask) for ids, mask in inputs]  # warm-up
         serial = len(calls)
         seconds = []
         for _ in range(repeats):
@@ -83,15 +84,7 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
                 torch.cuda.synchronize()
             start = time.perf_counter()
             for ids, mask in inputs:
-                model.generate(
-                    ids,
-                    attention_mask=mask,
-                    max_new_tokens=max_new,
-                    do_sample=False,
-                    eos_token_id=None,
-                    pad_token_id=0,
-                    **kwargs,
-                )
+                generate(ids, mask)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             seconds.append(time.perf_counter() - start)

@@ -52,11 +52,6 @@ SHAPES = P_SWEEP + ONE_BEST
 KINDS = ("unigram", "plausible")
 
 
-# The .dlm version this code writes (csrc/ngram/binary.h kBinaryVersion): version 3 adds the
-# per-bigram search bounds, so a cached file of an older build would time a weaker search.
-FORMAT_VERSION = 3
-
-
 def _format_version(path: Path) -> int:
     """The version field of a .dlm header (after the 8-byte magic, little-endian uint32)."""
     with open(path, "rb") as f:
@@ -72,7 +67,9 @@ def load_ours(lm_auto: ref.LmAutomata):
         return None, None, f"draftlattice not importable ({e}); run `make dev` first"
     binary = ref.CACHE / "wt2_kn4.dlm"  # our binary format, made from the ARPA once
     t0 = time.perf_counter()
-    if binary.exists() and _format_version(binary) >= FORMAT_VERSION:
+    # A cached file of an older build may lack the newer formats' search bounds (version 3: the
+    # per-bigram bounds), and would time a weaker search.
+    if binary.exists() and _format_version(binary) >= dl._core.BINARY_FORMAT_VERSION:
         lm = dl.NgramLM(binary, vocab=lm_auto.words)
     else:  # none yet, or written by an older build: without the search bounds of newer formats
         lm = dl.NgramLM(lm_auto.arpa, vocab=lm_auto.words)
@@ -237,14 +234,12 @@ def main() -> int:
         # Lattice by lattice: OpenFST, ours, pynini on lattice i, then lattice i + 1, so that a
         # shared machine's load hits every engine alike.
         ex_sec, ours_sec, core_sec, eps_sec = (np.full(lat.n, np.nan) for _ in range(4))
-        ex_tokens, ex_scores = np.full((lat.n, p, h), -1), np.full((lat.n, p), np.nan)
-        ex_states, starts = np.zeros(lat.n), np.zeros(lat.n, dtype=np.int64)
+        ex_states = np.zeros(lat.n)
         equal_count, differs_count = 0, 0
         for i in range(lat.n):
             one = one_lattice(lat, i)
             ex = server.run(one, p)
-            ex_sec[i], ex_tokens[i], ex_scores[i] = ex.seconds[0], ex.tokens[0], ex.scores[0]
-            ex_states[i], starts[i] = ex.composed_states[0], ex.start_states[0]
+            ex_sec[i], ex_states[i] = ex.seconds[0], ex.composed_states[0]
             if ours is not None:
                 ours_sec[i], core_sec[i], tok, sco = ours.run(lat, i, p, repeats)
                 m = len(sco)

@@ -16,22 +16,24 @@ from transformers import (
 
 V = 48
 
+# The tiny decoder shared by the Llama and Qwen2 test models; no special tokens, so that
+# generate() never stops early.
+TINY_DECODER = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    bos_token_id=None,
+    eos_token_id=None,
+)
+
 
 def llama(vocab: int = V, seed: int = 0, **config):
     """``config`` overrides the tiny defaults (e.g. initializer_range, attn_implementation)."""
     torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=None,
-        eos_token_id=None,  # generate() must not stop early
-        pad_token_id=None,
-    )
+    settings = dict(vocab_size=vocab, **TINY_DECODER, pad_token_id=None)
     return LlamaForCausalLM(LlamaConfig(**{**settings, **config})).eval()
 
 
@@ -51,18 +53,7 @@ def gpt2(vocab: int = V, seed: int = 1):
 
 def qwen2(vocab: int = V, seed: int = 2):
     torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        use_sliding_window=False,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
+    cfg = Qwen2Config(vocab_size=vocab, **TINY_DECODER, use_sliding_window=False)
     return Qwen2ForCausalLM(cfg).eval()
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel
 
+from _hf_models import llama as tiny_llama
 from draftlattice.decode import BlockwiseDecoder, Drafts, VanillaDrafter
 from draftlattice.hf import HFBlockwiseLM
 
@@ -14,17 +15,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def llama():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    return LlamaForCausalLM(cfg).eval()
+    # LlamaConfig's own special tokens (bos 1, eos 2), unlike the shared factory's default.
+    return tiny_llama(V, seed=0, num_attention_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
 
 
 def gpt2():

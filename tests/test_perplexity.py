@@ -103,24 +103,16 @@ def test_transformers_target_folder(tmp_path, capsys):
     adapter; head 1 is the transformers model's own next-token distribution."""
     import shutil
 
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     import draftlattice.hf as dlhf
+    from _hf_models import llama
     from draftlattice.assets import model_asset
     from draftlattice.cli.main import main
 
     tokenizer = model_asset("tokenizer.json")
-    config = LlamaConfig(
-        vocab_size=4096,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    base = LlamaForCausalLM(config).eval()
+    # LlamaConfig's own special tokens (bos 1, eos 2), unlike the shared factory's default.
+    base = llama(4096, seed=0, num_attention_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
     base.save_pretrained(tmp_path / "model")
     shutil.copyfile(tokenizer, tmp_path / "model" / "tokenizer.json")
     base = LlamaForCausalLM.from_pretrained(tmp_path / "model").eval()

@@ -113,11 +113,10 @@ def _assert_same_result(ours, reference) -> None:
         assert getattr(ours, field) == getattr(reference, field), field
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
-def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case):
+def _build_both_and_compare(spark_context, corpus_dir, tmp_path, options, **spark_options):
+    """Builds the corpus with the one-machine trainer and with Spark (`spark_options` on top of
+    the shared ones), asserts that the results and the models are the same, returns Spark's."""
     spark = _import_spark()
-    options = CASES[case]
     reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
     ours = spark.build_lm(
         corpus_dir,
@@ -126,9 +125,18 @@ def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case
         arpa_digits=17,
         spark=spark_context,
         split_bytes=SPLIT_BYTES,
+        **spark_options,
     )
     _assert_same_result(ours, reference)
     _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
+    return ours
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case):
+    options = CASES[case]
+    ours = _build_both_and_compare(spark_context, corpus_dir, tmp_path, options)
     if "prune_to" in options:
         assert sum(ours.counts) <= options["prune_to"] < sum(ours.counts_before_pruning)
     if "prune_threshold" in options:
@@ -139,21 +147,8 @@ def test_spark_arpa_equals_one_machine(spark_context, corpus_dir, tmp_path, case
 def test_disk_only_storage_and_many_partitions_give_the_same_model(spark_context, corpus_dir, tmp_path):
     """The settings that built the 21 M n-gram model in local mode (docs/SCALE.md): cached tables
     on disk (off the driver JVM's heap), more partitions than cores."""
-    spark = _import_spark()
     options = {"order": 4, "min_counts": [1, 1, 2, 2]}
-    reference = build_one_machine(_files(corpus_dir), **options, out_path=tmp_path / "one.arpa", arpa_digits=17)
-    ours = spark.build_lm(
-        corpus_dir,
-        **options,
-        out_path=tmp_path / "spark.arpa",
-        arpa_digits=17,
-        spark=spark_context,
-        split_bytes=SPLIT_BYTES,
-        partitions=7,
-        storage_level="DISK_ONLY",
-    )
-    _assert_same_result(ours, reference)
-    _assert_same_model(tmp_path / "spark.arpa", tmp_path / "one.arpa")
+    _build_both_and_compare(spark_context, corpus_dir, tmp_path, options, partitions=7, storage_level="DISK_ONLY")
 
 
 def test_unknown_storage_level_is_refused(spark_context, corpus_dir, tmp_path):

@@ -63,6 +63,7 @@ py::tuple StateWords(const LmState& s) {
 }  // namespace
 
 void BindNgram(py::module_& m) {
+  m.attr("BINARY_FORMAT_VERSION") = kBinaryVersion;  // what NgramLM.save writes
   m.def(
       "binary_checksum",
       [](const py::buffer& data, uint64_t seed) {

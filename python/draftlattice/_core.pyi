@@ -9,6 +9,8 @@ import numpy as np
 class FormatError(ValueError):
     """A file's content is malformed, truncated or corrupted."""
 
+BINARY_FORMAT_VERSION: int
+
 def binary_checksum(data: bytes | bytearray | memoryview, seed: int = 0) -> int: ...
 
 class LmState:
