@@ -58,7 +58,7 @@ def save_decoder(out: Path, prompts: int, tokens: int, k: int, alpha: float) -> 
     """Every lattice the 1-best lattice drafter rescores while decoding, with its context."""
     import torch
 
-    from draftlattice import NgramLM
+    from draftlattice import Lattice, NgramLM
     from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset
     from draftlattice.decode import BlockwiseDecoder, LatticeDrafter
     from draftlattice.decode.drafters import lattice as drafter_module
@@ -72,24 +72,33 @@ def save_decoder(out: Path, prompts: int, tokens: int, k: int, alpha: float) -> 
     tok = load_tokenizer(model_asset("tokenizer.json"))
     lm = NgramLM(model_asset("katz4.dlm"))
     captured = []
-    original = drafter_module.rescore
+    core = drafter_module._core
 
-    def record(lattice, lm_, p, alpha_, state):
-        # The state as tokens: its words (most recent first) are decimal token ids or "<s>".
-        words = [lm_.word(i) for i in reversed(state.word_ids)]
-        bos = bool(words) and words[0] == "<s>"
-        context = [int(w) for w in words[1 if bos else 0 :]]
-        assert lm_.start(context, bos) == state, (words, state)
-        captured.append((np.asarray(lattice.tokens), np.asarray(lattice.logprobs), context, bos))
-        return original(lattice, lm_, p, alpha_, state)
+    class RecordingCore:
+        """The drafter's _core, recording each greedy drafting step's lattice and start state."""
 
-    drafter_module.rescore = record
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        @staticmethod
+        def draft_from_logits(logits, k, temperature, lm_, state, new, p, alpha_):
+            start = lm_.advance(state, new) if len(new) else state
+            # The state as tokens: its words (most recent first) are decimal token ids or "<s>".
+            words = [lm_.word(i) for i in reversed(start.word_ids)]
+            bos = bool(words) and words[0] == "<s>"
+            context = [int(w) for w in words[1 if bos else 0 :]]
+            assert lm_.start(context, bos) == start, (words, start)
+            lattice = Lattice.from_logits(logits, k, temperature)
+            captured.append((np.asarray(lattice.tokens), np.asarray(lattice.logprobs), context, bos))
+            return core.draft_from_logits(logits, k, temperature, lm_, state, new, p, alpha_)
+
+    drafter_module._core = RecordingCore()
     try:
         decoder = BlockwiseDecoder(model, LatticeDrafter(lm, k=k, p=1, alpha=alpha), verifier="greedy")
         for prompt in paragraph_prompts(data_file(WIKITEXT_TEST), tok, prompts, 32):
             decoder.generate(prompt, tokens)
     finally:
-        drafter_module.rescore = original
+        drafter_module._core = core
     shapes = [t.shape for t, _, _, _ in captured]
     h, kk = max(set(shapes), key=shapes.count)  # the last steps of a sequence may have fewer heads
     kept = [c for c, shape in zip(captured, shapes) if shape == (h, kk)]
