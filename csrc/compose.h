@@ -26,11 +26,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory_resource>
 #include <vector>
 
 #include "errors.h"
 #include "lattice.h"
 #include "ngram/model.h"
+#include "scratch.h"
 
 namespace dl {
 
@@ -67,9 +69,22 @@ class ComposedLattice {
   };
 
   // The root is the LM state `start` (e.g. the state of the committed text, advanced token by
-  // token by its owner); precondition: a state of `lm` (TokenLm::CheckState).
-  ComposedLattice(const Lattice& lattice, const Lm& lm, const LmState& start)
-      : lattice_(lattice), lm_(lm), layers_(lattice.h + 1) {
+  // token by its owner); precondition: a state of `lm` (TokenLm::CheckState). Its arrays live in
+  // `memory` (a call's ScratchMemory, or the heap).
+  ComposedLattice(const Lattice& lattice, const Lm& lm, const LmState& start,
+                  std::pmr::memory_resource* memory = std::pmr::get_default_resource())
+      : lattice_(lattice),
+        lm_(lm),
+        layers_(lattice.h + 1, memory),
+        layer_of_(memory),
+        states_(memory),
+        hashes_(memory),
+        slots_(memory),
+        arcs_(memory),
+        pending_ranks_(memory),
+        pending_tokens_(memory),
+        pending_ln_(memory),
+        pending_states_(memory) {
     // Capacity for one layer of k nodes per head up front: at small shapes the growth of these
     // arrays (reallocation, rehashing) cost about as much as the LM probes (callgrind, 4x4).
     const size_t nodes = 1 + static_cast<size_t>(lattice.h) * lattice.k;
@@ -85,10 +100,12 @@ class ComposedLattice {
   }
   // The root is the state after <s> (when bos) and the context tokens.
   ComposedLattice(const Lattice& lattice, const Lm& lm, const int32_t* context, size_t context_size,
-                  bool bos)
-      : ComposedLattice(lattice, lm, lm.Start(context, context_size, bos)) {}
+                  bool bos, std::pmr::memory_resource* memory = std::pmr::get_default_resource())
+      : ComposedLattice(lattice, lm, lm.Start(context, context_size, bos), memory) {}
 
   const Lattice& lattice() const { return lattice_; }
+  // Where this graph's arrays live; the search's other arrays use it too.
+  std::pmr::memory_resource* memory() const { return layer_of_.get_allocator().resource(); }
   int32_t root() const { return 0; }
   size_t num_nodes() const { return layer_of_.size(); }
   int64_t arcs_scored() const { return arcs_scored_; }
@@ -139,7 +156,7 @@ class ComposedLattice {
   int32_t NodeAt(int t, const LmState& state) { return AddNode(t, state); }
 
   // Nodes of layer t in creation order.
-  const std::vector<int32_t>& LayerNodes(int t) const { return layers_[t]; }
+  const ScratchVector<int32_t>& LayerNodes(int t) const { return layers_[t]; }
 
  private:
   static uint64_t Hash(int t, const LmState& state) {
@@ -179,15 +196,15 @@ class ComposedLattice {
 
   const Lattice& lattice_;
   const Lm& lm_;
-  std::vector<std::vector<int32_t>> layers_;
-  std::vector<int> layer_of_;
-  std::vector<LmState> states_;
-  std::vector<uint64_t> hashes_;
-  std::vector<int32_t> slots_;  // open addressing, power-of-two size, -1 = empty
-  std::vector<Arc> arcs_;       // [num_nodes * k]
-  std::vector<int32_t> pending_ranks_, pending_tokens_;  // ScoreArcs scratch
-  std::vector<float> pending_ln_;
-  std::vector<LmState> pending_states_;
+  ScratchVector<ScratchVector<int32_t>> layers_;
+  ScratchVector<int> layer_of_;
+  ScratchVector<LmState> states_;
+  ScratchVector<uint64_t> hashes_;
+  ScratchVector<int32_t> slots_;  // open addressing, power-of-two size, -1 = empty
+  ScratchVector<Arc> arcs_;       // [num_nodes * k]
+  ScratchVector<int32_t> pending_ranks_, pending_tokens_;  // ScoreArcs scratch
+  ScratchVector<float> pending_ln_;
+  ScratchVector<LmState> pending_states_;
   int64_t arcs_scored_ = 0;
 };
 

@@ -41,6 +41,7 @@
 
 #include "compose.h"
 #include "lattice.h"
+#include "scratch.h"
 
 namespace dl {
 
@@ -76,7 +77,7 @@ struct Entry {
 // Rank sequences of entries, rebuilt only to break exact ties of f.
 class TieBreaker {
  public:
-  explicit TieBreaker(const std::vector<Prefix>& prefixes) : prefixes_(prefixes) {}
+  explicit TieBreaker(const ScratchVector<Prefix>& prefixes) : prefixes_(prefixes) {}
   // True when entry a's rank sequence is lexicographically after b's (on their common length).
   bool After(const Entry& a, const Entry& b) const {
     Sequence(a, &a_);
@@ -95,7 +96,7 @@ class TieBreaker {
       out->push_back(prefixes_[p].rank);
     std::reverse(out->begin(), out->end());
   }
-  const std::vector<Prefix>& prefixes_;
+  const ScratchVector<Prefix>& prefixes_;
   mutable std::vector<int32_t> a_, b_;
 };
 
@@ -116,10 +117,13 @@ class TieBreaker {
 // Cost: (h-1) k^2 + k bounds (a key-filter query each, and a table probe for each stored pair)
 // and (h-1) k + 1 sorts of k gains per lattice.
 struct ArcBounds {
+  explicit ArcBounds(std::pmr::memory_resource* memory)
+      : gain(memory), order(memory), best(memory) {}
+
   int k = 0;
-  std::vector<double> gain;    // [rows * k]
-  std::vector<int32_t> order;  // [rows * k]: a row's ranks by gain desc, then rank asc
-  std::vector<double> best;    // [rows]: C of the row
+  ScratchVector<double> gain;    // [rows * k]
+  ScratchVector<int32_t> order;  // [rows * k]: a row's ranks by gain desc, then rank asc
+  ScratchVector<double> best;    // [rows]: C of the row
 
   // Row id of candidate r of head t-1 for nodes of layer t >= 1; the root's row is 0.
   int32_t Row(int t, int r) const { return 1 + (t - 1) * k + r; }
@@ -129,15 +133,16 @@ struct ArcBounds {
 };
 
 template <typename Lm>
-ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, double alpha) {
+ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, double alpha,
+                    std::pmr::memory_resource* memory) {
   const int h = lattice.h, k = lattice.k;
   const size_t rows = 1 + static_cast<size_t>(h - 1) * k;
-  ArcBounds b;
+  ArcBounds b(memory);
   b.k = k;
   b.gain.resize(rows * k);
   b.order.resize(rows * k);
   b.best.resize(rows);
-  std::vector<float> lm_bound(static_cast<size_t>(k) * k);  // [row of the layer][candidate]
+  ScratchVector<float> lm_bound(static_cast<size_t>(k) * k, memory);  // [row of layer][candidate]
   for (int t = h - 1; t >= 0; --t) {
     const int32_t* tokens = &lattice.tokens[static_cast<size_t>(t) * k];
     if (t > 0)
@@ -167,7 +172,8 @@ ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, 
 // What the forward pass kept: per node, the number of leading ranks of its row's order that were
 // scored and kept (used), and its row.
 struct Survivors {
-  std::vector<int32_t> used, row;
+  explicit Survivors(std::pmr::memory_resource* memory) : used(memory), row(memory) {}
+  ScratchVector<int32_t> used, row;
 };
 
 // Step 1: the p-th best total among the drafts of a beam search, or kNone. The beam keeps the
@@ -191,10 +197,11 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
     double estimate;  // g + C of the node's row
     int32_t node, rank;
   };
-  std::vector<Candidate> beam{{0.0, 0.0, graph.root(), -1}}, next;
-  std::vector<double> best;  // per node id: best value this layer
-  std::vector<double> finals;
-  std::vector<int32_t> all_ranks(k);
+  std::pmr::memory_resource* memory = graph.memory();
+  ScratchVector<Candidate> beam(1, {0.0, 0.0, graph.root(), -1}, memory), next(memory);
+  ScratchVector<double> best(memory);  // per node id: best value this layer
+  ScratchVector<double> finals(memory);
+  ScratchVector<int32_t> all_ranks(k, memory);
   for (int r = 0; r < k; ++r) all_ranks[r] = r;
   next.reserve(static_cast<size_t>(width) * k);  // no regrowth inside the loop
   finals.reserve(static_cast<size_t>(width) * k);
@@ -245,8 +252,8 @@ Survivors ForwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
                       double bound) {
   const Lattice& lattice = graph.lattice();
   const int h = lattice.h, k = lattice.k;
-  std::vector<double> fwd(graph.num_nodes(), kNone);
-  Survivors s;
+  ScratchVector<double> fwd(graph.num_nodes(), kNone, graph.memory());
+  Survivors s(graph.memory());
   s.used.assign(graph.num_nodes(), 0);
   s.row.assign(graph.num_nodes(), -1);
   fwd[graph.root()] = 0;
@@ -280,7 +287,7 @@ Survivors ForwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
 
 // Value of the (already scored) arc (v, r) of layer t plus the best completion after it.
 template <typename Lm>
-double ArcValue(ComposedLattice<Lm>& graph, const std::vector<double>& beta, double alpha,
+double ArcValue(ComposedLattice<Lm>& graph, const ScratchVector<double>& beta, double alpha,
                 int32_t v, int t, int r) {
   const auto& arc = graph.GetArc(v, r);
   return graph.lattice().logprob(t, r) + LmTerm(alpha, arc.lm_ln) + beta[arc.child];
@@ -288,10 +295,10 @@ double ArcValue(ComposedLattice<Lm>& graph, const std::vector<double>& beta, dou
 
 // Step 3: beta(v) = best completion from v over the kept arcs, kNone where the search dropped v.
 template <typename Lm>
-std::vector<double> BackwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds,
-                                 const Survivors& kept, double alpha) {
+ScratchVector<double> BackwardPass(ComposedLattice<Lm>& graph, const ArcBounds& bounds,
+                                   const Survivors& kept, double alpha) {
   const int h = graph.lattice().h;
-  std::vector<double> beta(graph.num_nodes(), kNone);
+  ScratchVector<double> beta(graph.num_nodes(), kNone, graph.memory());
   for (int32_t v : graph.LayerNodes(h)) beta[v] = 0;
   for (int t = h - 1; t >= 0; --t)
     for (int32_t v : graph.LayerNodes(t))
@@ -308,16 +315,17 @@ template <typename Lm>
 class DraftExtractor {
  public:
   DraftExtractor(ComposedLattice<Lm>& graph, const ArcBounds& bounds, const Survivors& kept,
-                 const std::vector<double>& beta, double alpha)
+                 const ScratchVector<double>& beta, double alpha)
       : graph_(graph),
         bounds_(bounds),
         kept_(kept),
         beta_(beta),
         alpha_(alpha),
-        children_(graph.num_nodes()),
-        prefixes_{{-1, graph.root(), -1, 0.0}},
+        children_(graph.num_nodes(), graph.memory()),
+        prefixes_(1, {-1, graph.root(), -1, 0.0}, graph.memory()),
         ties_(prefixes_),
-        heap_(HeapOrder{&ties_}) {
+        heap_(HeapOrder{&ties_}, ScratchVector<Entry>(graph.memory())),
+        ranks_(graph.memory()) {
     Push(0, 0);
   }
 
@@ -355,7 +363,7 @@ class DraftExtractor {
     }
   };
 
-  const std::vector<Child>& Children(int32_t v) {
+  const ScratchVector<Child>& Children(int32_t v) {
     auto& list = children_[v];
     if (list.empty() && kept_.used[v] > 0) {
       const int t = graph_.layer(v);
@@ -401,13 +409,13 @@ class DraftExtractor {
   ComposedLattice<Lm>& graph_;
   const ArcBounds& bounds_;
   const Survivors& kept_;
-  const std::vector<double>& beta_;
+  const ScratchVector<double>& beta_;
   const double alpha_;
-  std::vector<std::vector<Child>> children_;
-  std::vector<Prefix> prefixes_;
+  ScratchVector<ScratchVector<Child>> children_;
+  ScratchVector<Prefix> prefixes_;
   TieBreaker ties_;
-  std::priority_queue<Entry, std::vector<Entry>, HeapOrder> heap_;
-  std::vector<int32_t> ranks_;
+  std::priority_queue<Entry, ScratchVector<Entry>, HeapOrder> heap_;
+  ScratchVector<int32_t> ranks_;
 };
 
 // Step 1, for p > 1: the p-th best total over every path of the beam's expanded subgraph (steps 3
@@ -419,7 +427,7 @@ double BeamSubgraphBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, Su
                          double alpha, int64_t p) {
   expanded.used.resize(graph.num_nodes(), 0);
   expanded.row.resize(graph.num_nodes(), 0);
-  const std::vector<double> beta = BackwardPass(graph, bounds, expanded, alpha);
+  const ScratchVector<double> beta = BackwardPass(graph, bounds, expanded, alpha);
   Drafts drafts;
   DraftExtractor<Lm> extract(graph, bounds, expanded, beta, alpha);
   while (drafts.n < p && extract.Next(&drafts)) {
@@ -440,19 +448,20 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   lm.CheckState(start);
   lm.CheckTokens(lattice.tokens.data(), lattice.tokens.size(), "lattice tokens");
   const double alpha = options.alpha;
-  ComposedLattice<Lm> graph(lattice, lm, start);
-  const ArcBounds bounds = BoundArcs(lattice, lm, start, alpha);
+  ScratchMemory scratch;  // every array below, released at return (the drafts are copied out)
+  ComposedLattice<Lm> graph(lattice, lm, start, scratch.resource());
+  const ArcBounds bounds = BoundArcs(lattice, lm, start, alpha, scratch.resource());
 
   // 1. Lower bound, lowered by a rounding margin so that drafts scoring exactly L survive.
-  Survivors expanded;
+  Survivors expanded(scratch.resource());
   double bound = BeamLowerBound(graph, bounds, alpha, options.p, &expanded);
   if (options.p > 1)
     bound =
         std::max(bound, BeamSubgraphBound(graph, bounds, std::move(expanded), alpha, options.p));
   if (bound != kNone) bound -= 1e-9 * (1.0 + std::fabs(bound));
-  const Survivors kept = ForwardPass(graph, bounds, alpha, bound);            // 2.
-  const std::vector<double> beta = BackwardPass(graph, bounds, kept, alpha);  // 3.
-  Drafts out;                                                                 // 4.
+  const Survivors kept = ForwardPass(graph, bounds, alpha, bound);              // 2.
+  const ScratchVector<double> beta = BackwardPass(graph, bounds, kept, alpha);  // 3.
+  Drafts out;                                                                   // 4.
   out.h = lattice.h;
   DraftExtractor<Lm> extract(graph, bounds, kept, beta, alpha);
   while (out.n < options.p && extract.Next(&out)) {
