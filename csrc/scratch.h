@@ -14,8 +14,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <memory_resource>
-#include <vector>
+#include <vector>  // std::pmr::vector
 
 namespace dl {
 
@@ -26,7 +27,7 @@ class ScratchMemory {
  public:
   ScratchMemory()
       : owner_(!InUse()),
-        arena_(owner_ ? Buffer().data() : nullptr, owner_ ? Buffer().size() : 0, &overflow_) {
+        arena_(owner_ ? Buffer().data.get() : nullptr, owner_ ? Buffer().size : 0, &overflow_) {
     if (owner_) InUse() = true;
   }
   ScratchMemory(const ScratchMemory&) = delete;
@@ -36,9 +37,9 @@ class ScratchMemory {
     if (!owner_) return;
     InUse() = false;
     if (overflow_.bytes > 0) {
-      std::vector<std::byte>& buffer = Buffer();
-      const size_t want = std::min(buffer.size() + overflow_.bytes, kMaxKeptBytes);
-      if (want > buffer.size()) buffer = std::vector<std::byte>(want);
+      Block& buffer = Buffer();
+      const size_t want = std::min(buffer.size + overflow_.bytes, kMaxKeptBytes);
+      if (want > buffer.size) buffer = Block(want);
     }
   }
 
@@ -66,8 +67,14 @@ class ScratchMemory {
     }
   };
 
-  static std::vector<std::byte>& Buffer() {
-    thread_local std::vector<std::byte> buffer(kInitialBytes);
+  // Uninitialized bytes (a vector would zero up to kMaxKeptBytes each time it grows).
+  struct Block {
+    explicit Block(size_t bytes) : data(new std::byte[bytes]), size(bytes) {}
+    std::unique_ptr<std::byte[]> data;
+    size_t size;
+  };
+  static Block& Buffer() {
+    thread_local Block buffer(kInitialBytes);
     return buffer;
   }
   static bool& InUse() {
