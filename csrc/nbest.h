@@ -186,15 +186,15 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
                       Survivors* expanded) {
   const Lattice& lattice = graph.lattice();
   const int h = lattice.h, k = lattice.k;
-  // Width 2 for p = 1: with the A*-style ranking it beat width 4 on the decoder's own lattices
-  // (-10% time, bench/search_work.py's decoder set) and at 4x4 (-14%), within +-5% elsewhere
-  // (16x16 +5%; width 1 costs 8x16 plausible 58% more arcs). For p > 1 the p best drafts of the
-  // beam's subgraph (BeamSubgraphBound) set the bound, and a wider beam makes it much tighter: p /
-  // 2 + 2 cut the arcs scored at 8x16 p=16 by 20% against width 4 (bench/search_work.py); p / k
-  // keeps at least p finals, capped at 4 k beyond that (the subgraph then holds far more than p
-  // paths).
+  // For p = 1, width k / 4 clamped to [2, 4]. With the A*-style ranking, width 2 beat 4 on the
+  // decoder's own 7x8 lattices (-10% time, bench/search_work.py's decoder set) and at 4x4 (-14%);
+  // at k = 16, 4 beat 2 (unigram 8x16 -8%, 16x16 -5%); at 8x8 they tie. For p > 1 the p best
+  // drafts of the beam's subgraph (BeamSubgraphBound) set the bound, and a wider beam makes it much
+  // tighter: p / 2 + 2 cut the arcs scored at 8x16 p=16 by 20% against width 4; p / k keeps at
+  // least p finals, capped at 4 k beyond that (the subgraph then holds far more than p paths).
   const int64_t width =
-      p == 1 ? 2 : std::max<int64_t>((p + k - 1) / k, std::min<int64_t>(p / 2 + 2, 4 * k));
+      p == 1 ? std::clamp(k / 4, 2, 4)
+             : std::max<int64_t>((p + k - 1) / k, std::min<int64_t>(p / 2 + 2, 4 * k));
   struct Candidate {
     double g;         // best prefix total reaching the node
     double estimate;  // g + C of the node's row
