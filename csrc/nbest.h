@@ -169,8 +169,8 @@ ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, 
   return b;
 }
 
-// What the forward pass kept: per node, the number of leading ranks of its row's order that were
-// scored and kept (used), and its row.
+// What a pass kept (the forward pass, or the beam for BeamSubgraphBound): per node, the number of
+// leading ranks of its row's order that were scored and kept (used), and its row.
 struct Survivors {
   explicit Survivors(std::pmr::memory_resource* memory) : used(memory), row(memory) {}
   ScratchVector<int32_t> used, row;
@@ -179,8 +179,8 @@ struct Survivors {
 // Step 1: the p-th best total among the drafts of a beam search, or kNone. The beam keeps the
 // nodes of highest prefix total + completion bound C of their row (an A*-style estimate: on the
 // plausible 8x16 lattices it found better drafts than the prefix total alone, -13% arcs scored
-// later). The nodes it expanded (all k arcs scored) are marked in *expanded (used = k, row 0: with
-// every arc used, the row only orders the scan), for BeamSubgraphBound.
+// later). Unless `expanded` is null, the nodes it expanded (all k arcs scored) are marked there
+// (used = k, row 0: with every arc used, the row only orders the scan), for BeamSubgraphBound.
 template <typename Lm>
 double BeamLowerBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, double alpha, int64_t p,
                       Survivors* expanded) {
@@ -213,11 +213,13 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
     next.clear();
     for (const Candidate& c : beam) {
       graph.ScoreArcs(c.node, all_ranks.data(), k);
-      if (expanded->used.size() <= static_cast<size_t>(c.node)) {
-        expanded->used.resize(graph.num_nodes(), 0);
-        expanded->row.resize(graph.num_nodes(), 0);
+      if (expanded != nullptr) {
+        if (expanded->used.size() <= static_cast<size_t>(c.node)) {
+          expanded->used.resize(graph.num_nodes(), 0);
+          expanded->row.resize(graph.num_nodes(), 0);
+        }
+        expanded->used[c.node] = k;
       }
-      expanded->used[c.node] = k;
       for (int r = 0; r < k; ++r) {
         const auto& arc = graph.GetArc(c.node, r);
         const double value = c.g + lattice.logprob(t, r) + LmTerm(alpha, arc.lm_ln);
@@ -456,8 +458,9 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   const ArcBounds bounds = BoundArcs(lattice, lm, start, alpha, scratch.resource());
 
   // 1. Lower bound, lowered by a rounding margin so that drafts scoring exactly L survive.
-  Survivors expanded(scratch.resource());
-  double bound = BeamLowerBound(graph, bounds, alpha, options.p, &expanded);
+  Survivors expanded(scratch.resource());  // read only for p > 1
+  double bound =
+      BeamLowerBound(graph, bounds, alpha, options.p, options.p > 1 ? &expanded : nullptr);
   if (options.p > 1)
     bound =
         std::max(bound, BeamSubgraphBound(graph, bounds, std::move(expanded), alpha, options.p));

@@ -120,3 +120,13 @@ def test_the_device_path_keeps_the_host_paths_lattice_and_drafts(tmp_path):
     bad[2, 5] = float("nan")
     with pytest.raises(ValueError, match="NaN or \\+inf logit"):
         device_topk(bad, 4)
+
+
+def test_device_path_names_mismatched_top_k_arrays(tmp_path):
+    lm = _models(tmp_path)[1]
+    state = lm.start([], False)
+    ids, logprobs = np.array([[1, 2, 3], [4, 5, 6]]), np.full((2, 2), -1.0, np.float32)
+    with pytest.raises(ValueError, match=r"tokens shape \[2, 3\] != logprobs shape \[2, 2\]"):
+        _core.draft_from_topk(ids, logprobs, lm, state, [], 1, 0.5)
+    with pytest.raises(ValueError, match=r"tokens must have shape \[g, k\]"):
+        _core.draft_from_topk(ids[0], logprobs[0], lm, state, [], 1, 0.5)

@@ -131,6 +131,25 @@ inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int nd
   return CArray<int32_t>::ensure(wide);
 }
 
+// Top-k candidates: token ids and their log-probs, two rank-2 arrays of one shape (named by
+// `shape` in messages).
+struct TopkArrays {
+  CArray<int32_t> tokens;
+  CArray<float> logprobs;
+  int rows() const { return static_cast<int>(tokens.shape(0)); }
+  int k() const { return static_cast<int>(tokens.shape(1)); }
+};
+inline TopkArrays TopkArgs(pybind11::handle tokens_obj, pybind11::handle logprobs_obj,
+                           const char* shape) {
+  TopkArrays topk{TokenArray(tokens_obj, "tokens", 2, shape),
+                  FloatArray(logprobs_obj, "logprobs", 2, shape)};
+  if (topk.tokens.shape(0) != topk.logprobs.shape(0) ||
+      topk.tokens.shape(1) != topk.logprobs.shape(1))
+    throw InvalidArgument(Message("tokens shape ", ShapeText(topk.tokens), " != logprobs shape ",
+                                  ShapeText(topk.logprobs)));
+  return topk;
+}
+
 // A list or tuple of Python ints within int32 as a vector, without a numpy round trip (which
 // costs about as much as rescoring a 4 x 4 lattice); false for anything else.
 inline bool IntSequence(pybind11::handle obj, std::vector<int32_t>* out) {

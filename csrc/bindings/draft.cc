@@ -77,14 +77,10 @@ py::tuple DraftFromTopk(const py::object& tokens_obj, const py::object& logprobs
                         const py::object& lm_obj, const LmState& state,
                         const py::object& new_tokens, const py::object& p,
                         const py::object& alpha) {
-  const auto tokens = TokenArray(tokens_obj, "tokens", 2, "[g, k]");
-  const auto logprobs = FloatArray(logprobs_obj, "logprobs", 2, "[g, k]");
-  if (tokens.shape(0) != logprobs.shape(0) || tokens.shape(1) != logprobs.shape(1))
-    throw InvalidArgument(
-        Message("tokens shape ", ShapeText(tokens), " != logprobs shape ", ShapeText(logprobs)));
+  const TopkArrays topk = TopkArgs(tokens_obj, logprobs_obj, "[g, k]");
   const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha);
-  const auto g = static_cast<int>(tokens.shape(0)), k = static_cast<int>(tokens.shape(1));
-  const Lattice lattice = Lattice::FromTopk(tokens.data(), logprobs.data(), g, k);
+  const int g = topk.rows();
+  const Lattice lattice = Lattice::FromTopk(topk.tokens.data(), topk.logprobs.data(), g, topk.k());
   std::pair<std::vector<int64_t>, LmState> out;
   int64_t n = 0;
   {

@@ -50,14 +50,9 @@ std::vector<Lattice> FromLogitsBatch(const py::object& logits_obj, const py::obj
 
 Lattice FromTopk(const py::object& tokens_obj, const py::object& logprobs_obj,
                  const py::object& vocab_size) {
-  const auto tokens = TokenArray(tokens_obj, "tokens", 2, "[h, k]");
-  const auto logprobs = FloatArray(logprobs_obj, "logprobs", 2, "[h, k]");
-  if (tokens.shape(0) != logprobs.shape(0) || tokens.shape(1) != logprobs.shape(1))
-    throw InvalidArgument(
-        Message("tokens shape ", ShapeText(tokens), " != logprobs shape ", ShapeText(logprobs)));
+  const TopkArrays topk = TopkArgs(tokens_obj, logprobs_obj, "[h, k]");
   const int64_t limit = vocab_size.is_none() ? -1 : IntArg(vocab_size, "vocab_size");
-  return Lattice::FromTopk(tokens.data(), logprobs.data(), static_cast<int>(tokens.shape(0)),
-                           static_cast<int>(tokens.shape(1)), limit);
+  return Lattice::FromTopk(topk.tokens.data(), topk.logprobs.data(), topk.rows(), topk.k(), limit);
 }
 
 }  // namespace
