@@ -52,7 +52,7 @@ def main() -> None:
         share = total.drafting_seconds / (total.drafting_seconds + total.verification_seconds)
         print(
             f"| {name} | {total.block_efficiency:.3f} | {steps} | {1e3 * total.drafting_seconds / steps:.3f} | "
-            f"{1e3 * total.verification_seconds / steps:.3f} | {100 * share:.1f}% |"
+            f"{1e3 * total.verification_seconds / steps:.3f} | {100 * share:.2f}% |"
         )
 
 

@@ -7,12 +7,15 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "bindings/convert.h"
 #include "bindings/rescore_args.h"
 #include "lattice.h"
+#include "lm_memo.h"
+#include "memo_lm.h"
 #include "nbest.h"
 #include "ngram/token_lm.h"
 
@@ -27,11 +30,18 @@ struct Step {
   LmState state;
   std::vector<int32_t> added;
   RescoreOptions options;
+  LmMemo* memo;  // or null
 };
 
 Step StepArgs(const py::object& lm_obj, const LmState& state, const py::object& new_tokens,
-              const py::object& p, const py::object& alpha) {
-  Step step{&LmArg(lm_obj), state, TokenIds(new_tokens, "new_tokens"), Options(p, alpha, false)};
+              const py::object& p, const py::object& alpha, const py::object& memo_obj) {
+  LmMemo* memo = nullptr;
+  if (!memo_obj.is_none()) {
+    Bound<LmMemo>(memo_obj, "memo", "LmMemo or None");  // type check
+    memo = &memo_obj.cast<LmMemo&>();
+  }
+  Step step{&LmArg(lm_obj), state, TokenIds(new_tokens, "new_tokens"), Options(p, alpha, false),
+            memo};
   step.lm->CheckState(state);
   step.lm->CheckTokens(step.added.data(), step.added.size(), "new_tokens");
   return step;
@@ -40,7 +50,13 @@ Step StepArgs(const py::object& lm_obj, const LmState& state, const py::object& 
 // (tokens int64 [n, g], the state after the new tokens); call without the GIL.
 std::pair<std::vector<int64_t>, LmState> Run(const Step& step, const Lattice& lattice, int64_t* n) {
   const LmState after = step.lm->Advance(step.state, step.added.data(), step.added.size());
-  const Drafts drafts = BestDrafts(lattice, *step.lm, after, step.options);
+  // Another thread using the same memo: go without it rather than wait (the drafts are the same).
+  std::unique_lock<std::mutex> lock;
+  if (step.memo != nullptr)
+    lock = std::unique_lock<std::mutex>(step.memo->mutex(), std::try_to_lock);
+  const Drafts drafts = lock.owns_lock()
+                            ? BestDrafts(lattice, MemoLm(*step.lm, step.memo), after, step.options)
+                            : BestDrafts(lattice, *step.lm, after, step.options);
   *n = drafts.n;
   return {std::vector<int64_t>(drafts.tokens.begin(), drafts.tokens.end()), after};
 }
@@ -50,9 +66,9 @@ std::pair<std::vector<int64_t>, LmState> Run(const Step& step, const Lattice& la
 py::tuple DraftFromLogits(const py::object& logits_obj, const py::object& k,
                           const py::object& temperature, const py::object& lm_obj,
                           const LmState& state, const py::object& new_tokens, const py::object& p,
-                          const py::object& alpha) {
+                          const py::object& alpha, const py::object& memo) {
   const auto logits = FloatArray(logits_obj, "logits", 2, "[g, V]");
-  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha);
+  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha, memo);
   const int top = IntArg<int>(k, "k");
   const auto t = static_cast<float>(RealArg(temperature, "temperature"));
   const auto g = static_cast<int>(logits.shape(0)), vocab = static_cast<int>(logits.shape(1));
@@ -75,10 +91,10 @@ py::tuple DraftFromLogits(const py::object& logits_obj, const py::object& k,
 // The same from top-k candidates [g, k] computed elsewhere (e.g. on the target's device).
 py::tuple DraftFromTopk(const py::object& tokens_obj, const py::object& logprobs_obj,
                         const py::object& lm_obj, const LmState& state,
-                        const py::object& new_tokens, const py::object& p,
-                        const py::object& alpha) {
+                        const py::object& new_tokens, const py::object& p, const py::object& alpha,
+                        const py::object& memo) {
   const TopkArrays topk = TopkArgs(tokens_obj, logprobs_obj, "[g, k]");
-  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha);
+  const Step step = StepArgs(lm_obj, state, new_tokens, p, alpha, memo);
   const int g = topk.rows();
   const Lattice lattice = Lattice::FromTopk(topk.tokens.data(), topk.logprobs.data(), g, topk.k());
   std::pair<std::vector<int64_t>, LmState> out;
@@ -93,15 +109,28 @@ py::tuple DraftFromTopk(const py::object& tokens_obj, const py::object& logprobs
 }  // namespace
 
 void BindDraft(py::module_& m) {
+  py::class_<LmMemo>(m, "LmMemo",
+                     "LM results (pair bounds, arc scores) kept across the drafting calls of one "
+                     "decoding loop (lm_memo.h); any LM, one at a time.")
+      .def(py::init<>())
+      .def_property_readonly(
+          "stats",
+          [](const LmMemo& memo) {
+            return py::dict(
+                py::arg("pair_lookups") = memo.pair_lookups, py::arg("pair_hits") = memo.pair_hits,
+                py::arg("arc_lookups") = memo.arc_lookups, py::arg("arc_hits") = memo.arc_hits);
+          },
+          "lookups and hits so far, of pair bounds and of arc scores");
   m.def("draft_from_logits", &DraftFromLogits,
         "(tokens int64 [n, g], state after new_tokens): the p best drafts of the top-k lattice of "
-        "logits [g, V], the LM starting in `state` advanced by `new_tokens`.",
+        "logits [g, V], the LM starting in `state` advanced by `new_tokens`; `memo` "
+        "(an LmMemo or None) keeps LM results across calls.",
         py::arg("logits"), py::arg("k"), py::arg("temperature"), py::arg("lm"), py::arg("state"),
-        py::arg("new_tokens"), py::arg("p"), py::arg("alpha"));
+        py::arg("new_tokens"), py::arg("p"), py::arg("alpha"), py::arg("memo") = py::none());
   m.def("draft_from_topk", &DraftFromTopk,
         "draft_from_logits from top-k candidates: tokens [g, k] ids, logprobs [g, k] natural log.",
         py::arg("tokens"), py::arg("logprobs"), py::arg("lm"), py::arg("state"),
-        py::arg("new_tokens"), py::arg("p"), py::arg("alpha"));
+        py::arg("new_tokens"), py::arg("p"), py::arg("alpha"), py::arg("memo") = py::none());
 }
 
 }  // namespace dl::bindings

@@ -1,6 +1,7 @@
 #include "ngram/token_lm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "errors.h"
@@ -27,6 +28,8 @@ bool ParseTokenId(std::string_view word, int32_t* id) {
 TokenLm::TokenLm(std::shared_ptr<const NgramLM> model,
                  std::optional<std::vector<std::string>> vocab, float oov_ln)
     : model_(std::move(model)), oov_ln_(oov_ln) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   if (!model_) throw InvalidArgument("TokenLm needs a model");
   if (std::isnan(oov_ln) || oov_ln > 0.0f)
     throw InvalidArgument(

@@ -104,6 +104,9 @@ class TokenLm {
   // Throws InvalidArgument for a negative id, or an id >= vocab size when a vocab was given.
   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;
 
+  // Unique per constructed TokenLm (copies share it: a TokenLm never changes, so equal serials
+  // mean equal scores and bounds), never 0; what LmMemo keys its owner by.
+  uint64_t serial() const { return serial_; }
   const NgramLM& ngram() const { return *model_; }
   std::shared_ptr<const NgramLM> shared_model() const { return model_; }
   float oov_ln() const { return oov_ln_; }
@@ -132,6 +135,7 @@ class TokenLm {
   float oov_ln_ = -1000.0f;
   int64_t vocab_limit_ = -1;
   size_t mapped_words_ = 0;
+  uint64_t serial_ = 0;
 };
 
 }  // namespace dl

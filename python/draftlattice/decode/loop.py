@@ -166,6 +166,8 @@ class BlockwiseDecoder:
         else:
             drafts = draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
         device = self.model.device
+        if drafts.tokens.device == device and (drafts.q is None or drafts.q.device == device):
+            return drafts
         return Drafts(drafts.tokens.to(device), None if drafts.q is None else drafts.q.to(device))
 
     def _verify_step(self, cache, context: list[int], drafts: Drafts, generator):

@@ -63,6 +63,10 @@ class LatticeDrafter:
         self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
         self.sample_alpha, self.full_support = float(sample_alpha), bool(full_support)
         self.committed = CommittedLmState(lm, bos)
+        # Each step's lattice continues the text the last one drafted, so the search asks the LM
+        # mostly what earlier steps asked: the answers are kept across steps (csrc/lm_memo.h; the
+        # drafts do not depend on it, only the time to find them).
+        self.memo = _core.LmMemo()
 
     def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
         """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
@@ -78,11 +82,15 @@ class LatticeDrafter:
         k = min(self.k, head_logits.shape[1])
         state, new = self.committed.pending(context)
         if head_logits.device.type == "cpu":
-            logits = head_logits.detach().float().numpy()
-            tokens, after = _core.draft_from_logits(logits, k, 1.0, self.lm, state, new, self.num_drafts, self.alpha)
+            logits = host_float32(head_logits).numpy()
+            tokens, after = _core.draft_from_logits(
+                logits, k, 1.0, self.lm, state, new, self.num_drafts, self.alpha, self.memo
+            )
         else:
             ids, logprobs = device_topk(head_logits, k)
-            tokens, after = _core.draft_from_topk(ids, logprobs, self.lm, state, new, self.num_drafts, self.alpha)
+            tokens, after = _core.draft_from_topk(
+                ids, logprobs, self.lm, state, new, self.num_drafts, self.alpha, self.memo
+            )
         self.committed.commit(context, after)
         return Drafts(torch.from_numpy(tokens))
 
@@ -135,6 +143,14 @@ class LatticeDrafter:
             tokens.append(row)
             q.append(np.stack(law))
         return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
+
+
+def host_float32(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.detach().float()`` without the new tensor objects when it needs neither: inside a
+    decoding step every Python operation runs with cold caches and costs microseconds."""
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    return tensor if tensor.dtype == torch.float32 else tensor.float()
 
 
 def device_topk(head_logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
