@@ -187,8 +187,8 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
   const bool pairs = suffix_closed_ && order_ >= 2;
   const ngram::TableView& bigrams = tables_[1];
   uint64_t seeds[kChunk];  // key of the unigram "w", extended by each row's prev
-  uint64_t keys[kChunk];   // the stored bigrams' keys of one row, while their probes are pending
-  int stored[kChunk];
+  uint64_t keys[kChunk];   // the bigram keys "prev w" of one row
+  int stored[kChunk];      // the columns whose bigram the filter may hold, while probes are pending
   for (int base = 0; base < n; base += kChunk) {
     const int m = std::min(kChunk, n - base);
     const WordIndex* w = words + base;
@@ -204,6 +204,14 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           null_state ? 0.0
                      : double{unigrams_[v].backoff_ln} +
                            (word_slack_ != nullptr ? double{word_slack_[v]} : backoff_slack2_ln_);
+      // The row's keys first, their filter lines prefetched, so that the filter's cache misses
+      // overlap instead of each query waiting for its own.
+      const bool query = pairs && !null_state;
+      if (query)
+        for (int j = 0; j < m; ++j) {
+          keys[j] = ngram::ExtendKey(seeds[j], v);
+          filters_[1].Prefetch(keys[j]);
+        }
       int probes = 0;
       for (int j = 0; j < m; ++j) {
         if (w[j] >= vocab_size_) {
@@ -212,13 +220,11 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           o[j] = word_bounds_[w[j]];
         } else if (null_state) {
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
-        } else if (const uint64_t key = ngram::ExtendKey(seeds[j], v);
-                   !filters_[1].MayContain(key)) {
+        } else if (const uint64_t key = keys[j]; !filters_[1].MayContain(key)) {
           o[j] = std::min(word_bounds_[w[j]], WithMargin(unigrams_[w[j]].prob_ln + unlisted));
         } else if (pair_bounds_ != nullptr) {
           bigrams.Prefetch(key);  // resolved below, once every probe of the row has started
           __builtin_prefetch(&pair_bounds_[bigrams.Home(key)]);
-          keys[probes] = key;
           stored[probes++] = j;
         } else {
           o[j] = word_bounds_[w[j]];
@@ -226,7 +232,7 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
       }
       for (int a = 0; a < probes; ++a) {
         const int j = stored[a];
-        const ngram::Entry* e = bigrams.Find(keys[a]);
+        const ngram::Entry* e = bigrams.Find(keys[j]);
         // Absent (a filter false positive) or blank: the backoff path is possible.
         float bound = WithMargin(unigrams_[w[j]].prob_ln + unlisted);
         if (e != nullptr) {
