@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "lm_memo.h"
@@ -141,5 +142,17 @@ class MemoLm {
   mutable std::vector<float> miss_ln_;
   mutable std::vector<LmState> miss_states_;
 };
+
+// search(view) with the memo's view of `lm` (a MemoLm) when `memo` is given and no other thread
+// holds it, else with `lm` itself: the result is the same either way, and going without the memo
+// is faster than waiting for it.
+template <typename Search>
+auto WithMemo(const TokenLm& lm, LmMemo* memo, Search search) {
+  if (memo != nullptr) {
+    std::unique_lock<std::mutex> lock(memo->mutex(), std::try_to_lock);
+    if (lock.owns_lock()) return search(MemoLm(lm, memo));
+  }
+  return search(lm);
+}
 
 }  // namespace dl

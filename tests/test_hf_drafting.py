@@ -48,3 +48,22 @@ def test_lm_drafts_are_the_rescored_lattice_drafts(tmp_path):
     for b in range(3):
         lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
         assert np.array_equal(drafts[b], rescore(lattice, lm, p=3, alpha=0.7, context=contexts[b]).tokens)
+
+
+def test_lm_drafts_keep_one_memo_per_row_across_steps(tmp_path):
+    # generate() keeps its DraftOptions for the whole call: row b's memo serves row b at every
+    # step, and the drafts stay those of the rescored lattice.
+    lm = ngram_over(tmp_path, [[(2 * i + j) % 30 for j in range(10)] for i in range(30)])
+    options = DraftOptions(lm, k=4, p=3, alpha=0.7)
+    gen = torch.Generator().manual_seed(2)
+    contexts = [[1, 3], [5]]
+    for _ in range(6):
+        logits = torch.randn(2, 3, 30, generator=gen)
+        drafts = greedy_drafts(logits, options, contexts)
+        ids, logprobs = topk_lattice(logits, 4)
+        for b in range(2):
+            lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
+            assert np.array_equal(drafts[b], rescore(lattice, lm, p=3, alpha=0.7, context=contexts[b]).tokens)
+        contexts = [c + [int(drafts[b, 0, 0])] for b, c in enumerate(contexts)]
+    assert len(options.memos) == 2
+    assert all(memo.stats["pair_hits"] > 0 for memo in options.memos)

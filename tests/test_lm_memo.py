@@ -135,3 +135,45 @@ def test_the_lattice_drafter_keeps_one_memo_and_uses_it(tmp_path):
         context = context + [rng.randrange(9) for _ in range(rng.randint(1, 3))]
     stats = drafter.memo.stats
     assert stats["arc_hits"] > 0 and stats["pair_hits"] > 0
+
+
+def _batch_steps(seed: int, rows: int, n: int):
+    """Per step: (tokens [B, h, k], logprobs [B, h, k], contexts): B sequences growing."""
+    rng = random.Random(seed)
+    contexts = [[rng.randrange(9) for _ in range(3)] for _ in range(rows)]
+    out = []
+    for step in _steps(seed, n * rows, h=3, k=3)[::rows]:
+        tokens = np.stack([np.roll(step[0], b, axis=1) for b in range(rows)])
+        logprobs = np.stack([step[1]] * rows)
+        contexts = [c + [rng.randrange(9) for _ in range(rng.randint(1, 3))] for c in contexts]
+        out.append((tokens, logprobs, [list(c) for c in contexts]))
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_rescore_batch_with_memos_equals_without(tmp_path, threads):
+    lm = _lm(tmp_path, 4, seed=8, consistent=False)
+    one = dl.LmMemo()
+    # A memo per row, rows without one, and one memo twice in a batch (its second use in a call
+    # goes without it, or waits its turn in the serial loop): all the same drafts.
+    memo_sets = [[dl.LmMemo() for _ in range(4)], [None, dl.LmMemo(), None, dl.LmMemo()], [one, one, one, one]]
+    for memos in memo_sets:
+        for tokens, logprobs, contexts in _batch_steps(9, 4, 25):
+            got = dl.rescore_batch((tokens, logprobs), lm, contexts, p=3, alpha=0.6, num_threads=threads, memos=memos)
+            want = dl.rescore_batch((tokens, logprobs), lm, contexts, p=3, alpha=0.6, num_threads=threads)
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a.tokens, b.tokens)
+                np.testing.assert_array_equal(a.scores, b.scores)
+        used = [m for m in memos if m is not None]
+        assert all(m.stats["arc_hits"] > 0 for m in used)
+
+
+def test_rescore_batch_names_bad_memos(tmp_path):
+    lm = _lm(tmp_path, 3, seed=9)
+    tokens, logprobs, contexts = _batch_steps(1, 2, 1)[0]
+    with pytest.raises(ValueError, match="got 1 memos for 2 lattices"):
+        dl.rescore_batch((tokens, logprobs), lm, contexts, memos=[dl.LmMemo()])
+    with pytest.raises(TypeError, match=r"memos\[i\] must be a LmMemo or None"):
+        dl.rescore_batch((tokens, logprobs), lm, contexts, memos=[dl.LmMemo(), "memo"])
+    with pytest.raises(TypeError, match="memos must be a sequence"):
+        dl.rescore_batch((tokens, logprobs), lm, contexts, memos=dl.LmMemo())

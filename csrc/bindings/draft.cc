@@ -35,11 +35,7 @@ struct Step {
 
 Step StepArgs(const py::object& lm_obj, const LmState& state, const py::object& new_tokens,
               const py::object& p, const py::object& alpha, const py::object& memo_obj) {
-  LmMemo* memo = nullptr;
-  if (!memo_obj.is_none()) {
-    Bound<LmMemo>(memo_obj, "memo", "LmMemo or None");  // type check
-    memo = &memo_obj.cast<LmMemo&>();
-  }
+  LmMemo* memo = MemoArg(memo_obj);
   Step step{&LmArg(lm_obj), state, TokenIds(new_tokens, "new_tokens"), Options(p, alpha, false),
             memo};
   step.lm->CheckState(state);
@@ -50,13 +46,9 @@ Step StepArgs(const py::object& lm_obj, const LmState& state, const py::object& 
 // (tokens int64 [n, g], the state after the new tokens); call without the GIL.
 std::pair<std::vector<int64_t>, LmState> Run(const Step& step, const Lattice& lattice, int64_t* n) {
   const LmState after = step.lm->Advance(step.state, step.added.data(), step.added.size());
-  // Another thread using the same memo: go without it rather than wait (the drafts are the same).
-  std::unique_lock<std::mutex> lock;
-  if (step.memo != nullptr)
-    lock = std::unique_lock<std::mutex>(step.memo->mutex(), std::try_to_lock);
-  const Drafts drafts = lock.owns_lock()
-                            ? BestDrafts(lattice, MemoLm(*step.lm, step.memo), after, step.options)
-                            : BestDrafts(lattice, *step.lm, after, step.options);
+  const Drafts drafts = WithMemo(*step.lm, step.memo, [&](const auto& lm) {
+    return BestDrafts(lattice, lm, after, step.options);
+  });
   *n = drafts.n;
   return {std::vector<int64_t>(drafts.tokens.begin(), drafts.tokens.end()), after};
 }

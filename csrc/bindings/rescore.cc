@@ -9,6 +9,7 @@
 #include "bindings/convert.h"
 #include "bindings/rescore_args.h"
 #include "lattice.h"
+#include "memo_lm.h"
 #include "nbest.h"
 #include "ngram/token_lm.h"
 
@@ -18,10 +19,13 @@ namespace dl::bindings {
 
 namespace {
 
+// With `memo` (may be null) when it is free (memo_lm.h).
 Drafts Best(const Lattice& lattice, const TokenLm& lm, const Start& start,
-            const RescoreOptions& options) {
-  if (start.has_state) return BestDrafts(lattice, lm, start.state, options);
-  return BestDrafts(lattice, lm, start.context.data(), start.context.size(), options);
+            const RescoreOptions& options, LmMemo* memo = nullptr) {
+  return WithMemo(lm, memo, [&](const auto& view) {
+    if (start.has_state) return BestDrafts(lattice, view, start.state, options);
+    return BestDrafts(lattice, view, start.context.data(), start.context.size(), options);
+  });
 }
 
 py::tuple DraftsToPython(const Drafts& d) {
@@ -45,17 +49,19 @@ py::tuple Rescore(const py::object& lattice_obj, const py::object& lm_obj, const
 
 py::list RescoreBatch(const py::object& lattices_obj, const py::object& lm_obj, const py::object& p,
                       const py::object& alpha, const py::object& contexts, bool bos,
-                      const py::object& num_threads) {
+                      const py::object& num_threads, const py::object& memos_obj) {
   const auto lattices = LatticesArg(lattices_obj);
   const TokenLm& lm = LmArg(lm_obj);
   const RescoreOptions options = Options(p, alpha, bos);
   const auto starts = StartsArg(contexts, lattices.size(), bos);
   const int threads = ThreadsArg(num_threads);
+  const Memos memos = MemosArg(memos_obj, lattices.size());
   std::vector<Drafts> results(lattices.size());
   {
     py::gil_scoped_release release;
-    ParallelFor(static_cast<int64_t>(lattices.size()), threads,
-                [&](int64_t b) { results[b] = Best(*lattices[b], lm, starts[b], options); });
+    ParallelFor(static_cast<int64_t>(lattices.size()), threads, [&](int64_t b) {
+      results[b] = Best(*lattices[b], lm, starts[b], options, memos.pointers[b]);
+    });
   }
   py::list out;
   for (const auto& drafts : results) out.append(DraftsToPython(drafts));
@@ -82,7 +88,8 @@ void BindRescore(py::module_& m) {
   m.def("rescore", &Rescore, py::arg("lattice"), py::arg("lm"), py::arg("p"), py::arg("alpha"),
         py::arg("context"), py::arg("bos"));
   m.def("rescore_batch", &RescoreBatch, py::arg("lattices"), py::arg("lm"), py::arg("p"),
-        py::arg("alpha"), py::arg("contexts"), py::arg("bos"), py::arg("num_threads"));
+        py::arg("alpha"), py::arg("contexts"), py::arg("bos"), py::arg("num_threads"),
+        py::arg("memos") = py::none());
   m.def(
       "check_rescore_options",
       [](const py::object& p, const py::object& alpha) { Options(p, alpha, false).Validate(); },

@@ -9,6 +9,7 @@
 
 #include "bindings/convert.h"
 #include "compose.h"
+#include "lm_memo.h"
 #include "ngram/token_lm.h"
 
 namespace dl::bindings {
@@ -81,6 +82,38 @@ inline Lattices LatticesArg(const pybind11::object& lattices) {
   for (const auto& item : lattices.cast<pybind11::sequence>()) {
     out.pointers.push_back(&Bound<Lattice>(item, "lattices[i]", "draftlattice.Lattice"));
     out.held.append(item);
+  }
+  return out;
+}
+
+// An LmMemo (memo_lm.h), or null for None.
+inline LmMemo* MemoArg(const pybind11::handle& memo, const char* name = "memo") {
+  if (memo.is_none()) return nullptr;
+  Bound<LmMemo>(memo, name, "LmMemo or None");  // the type check and its message
+  return &memo.cast<LmMemo&>();
+}
+
+// One memo (or null) per lattice of a batch, all null for None; `held` keeps each alive while the
+// GIL is released, as Lattices does.
+struct Memos {
+  pybind11::list held;
+  std::vector<LmMemo*> pointers;
+};
+
+inline Memos MemosArg(const pybind11::object& memos, size_t batch) {
+  Memos out;
+  out.pointers.assign(batch, nullptr);
+  if (memos.is_none()) return out;
+  if (!PySequence_Check(memos.ptr()) || pybind11::isinstance<pybind11::str>(memos))
+    throw pybind11::type_error(Message(
+        "memos must be a sequence (one LmMemo or None per lattice), got ", TypeName(memos)));
+  const auto items = memos.cast<pybind11::sequence>();
+  if (items.size() != batch)
+    throw InvalidArgument(
+        Message("got ", items.size(), " memos for ", batch, " lattices (one per sequence)"));
+  for (size_t i = 0; i < batch; ++i) {
+    out.pointers[i] = MemoArg(items[i], "memos[i]");
+    out.held.append(items[i]);
   }
   return out;
 }

@@ -10,7 +10,7 @@ import logging
 from ._core import FormatError
 from .lattice import Lattice
 from .ngram import LmState, NgramLM
-from .rescore import RescoreResult, rescore, rescore_batch
+from .rescore import LmMemo, RescoreResult, rescore, rescore_batch
 from .sample import DraftSamples, oracle_draft, oracle_drafts, sample_drafts, sample_drafts_batch
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __all__ = [
     "__version__",
     "Lattice",
     "RescoreResult",
+    "LmMemo",
     "rescore",
     "rescore_batch",
     "DraftSamples",

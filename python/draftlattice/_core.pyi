@@ -137,6 +137,7 @@ def rescore_batch(
     contexts: Sequence[Any | LmState] | None,
     bos: bool,
     num_threads: int | None,
+    memos: Sequence[LmMemo | None] | None = None,
 ) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]]: ...
 def check_rescore_options(p: int, alpha: float) -> None: ...
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._core import LmMemo
 from ._arrays import context_array, to_numpy, tokens_in
 from ._core import LmState
 from .lattice import Lattice
@@ -157,6 +158,7 @@ def rescore_batch(
     bos: bool = False,
     temperature: float = 1.0,
     num_threads: int | None = None,
+    memos: Sequence[LmMemo | None] | None = None,
 ) -> list[RescoreResult]:
     """:func:`rescore` for B sequences in parallel (C++ threads, GIL released).
 
@@ -166,6 +168,10 @@ def rescore_batch(
         contexts: B contexts (token-id sequences or LmStates, one per lattice), or None for
             empty contexts.
         num_threads: worker threads (default: all hardware threads, at most B).
+        memos: one :class:`LmMemo` (or None) per sequence, kept by a decoding loop from step to
+            step: consecutive lattices of one sequence ask the LM mostly what earlier ones
+            asked, and the memo answers from its small tables (the results are the same with or
+            without it). A memo used by another call at the same moment is skipped, not waited for.
 
     Returns:
         B results, identical to B calls of :func:`rescore`.
@@ -174,5 +180,5 @@ def rescore_batch(
     contexts = tokens_in(contexts)
     if isinstance(contexts, (list, tuple)):
         contexts = [tokens_in(c) for c in contexts]
-    raw = _core.rescore_batch([lat._core for lat in built], lm, p, alpha, contexts, bos, num_threads)
+    raw = _core.rescore_batch([lat._core for lat in built], lm, p, alpha, contexts, bos, num_threads, memos)
     return [_result(r) for r in raw]

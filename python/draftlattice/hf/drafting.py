@@ -17,13 +17,13 @@ transfer that also carries the accepted lengths).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..rescore import rescore_batch
+from ..rescore import LmMemo, rescore_batch
 from ..sample import sample_from_heads
 from ..verify import sampling_distribution
 
@@ -46,6 +46,8 @@ class DraftOptions:
     alpha: float
     sample_rule: str = "multi"
     sample_alpha: float = 0.2
+    # One LM memo per batch row, kept across one generate() call's steps (made on first use).
+    memos: list[LmMemo] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def sampled_drafts(self) -> int:
@@ -168,8 +170,11 @@ def rescored_drafts(
 ) -> np.ndarray:
     """``[B, p, g]`` int64: the p best drafts of each top-k lattice under lattice + alpha * LM
     (draftlattice's exact C++ rescoring); padded by repeating the best when k**g < p."""
-    results = rescore_batch((ids, logprobs), options.lm, contexts, p=options.p, alpha=options.alpha)
     B, g, _ = ids.shape
+    options.memos.extend(LmMemo() for _ in range(B - len(options.memos)))
+    results = rescore_batch(
+        (ids, logprobs), options.lm, contexts, p=options.p, alpha=options.alpha, memos=options.memos[:B]
+    )
     drafts = np.empty((B, options.p, g), dtype=np.int64)
     for b, result in enumerate(results):
         n = len(result)
