@@ -37,9 +37,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._core import LmMemo
 from ._arrays import context_array, to_numpy, tokens_in
-from ._core import LmState
+from ._core import LmMemo, LmState
 from .lattice import Lattice
 
 
