@@ -16,6 +16,13 @@
 //   void BoundsAfter(const int32_t* prev, int rows, const int32_t* tokens, int n, float* out)
 //   const; void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const;
 //       // out[i * n + j] >= ScoreToken(any state after a history ending in prev[i], tokens[j])
+//   void BoundsAfter(const int32_t* before, int n_before, const uint8_t* may_precede,
+//                    const int32_t* prev, int rows, const int32_t* tokens, int n, float* out,
+//                    uint8_t* may_pair) const;
+//   void BoundsAfter(const LmState& start, const int32_t* prev, int rows, const int32_t* tokens,
+//                    int n, float* out, uint8_t* may_pair) const;
+//       // the same for histories whose word before prev[i] is one of `before` (the start
+//       // state's last word), may_pair out: whether "prev[i] tokens[j]" may be stored
 // and, for the entry points that validate their input (nbest.h),
 //   void CheckTokens(const int32_t* tokens, size_t n, const char* what) const;  // throws
 //   void CheckState(const LmState& state) const;                                 // throws

@@ -110,12 +110,14 @@ class TieBreaker {
 // unigram after a null state; unigram + backoffs when the bigram "v w" is absent from a
 // suffix-closed model, found from the bigram key filter without a table probe; when it is
 // stored, the model's pair bound of "v w" (pair_bound.h: the best listed n-gram ending in "v w"
-// plus the positive backoffs of v's contexts), found by one bigram table probe; else the
-// per-word bound). By induction C(t, r) bounds every completion of every node of the row
-// (alpha >= 0), so a node with fwd + C < L, and an arc with fwd + gain < L, cannot reach the
-// p-th best.
-// Cost: (h-1) k^2 + k bounds (a key-filter query each, and a table probe for each stored pair)
-// and (h-1) k + 1 sorts of k gains per lattice.
+// plus the positive backoffs of v's contexts), found by one bigram table probe, or, when no
+// listed n-gram "u v w" can exist for the words u before v (the candidates of head t-2, or the
+// start state's last word; the pair's extension mask, format version 4), the bigram's own
+// probability plus those backoffs; else the per-word bound). By induction C(t, r) bounds every
+// completion of every node of the row (alpha >= 0), so a node with fwd + C < L, and an arc with
+// fwd + gain < L, cannot reach the p-th best.
+// Cost: (h-1) k^2 + k bounds (a key-filter query each, and a table probe and a mask read for each
+// stored pair) and (h-1) k + 1 sorts of k gains per lattice.
 struct ArcBounds {
   explicit ArcBounds(std::pmr::memory_resource* memory)
       : gain(memory), order(memory), best(memory) {}
@@ -142,14 +144,25 @@ ArcBounds BoundArcs(const Lattice& lattice, const Lm& lm, const LmState& start, 
   b.gain.resize(rows * k);
   b.order.resize(rows * k);
   b.best.resize(rows);
-  ScratchVector<float> lm_bound(static_cast<size_t>(k) * k, memory);  // [row of layer][candidate]
-  for (int t = h - 1; t >= 0; --t) {
+  // LM bounds of every layer first, in head order: layer t's bigram filter answers (may_pair)
+  // tell layer t + 1 which "u v" may be stored (TokenLm::BoundsAfter's refinement).
+  const size_t square = static_cast<size_t>(k) * k;
+  ScratchVector<float> lm_bounds(static_cast<size_t>(h) * square, memory);  // [t][row][candidate]
+  ScratchVector<uint8_t> may_pair(static_cast<size_t>(h) * square, memory);
+  for (int t = 0; t < h; ++t) {
     const int32_t* tokens = &lattice.tokens[static_cast<size_t>(t) * k];
-    if (t > 0)
-      lm.BoundsAfter(&lattice.tokens[static_cast<size_t>(t - 1) * k], k, tokens, k,
-                     lm_bound.data());
+    const int32_t* prev = t > 0 ? tokens - k : nullptr;
+    float* out = &lm_bounds[t * square];
+    if (t > 1)  // the word before prev is a candidate of head t - 2
+      lm.BoundsAfter(prev - k, k, &may_pair[(t - 1) * square], prev, k, tokens, k, out,
+                     &may_pair[t * square]);
+    else if (t == 1)  // ... the start state's last word
+      lm.BoundsAfter(start, prev, k, tokens, k, out, &may_pair[t * square]);
     else
-      lm.BoundsAfter(start, tokens, k, lm_bound.data());
+      lm.BoundsAfter(start, tokens, k, out);
+  }
+  for (int t = h - 1; t >= 0; --t) {
+    const float* lm_bound = &lm_bounds[t * square];
     for (int r = 0; r < (t > 0 ? k : 1); ++r) {
       const int32_t row = t > 0 ? b.Row(t, r) : 0;
       const float* bound = &lm_bound[static_cast<size_t>(r) * k];

@@ -127,7 +127,7 @@ def _reseal(data: bytearray) -> None:
     data[32:40] = struct.pack("<Q", _core.binary_checksum(bytes(data[HEADER_BYTES:]), seed))
 
 
-HEADER_BYTES = 8 + 4 * 4 + 8 * 3 + 8 * 8 * 2 + 8 * 6 + 8 * 8 + 8 * 4  # csrc/ngram/binary.cc BinaryHeader
+HEADER_BYTES = 8 + 4 * 4 + 8 * 3 + 8 * 8 * 2 + 8 * 6 + 8 * 8 + 8 * 5  # csrc/ngram/binary.cc BinaryHeader (version 4)
 
 
 def test_forged_full_table_raises_instead_of_hanging(model_pair):

@@ -98,16 +98,43 @@ def test_word_bounds_admissible_on_sampled_histories(shared_data):
 def with_new_checksum(data: bytearray) -> bytearray:
     """The binary file's checksum field recomputed (over the header with that field zeroed, then
     the body), after a test edited the file."""
-    header = bytearray(data[:320])
+    size = struct.unpack("<I", data[20:24])[0]  # header_bytes
+    header = bytearray(data[:size])
     header[32:40] = bytes(8)
     seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
-    checksum = _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed)
+    checksum = _core.binary_checksum(np.frombuffer(bytes(data[size:]), np.uint8), seed)
     data[32:40] = struct.pack("<Q", checksum)
     return data
 
 
+# Byte offsets of the section offsets in the binary header (csrc/ngram/binary.cc BinaryHeader):
+# metadata, vocab offsets, vocab blob, unigrams, the tables, word bounds, pair bounds, word slack.
+SECTION_OFFSETS = [176, 192, 200, 216, *range(224, 288, 8), 296, 304, 312]
+
+
+def rewrite_as_version_3(data: bytearray) -> bytearray:
+    """The same model in binary format version 3: the 320-byte header (without the extension
+    masks' offset, every section 8 bytes earlier) and no extension masks (new checksum)."""
+    assert struct.unpack("<I", data[8:12])[0] == 4 and struct.unpack("<I", data[20:24])[0] == 328
+    flags = struct.unpack("<Q", data[288:296])[0]
+    masks = struct.unpack("<Q", data[320:328])[0] if flags & 4 else 0
+    if masks:  # the last section
+        del data[masks:]
+    del data[320:328]
+    for at in SECTION_OFFSETS:
+        offset = struct.unpack("<Q", data[at : at + 8])[0]
+        if offset:
+            data[at : at + 8] = struct.pack("<Q", offset - 8)
+    data[288:296] = struct.pack("<Q", flags & ~4)
+    data[8:12] = struct.pack("<I", 3)
+    data[20:24] = struct.pack("<I", 320)
+    data[24:32] = struct.pack("<Q", len(data))
+    return with_new_checksum(data)
+
+
 def rewrite_as_version_1(data: bytearray) -> bytearray:
     """The same model in binary format version 1 (no flags, no bounds section; new checksum)."""
+    data = rewrite_as_version_3(data)
     data[8:12] = struct.pack("<I", 1)
     data[288:304] = bytes(16)  # flags, word_bound_offset: reserved (zero) in version 1
     return with_new_checksum(data)
@@ -181,13 +208,79 @@ def test_search_bounds_are_the_best_score_after_the_last_word(tmp_path, order, s
     assert tighter > 0  # the pair bounds, not only the per-word ones, were exercised
 
 
+def bounds_given_the_word_before(tmp_path, order: int, seed: int, kind: str) -> int:
+    """Checks search_bounds(prev, tokens, before)[v, w] >= ln p(w | h) for every history h ending
+    in "u v" with u in before (brute force), for every single word and a few random sets as
+    before, and <= the bounds without before; returns how many were strictly tighter."""
+    path = tmp_path / f"m{order}-{seed}-{kind}.arpa"
+    if kind == "skewed":
+        assert skewed_arpa(path, order, 700 + seed) > 0
+        words = [str(i) for i in range(6)]
+    else:
+        words = random_arpa(path, order, 700 + seed, n_words=5, consistent=True)
+    if kind == "positive":
+        with_positive_backoffs(path, seed)
+    lm, ref = NgramLM(path), BruteForceLM(path)
+    tokens = [int(w) for w in words]
+    plain = lm.search_bounds(tokens, tokens)
+    histories = [list(h) for h in all_histories(words, order - 1) if len(h) >= 2]
+    histories += [["<s>"] + h[1:] for h in histories if len(h) >= 3]
+    rng = random.Random(seed)
+    tighter = 0
+    for before in [[u] for u in words] + [rng.sample(words, rng.randint(2, 3)) for _ in range(4)]:
+        bounds = lm.search_bounds(tokens, tokens, before=[int(u) for u in before])
+        assert np.all(bounds <= plain + 1e-6)
+        for i, v in enumerate(words):
+            after_uv = [h for h in histories if h[-1] == v and h[-2] in before]
+            for j, w in enumerate(words):
+                best = max(ref.logprob(h, w) for h in after_uv)
+                assert best <= float(bounds[i, j]), (before, v, w, best, float(bounds[i, j]))
+        tighter += int(np.sum(bounds < plain - 1e-3))
+    return tighter
+
+
+@pytest.mark.parametrize("order,seed,kind", [m for m in BOUND_MODELS if m[0] > 2])
+def test_search_bounds_given_the_word_before_are_admissible(tmp_path, order, seed, kind):
+    bounds_given_the_word_before(tmp_path, order, seed, kind)
+
+
+def test_search_bounds_given_the_word_before_are_tighter_somewhere(tmp_path):
+    # The extension masks (pair_bound.h) must cut some pair bound: else the refinement is dead.
+    # (With backoffs above 1 the bigram's slack can exceed what the longer n-grams add.)
+    assert sum(bounds_given_the_word_before(tmp_path, o, s, "plain") for o in (3, 4) for s in range(3)) > 0
+
+
 def rewrite_as_version_2(data: bytearray) -> bytearray:
     """The same model in binary format version 2 (no pair bounds; new checksum)."""
+    data = rewrite_as_version_3(data)
     data[8:12] = struct.pack("<I", 2)
     flags = struct.unpack("<Q", data[288:296])[0]
     data[288:296] = struct.pack("<Q", flags & ~2)  # kFlagPairBounds
     data[304:320] = bytes(16)  # pair bound and word slack offsets: reserved (zero) in version 2
     return with_new_checksum(data)
+
+
+def test_binary_keeps_the_extension_masks_and_version_3_loads_without_them(tmp_path):
+    path = tmp_path / "m.arpa"
+    words = random_arpa(path, 4, 704, n_words=5, consistent=True)  # with 3- and 4-grams
+    tokens = [int(w) for w in words]
+    lm = NgramLM(path)
+    lm.save(tmp_path / "m.dlm")
+    again = NgramLM(tmp_path / "m.dlm")
+    before = tokens[:2]
+    assert np.array_equal(again.search_bounds(tokens, tokens, before), lm.search_bounds(tokens, tokens, before))
+    assert np.any(lm.search_bounds(tokens, tokens, before) < lm.search_bounds(tokens, tokens))
+
+    old = tmp_path / "v3.dlm"
+    old.write_bytes(bytes(rewrite_as_version_3(bytearray((tmp_path / "m.dlm").read_bytes()))))
+    v3 = NgramLM(old)
+    # Without masks `before` changes nothing: the pair bounds of version 3.
+    assert np.array_equal(v3.search_bounds(tokens, tokens, before), lm.search_bounds(tokens, tokens))
+    rng = random.Random(1)
+    for _ in range(50):
+        toks = [rng.randrange(5) for _ in range(rng.randint(1, 8))]
+        context = [rng.randrange(5) for _ in range(rng.randint(0, 4))]
+        assert np.array_equal(v3.token_scores(toks, context, True, True), lm.token_scores(toks, context, True, True))
 
 
 def test_binary_keeps_the_pair_bounds_and_version_2_loads_without_them(tmp_path):
@@ -227,10 +320,6 @@ def test_binary_rejects_a_nan_pair_bound_and_a_negative_slack(tmp_path, section,
     offset = struct.unpack("<Q", data[section : section + 8])[0]
     assert offset > 0
     data[offset : offset + 4] = struct.pack("<f", value)
-    header = bytearray(data[:320])
-    header[32:40] = bytes(8)
-    seed = _core.binary_checksum(np.frombuffer(bytes(header), np.uint8), 0)
-    data[32:40] = struct.pack("<Q", _core.binary_checksum(np.frombuffer(bytes(data[320:]), np.uint8), seed))
-    (tmp_path / "bad.dlm").write_bytes(bytes(data))
+    (tmp_path / "bad.dlm").write_bytes(bytes(with_new_checksum(data)))
     with pytest.raises(FormatError, match=message):
         NgramLM(tmp_path / "bad.dlm")

@@ -143,16 +143,25 @@ void BindNgram(py::module_& m) {
           py::arg("tokens"), py::arg("context"), py::arg("bos"), py::arg("eos"))
       .def(
           "search_bounds",
-          [](const TokenLm& lm, const py::object& prev, const py::object& tokens) {
+          [](const TokenLm& lm, const py::object& prev, const py::object& tokens,
+             const py::object& before) {
             const auto p = CheckedTokens(lm, prev, "prev");
             const auto t = CheckedTokens(lm, tokens, "tokens");
             py::array_t<float> out({p.size(), t.size()});
-            if (!p.empty() && !t.empty())
-              lm.BoundsAfter(p.data(), static_cast<int>(p.size()), t.data(),
-                             static_cast<int>(t.size()), out.mutable_data());
+            if (p.empty() || t.empty()) return out;
+            const int rows = static_cast<int>(p.size()), n = static_cast<int>(t.size());
+            if (before.is_none()) {
+              lm.BoundsAfter(p.data(), rows, t.data(), n, out.mutable_data());
+            } else {  // histories whose word before prev is one of `before`
+              const auto b = CheckedTokens(lm, before, "before");
+              lm.BoundsAfter(b.data(), static_cast<int>(b.size()), nullptr, p.data(), rows,
+                             t.data(), n, out.mutable_data(), nullptr);
+            }
             return out;
           },
-          py::arg("prev"), py::arg("tokens"))
+          "out[i, j] >= ln p(tokens[j] | h) for every history h ending in prev[i] (and, with "
+          "`before`, whose word before prev[i] is one of `before`): the search's LM bounds.",
+          py::arg("prev"), py::arg("tokens"), py::arg("before") = py::none())
       .def(
           "start",
           [](const TokenLm& lm, const py::object& context, bool bos) {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -19,8 +20,9 @@ namespace {
 using ngram::Entry;
 constexpr uint32_t kEndianMarker = 0x01020304u;
 constexpr uint64_t kFlagSuffixClosed = 1;
-constexpr uint64_t kFlagPairBounds = 2;  // version >= 3
-constexpr uint64_t kKnownFlags = kFlagSuffixClosed | kFlagPairBounds;
+constexpr uint64_t kFlagPairBounds = 2;      // version >= 3
+constexpr uint64_t kFlagExtensionMasks = 4;  // version >= 4, with kFlagPairBounds
+constexpr uint64_t kKnownFlags = kFlagSuffixClosed | kFlagPairBounds | kFlagExtensionMasks;
 
 struct BinaryHeader {
   char magic[8];
@@ -42,9 +44,14 @@ struct BinaryHeader {
   uint64_t word_bound_offset;        // version >= 2: float[V] (word_bound.h)
   uint64_t pair_bound_offset;        // with kFlagPairBounds: float[buckets[1]] (pair_bound.h)
   uint64_t word_slack_offset;        // with kFlagPairBounds: float[V] (pair_bound.h)
+  uint64_t extension_mask_offset;    // version >= 4, with kFlagExtensionMasks: uint64[buckets[1]]
 };
 constexpr size_t kHeaderBytes = sizeof(BinaryHeader);
-static_assert(kHeaderBytes % 8 == 0, "header must keep 8-byte alignment");
+// Versions 1 to 3 end before extension_mask_offset.
+constexpr size_t kHeaderBytesV3 = offsetof(BinaryHeader, extension_mask_offset);
+static_assert(kHeaderBytes % 8 == 0 && kHeaderBytesV3 % 8 == 0,
+              "header must keep 8-byte alignment");
+size_t HeaderBytes(uint32_t version) { return version >= 4 ? kHeaderBytes : kHeaderBytesV3; }
 
 uint64_t Pad8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
@@ -97,12 +104,12 @@ uint64_t BinaryChecksum(const void* data, size_t bytes, uint64_t seed) {
 }
 
 // Checksum of a whole file image: header with its checksum field zeroed, then the rest.
-uint64_t FileChecksum(const char* file, uint64_t bytes) {
-  BinaryHeader header;
-  std::memcpy(&header, file, kHeaderBytes);
+uint64_t FileChecksum(const char* file, uint64_t bytes, size_t header_bytes) {
+  BinaryHeader header{};
+  std::memcpy(&header, file, header_bytes);
   header.checksum = 0;
-  const uint64_t seed = BinaryChecksum(&header, kHeaderBytes, 0);
-  return BinaryChecksum(file + kHeaderBytes, bytes - kHeaderBytes, seed);
+  const uint64_t seed = BinaryChecksum(&header, header_bytes, 0);
+  return BinaryChecksum(file + header_bytes, bytes - header_bytes, seed);
 }
 
 bool IsBinaryLm(const std::string& path) {
@@ -157,11 +164,16 @@ void SaveBinary(const NgramLM& model, const std::string& path, bool overwrite) {
     header.pair_bound_offset =
         out.Append(model.pair_bounds(), model.table(2).size() * sizeof(float));
     header.word_slack_offset = out.Append(model.word_slack(), v * sizeof(float));
+    if (model.extension_masks() != nullptr) {
+      header.flags |= kFlagExtensionMasks;
+      header.extension_mask_offset =
+          out.Append(model.extension_masks(), model.table(2).size() * sizeof(uint64_t));
+    }
   }
   std::vector<char>& buffer = out.buffer();
   header.file_bytes = buffer.size();
   std::memcpy(buffer.data(), &header, kHeaderBytes);
-  header.checksum = FileChecksum(buffer.data(), buffer.size());
+  header.checksum = FileChecksum(buffer.data(), buffer.size(), kHeaderBytes);
   std::memcpy(buffer.data(), &header, kHeaderBytes);
 
   const std::string tmp = path + ".tmp";
@@ -201,9 +213,9 @@ class Image {
       FailFile("cannot stat");
     }
     size_ = static_cast<uint64_t>(st.st_size);
-    if (size_ < kHeaderBytes) {
+    if (size_ < kHeaderBytesV3) {
       close(fd);
-      Fail("truncated binary LM: ", size_, " bytes, the header alone needs ", kHeaderBytes);
+      Fail("truncated binary LM: ", size_, " bytes, the header alone needs ", kHeaderBytesV3);
     }
     if (copy) {
       ReadAll(fd);
@@ -225,7 +237,7 @@ class Image {
 
   // `bytes` bytes at `offset`, which must lie inside the file after the header, 8-byte aligned.
   const char* Section(uint64_t offset, uint64_t bytes, const char* what) const {
-    if (offset % 8 != 0 || offset < kHeaderBytes || offset > size_ || bytes > size_ - offset)
+    if (offset % 8 != 0 || offset < kHeaderBytesV3 || offset > size_ || bytes > size_ - offset)
       Fail("section '", what, "' (offset ", offset, ", ", bytes, " bytes) lies outside the ", size_,
            "-byte file");
     return base_ + offset;
@@ -281,28 +293,37 @@ void CheckValues(const Image& file, const Entry& entry, uint32_t n) {
 
 // The header, checked against the file: magic, byte order, version, sizes and checksum.
 BinaryHeader ReadHeader(const Image& file) {
-  BinaryHeader h;
-  std::memcpy(&h, file.base(), kHeaderBytes);
+  BinaryHeader h{};
+  std::memcpy(&h, file.base(), kHeaderBytesV3);
   if (std::memcmp(h.magic, kBinaryMagic, 8) != 0)
     file.Fail("not a draftlattice binary LM (bad magic)");
   if (h.endian != kEndianMarker) file.Fail("binary LM has the wrong byte order for this machine");
   if (h.version < 1 || h.version > kBinaryVersion)
     file.Fail("binary LM format version ", h.version,
               " is not supported (this build reads versions 1 to ", kBinaryVersion, ")");
+  if (h.version >= 4) {
+    if (file.size() < kHeaderBytes)
+      file.Fail("truncated binary LM: ", file.size(), " bytes, the header alone needs ",
+                kHeaderBytes);
+    std::memcpy(&h, file.base(), kHeaderBytes);
+  }
   if (h.version == 1) h.flags = h.word_bound_offset = 0;  // reserved (zero) in version 1
-  if ((h.flags & ~kKnownFlags) != 0 || (h.version < 3 && (h.flags & kFlagPairBounds) != 0))
+  if ((h.flags & ~kKnownFlags) != 0 || (h.version < 3 && (h.flags & kFlagPairBounds) != 0) ||
+      (h.version < 4 && (h.flags & kFlagExtensionMasks) != 0))
     file.Fail("unknown header flags ", h.flags, " for format version ", h.version);
+  if ((h.flags & kFlagExtensionMasks) != 0 && (h.flags & kFlagPairBounds) == 0)
+    file.Fail("extension masks without pair bounds");
   if ((h.flags & kFlagPairBounds) != 0 && (h.order < 2 || (h.flags & kFlagSuffixClosed) == 0))
     file.Fail("pair bounds in a model of order ", h.order,
               (h.flags & kFlagSuffixClosed) ? "" : " that is not suffix-closed");
-  if (h.header_bytes != kHeaderBytes)
-    file.Fail("header size ", h.header_bytes, " != ", kHeaderBytes);
+  if (h.header_bytes != HeaderBytes(h.version))
+    file.Fail("header size ", h.header_bytes, " != ", HeaderBytes(h.version));
   if (h.file_bytes != file.size())
     file.Fail("truncated or extended binary LM: header says ", h.file_bytes, " bytes, file has ",
               file.size());
   if (h.order < 1 || h.order > static_cast<uint32_t>(kMaxOrder)) file.Fail("bad order ", h.order);
   if (h.vocab_size == 0 || h.vocab_size >= kNoWord) file.Fail("bad vocabulary size ", h.vocab_size);
-  if (FileChecksum(file.base(), file.size()) != h.checksum)
+  if (FileChecksum(file.base(), file.size(), HeaderBytes(h.version)) != h.checksum)
     file.Fail("checksum mismatch: the binary LM is corrupted");
   return h;
 }
@@ -414,6 +435,11 @@ std::shared_ptr<NgramLM> LoadBinary(const std::string& path, bool copy) {
       if (!(views.word_slack[w] >= 0) || std::isinf(views.word_slack[w]))
         file.Fail("the backoff slack of word ", w, " is ", views.word_slack[w],
                   " (must be finite and >= 0)");
+    // Any mask is safe to read; a wrong one (only a forged file) makes bounds wrong, as a
+    // wrong pair bound would.
+    if ((h.flags & kFlagExtensionMasks) != 0)
+      views.extension_masks = reinterpret_cast<const uint64_t*>(file.Section(
+          h.extension_mask_offset, h.buckets[1] * sizeof(uint64_t), "extension masks"));
   }
   views.keep_alive = file.keep_alive();
   return std::make_shared<NgramLM>(std::move(views));

@@ -17,6 +17,11 @@
 //                 kFlagPairBounds; only for suffix-closed models): one bound per bigram bucket and
 //                 each word's backoff slack (pair_bound.h). Files without them load with the
 //                 per-word bounds alone.
+//   extension masks  uint64[buckets[2]] (version >= 4, with the header flag kFlagExtensionMasks,
+//                 beside pair bounds): per bigram bucket, the bits of the words u such that a
+//                 listed n-gram of order >= 3 ends in "u v w" (pair_bound.h), for the search's
+//                 refined pair bounds (NgramLM::BoundsAfter). Version 4 headers are 8 bytes longer
+//                 (the masks' offset); versions 1 to 3 still load, without masks.
 // The checksum is a 4-lane 64-bit multiply-xor hash over the whole file with the checksum field
 // zeroed: memory-bandwidth bound (a few ms per 100 MB). Every offset and size is checked against
 // the file size before it is read; any mismatch, a wrong magic, a newer version or a checksum
@@ -31,7 +36,7 @@
 namespace dl {
 
 constexpr char kBinaryMagic[8] = {'D', 'L', 'N', 'G', 'R', 'A', 'M', '\0'};
-constexpr uint32_t kBinaryVersion = 3;
+constexpr uint32_t kBinaryVersion = 4;
 
 // True if the file starts with the binary magic (false if it cannot be read).
 bool IsBinaryLm(const std::string& path);

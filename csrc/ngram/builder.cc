@@ -85,6 +85,9 @@ std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) 
     const std::vector<Entry>& bigrams = parts_.tables[0];
     parts_.pair_bounds = pair_bounds_->Finish(ngram::TableView(bigrams.data(), bigrams.size()));
     parts_.word_slack = pair_bounds_->WordSlack();
+    if (parts_.order >= 3)  // only n-grams of order >= 3 set bits
+      parts_.extension_masks =
+          pair_bounds_->Masks(ngram::TableView(bigrams.data(), bigrams.size()));
   }
   pair_bounds_.reset();
   parts_.source_format = source_format;
@@ -101,7 +104,8 @@ void NgramBuilder::Insert(const Pending& p) {
   e->backoff_ln = p.backoff;
   const float context_backoff = MarkPrefix(p.ids, p.n - 1);
   bounds_->AddProb(p.n, p.ids[p.n - 1], p.prob);
-  pair_bounds_->AddProb(p.n, p.ids[p.n - 2], p.n == 2 ? p.key : KeyOf(p.ids + p.n - 2, 2), p.prob);
+  pair_bounds_->AddProb(p.n, p.n >= 3 ? p.ids[p.n - 3] : kNoWord, p.ids[p.n - 2],
+                        p.n == 2 ? p.key : KeyOf(p.ids + p.n - 2, 2), p.prob);
   if (p.n < parts_.order) pair_bounds_->AddBackoff(p.n, p.ids[p.n - 1], p.backoff);
   if (p.n < parts_.order) bounds_->AddBackoff(p.n, p.backoff);
   // Suffix closure (see ngram_lm.h): the suffix "w_2 .. w_n" must be stored (listed, or blank

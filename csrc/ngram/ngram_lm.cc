@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "errors.h"
+#include "ngram/pair_bound.h"
 #include "ngram/word_bound.h"
 
 namespace dl {
@@ -27,6 +28,8 @@ NgramLM::NgramLM(Parts parts) : owned_(std::move(parts)) {
       owned_.word_slack.size() == vocab_size_ && !owned_.pair_bounds.empty()) {
     pair_bounds_ = owned_.pair_bounds.data();
     word_slack_ = owned_.word_slack.data();
+    if (owned_.extension_masks.size() == tables_[1].size())
+      extension_masks_ = owned_.extension_masks.data();
   }
   Finish();
 }
@@ -45,6 +48,7 @@ NgramLM::NgramLM(Views views) : mapped_(std::move(views.keep_alive)) {
   if (order_ >= 2 && views.pair_bounds != nullptr && views.word_slack != nullptr) {
     pair_bounds_ = views.pair_bounds;
     word_slack_ = views.word_slack;
+    extension_masks_ = views.extension_masks;
   }
   source_format_ = "binary";
   Finish();
@@ -182,13 +186,16 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
 }
 
 void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n,
-                          float oov_ln, float* out, size_t stride) const {
+                          float oov_ln, float* out, size_t stride, const Before* before,
+                          uint8_t* may_pair) const {
   constexpr int kChunk = 64;
   const bool pairs = suffix_closed_ && order_ >= 2;
+  const bool refine = pairs && before != nullptr && extension_masks_ != nullptr && order_ >= 3;
   const ngram::TableView& bigrams = tables_[1];
   uint64_t seeds[kChunk];  // key of the unigram "w", extended by each row's prev
   uint64_t keys[kChunk];   // the bigram keys "prev w" of one row
   int stored[kChunk];      // the columns whose bigram the filter may hold, while probes are pending
+  if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 0);
   for (int base = 0; base < n; base += kChunk) {
     const int m = std::min(kChunk, n - base);
     const WordIndex* w = words + base;
@@ -222,22 +229,44 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
           o[j] = unigrams_[w[j]].prob_ln;  // exact: the state after v is the null context
         } else if (const uint64_t key = keys[j]; !filters_[1].MayContain(key)) {
           o[j] = std::min(word_bounds_[w[j]], WithMargin(unigrams_[w[j]].prob_ln + unlisted));
-        } else if (pair_bounds_ != nullptr) {
-          bigrams.Prefetch(key);  // resolved below, once every probe of the row has started
-          __builtin_prefetch(&pair_bounds_[bigrams.Home(key)]);
-          stored[probes++] = j;
         } else {
-          o[j] = word_bounds_[w[j]];
+          if (may_pair != nullptr) may_pair[static_cast<size_t>(i) * n + base + j] = 1;
+          if (pair_bounds_ != nullptr) {
+            bigrams.Prefetch(key);  // resolved below, once every probe of the row has started
+            __builtin_prefetch(&pair_bounds_[bigrams.Home(key)]);
+            if (refine) __builtin_prefetch(&extension_masks_[bigrams.Home(key)]);
+            stored[probes++] = j;
+          } else {
+            o[j] = word_bounds_[w[j]];
+          }
         }
       }
+      if (probes == 0) continue;
+      // The extension bits (pair_bound.h) of the words u of `before` whose "u prev" may be
+      // stored: a pair whose mask has none of them has no listed n-gram "u prev w" (n >= 3).
+      uint64_t preceding = 0;
+      if (refine)
+        for (int b = 0; b < before->n; ++b) {
+          const WordIndex u = before->words[b];
+          // An unknown word resets the state: nothing it precedes extends a context.
+          if (u >= vocab_size_) continue;
+          if (before->may_precede != nullptr
+                  ? before->may_precede[static_cast<size_t>(b) * rows + i] != 0
+                  : filters_[1].MayContain(ngram::ExtendKey(ngram::SeedKey(v), u)))
+            preceding |= ngram::PairBoundBuilder::ExtensionBit(u);
+        }
       for (int a = 0; a < probes; ++a) {
         const int j = stored[a];
         const ngram::Entry* e = bigrams.Find(keys[j]);
         // Absent (a filter false positive) or blank: the backoff path is possible.
-        float bound = WithMargin(unigrams_[w[j]].prob_ln + unlisted);
+        const float backoff_path = WithMargin(unigrams_[w[j]].prob_ln + unlisted);
+        float bound = backoff_path;
         if (e != nullptr) {
           const float pair = pair_bounds_[e - bigrams.data()];
           bound = e->listed() ? pair : std::max(bound, pair);
+          if (refine && (extension_masks_[e - bigrams.data()] & preceding) == 0)
+            bound = std::min(bound, e->listed() ? WithMargin(double{e->prob_ln} + word_slack_[v])
+                                                : backoff_path);
         }
         o[j] = std::min(word_bounds_[w[j]], bound);
       }

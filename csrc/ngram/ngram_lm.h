@@ -49,11 +49,12 @@ class NgramLM {
     std::vector<ngram::Entry> unigrams;   // size V, indexed by WordIndex (key = flags only)
     std::vector<std::vector<ngram::Entry>> tables;  // tables[i]: buckets of order i + 2
     std::unordered_map<std::string, std::string> metadata;
-    bool suffix_closed = false;          // every stored n-gram's suffix is stored
-    std::vector<float> word_bounds;      // size V (word_bound.h)
-    std::vector<float> pair_bounds;      // size = bigram buckets, or empty (pair_bound.h)
-    std::vector<float> word_slack;       // size V with pair_bounds: slack_v(2) (pair_bound.h)
-    std::string source_format = "arpa";  // what the parts were built from ("arpa", "lmbuild")
+    bool suffix_closed = false;             // every stored n-gram's suffix is stored
+    std::vector<float> word_bounds;         // size V (word_bound.h)
+    std::vector<float> pair_bounds;         // size = bigram buckets, or empty (pair_bound.h)
+    std::vector<float> word_slack;          // size V with pair_bounds: slack_v(2) (pair_bound.h)
+    std::vector<uint64_t> extension_masks;  // size = bigram buckets, or empty (pair_bound.h)
+    std::string source_format = "arpa";     // what the parts were built from ("arpa", "lmbuild")
   };
   // Read-only views over storage owned elsewhere (binary file mapping); `keep_alive` owns it.
   struct Views {
@@ -69,6 +70,7 @@ class NgramLM {
     const float* word_bounds = nullptr;  // size V; nullptr: derive a (weaker) bound from the tables
     const float* pair_bounds = nullptr;  // size = bigram buckets; nullptr: none (pair_bound.h)
     const float* word_slack = nullptr;   // size V, with pair_bounds
+    const uint64_t* extension_masks = nullptr;  // size = bigram buckets, with pair_bounds, or null
     std::shared_ptr<const void> keep_alive;
   };
 
@@ -112,8 +114,25 @@ class NgramLM {
   // pair_bound.h); after a null state it is exactly ln p(w). When "prev w" is stored and the
   // model has pair bounds, min(word_bound_ln(w), the pair's bound), at the cost of one bigram
   // table probe. Otherwise word_bound_ln(w).
+  //
+  // With `before` (not null): every history bounded also has, right before prev[i], one of the
+  // words before->words[0..n) (the search's histories: the candidates of the head before, or the
+  // context's last word), or a word after which the state is prev[i] alone. A stored pair
+  // "prev w" is then bounded by the bigram's own probability plus slack_v(2) (pair_bound.h)
+  // instead of its pair bound (which covers every n-gram ending in "prev w", often a 4-gram in
+  // which w is nearly certain) unless its extension mask (pair_bound.h, format version 4) has
+  // the bit of some u of `before` whose "u prev" may be stored (before->may_precede, or the
+  // bigram key filter when it is null): only a listed n-gram ending in "u prev w" can match past
+  // the bigram. With `may_pair` (not null): may_pair[i * n + j] = 0 where "prev[i] words[j]" is
+  // certainly not stored, 1 where it may be (the next layer's may_precede).
+  struct Before {
+    const WordIndex* words = nullptr;
+    int n = 0;
+    const uint8_t* may_precede = nullptr;  // [n x rows]: may "words[b] prev[i]" be stored; or null
+  };
   void BoundsAfter(const WordIndex* prev, int rows, const WordIndex* words, int n, float oov_ln,
-                   float* out, size_t stride) const;
+                   float* out, size_t stride, const Before* before = nullptr,
+                   uint8_t* may_pair = nullptr) const;
   bool suffix_closed() const { return suffix_closed_; }
   // Upper bound of ln p(word | any history); `word` < vocab_size().
   float word_bound_ln(WordIndex word) const { return word_bounds_[word]; }
@@ -122,6 +141,8 @@ class NgramLM {
   // when the model has none.
   const float* pair_bounds() const { return pair_bounds_; }
   const float* word_slack() const { return word_slack_; }
+  // One extension mask per bucket of the bigram table (pair_bound.h), or nullptr.
+  const uint64_t* extension_masks() const { return extension_masks_; }
 
   // Raw storage, for the binary writer.
   const char* vocab_blob() const { return vocab_blob_; }
@@ -158,6 +179,7 @@ class NgramLM {
   const float* word_bounds_ = nullptr;
   const float* pair_bounds_ = nullptr;  // with word_slack_, or neither
   const float* word_slack_ = nullptr;
+  const uint64_t* extension_masks_ = nullptr;  // with pair_bounds_ (format version >= 4), or null
   // Sum over context lengths i >= 2 of max(0, largest backoff of an i-word context), natural log.
   double backoff_slack2_ln_ = 0;
   std::vector<float> derived_bounds_;  // when a version-1 binary file has none

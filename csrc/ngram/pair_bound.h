@@ -47,11 +47,18 @@ class PairBoundBuilder {
     Allocate(BucketsFor(expected_bigrams));
   }
 
-  // A listed n-gram (n >= 2) ending in "v w", whose bigram key is `pair_key` (raw key).
-  void AddProb(int n, WordIndex v, uint64_t pair_key, float prob_ln) {
+  // A listed n-gram (n >= 2) "... u v w", whose bigram key is `pair_key` (raw key); u is its
+  // word before v (n >= 3; ignored for n = 2).
+  void AddProb(int n, WordIndex u, WordIndex v, uint64_t pair_key, float prob_ln) {
     const uint64_t slot = Slot(StoredKey(pair_key), v);
     float& max_prob = maxima_[slot * (order_ - 1) + (n - 2)];
     max_prob = std::max(max_prob, prob_ln);
+    if (n >= 3) masks_[slot] |= ExtensionBit(u);
+  }
+  // The bit of word u in a pair's extension mask: the mask of "v w" has the bits of every u
+  // such that a listed n-gram of order >= 3 ends in "u v w". Part of the binary format.
+  static uint64_t ExtensionBit(WordIndex u) {
+    return uint64_t{1} << ((uint64_t{u} * 0x9E3779B97F4A7C15ull) >> 58);
   }
   // A stored n-gram of order 2 <= n < order, ending in `last`, with this backoff.
   void AddBackoff(int n, WordIndex last, float backoff_ln) {
@@ -59,6 +66,17 @@ class PairBoundBuilder {
     slot = std::max(slot, backoff_ln);
   }
 
+  // The extension mask of every bucket of the final bigram table (0 for an empty bucket).
+  std::vector<uint64_t> Masks(const TableView& bigrams) const {
+    std::vector<uint64_t> masks(bigrams.size(), 0);
+    for (uint64_t b = 0; b < bigrams.size(); ++b) {
+      const uint64_t key = bigrams.data()[b].key;
+      if (key == 0) continue;
+      const uint64_t slot = Find(key & ~kFlagMask);
+      if (slot != kAbsent) masks[b] = masks_[slot];
+    }
+    return masks;
+  }
   // slack_v(2) for every word v (natural log, >= 0).
   std::vector<float> WordSlack() const {
     std::vector<float> slack(vocab_size_, 0.0f);
@@ -124,14 +142,17 @@ class PairBoundBuilder {
     keys_.assign(size, 0);
     words_.assign(size, 0);
     maxima_.assign(size * (order_ - 1), kNone);
+    masks_.assign(size, 0);
   }
   void Rehash(uint64_t size) {
     std::vector<uint64_t> keys;
     std::vector<WordIndex> words;
     std::vector<float> maxima;
+    std::vector<uint64_t> masks;
     keys.swap(keys_);
     words.swap(words_);
     maxima.swap(maxima_);
+    masks.swap(masks_);
     Allocate(size);
     for (uint64_t i = 0; i < keys.size(); ++i) {
       if (keys[i] == 0) continue;
@@ -140,6 +161,7 @@ class PairBoundBuilder {
         if (++j == keys_.size()) j = 0;
       keys_[j] = keys[i];
       words_[j] = words[i];
+      masks_[j] = masks[i];
       std::copy_n(&maxima[i * (order_ - 1)], order_ - 1, &maxima_[j * (order_ - 1)]);
     }
   }
@@ -149,6 +171,7 @@ class PairBoundBuilder {
   std::vector<uint64_t> keys_;    // stored bigram keys (StoredKey), 0 = empty slot
   std::vector<WordIndex> words_;  // [slot]: the bigram's first word v
   std::vector<float> maxima_;     // [slot][n - 2]: largest prob_ln of a listed n-gram ending there
+  std::vector<uint64_t> masks_;   // [slot]: extension mask (ExtensionBit)
   std::vector<float> max_backoff_;  // [n - 2][v]: maxbo_n(v), orders 2 .. order - 1
   uint64_t used_ = 0;
 };

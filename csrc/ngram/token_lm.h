@@ -14,6 +14,7 @@
 // must reject them use CheckTokens (InvalidArgument naming the token and its position).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,18 +66,30 @@ class TokenLm {
   // token prev_tokens[i] (NgramLM::BoundsAfter), i < rows, j < n.
   void BoundsAfter(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
                    float* out) const {
-    constexpr int kChunk = 64;
-    WordIndex prev[kChunk], words[kChunk];
-    for (int rb = 0; rb < rows; rb += kChunk) {
-      const int rm = rows - rb < kChunk ? rows - rb : kChunk;
-      for (int i = 0; i < rm; ++i) prev[i] = WordOf(prev_tokens[rb + i]);
-      for (int cb = 0; cb < n; cb += kChunk) {
-        const int cm = n - cb < kChunk ? n - cb : kChunk;
-        for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
-        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb,
-                            n);
-      }
-    }
+    BoundsAfterWords(prev_tokens, rows, tokens, n, out);
+  }
+  // The same, tighter, for histories whose word before prev_tokens[i] is one of
+  // before_tokens[0..n_before) (NgramLM::BoundsAfter's `before`: in a lattice, the candidates of
+  // the head before), with may_precede [n_before x rows] the previous layer's may_pair (or null);
+  // may_pair [rows x n] (or null) gets whether "prev_tokens[i] tokens[j]" may be stored (1) or
+  // certainly is not (0). Past 64 rows, columns or words before: the plain bounds, may_pair all 1.
+  void BoundsAfter(const int32_t* before_tokens, int n_before, const uint8_t* may_precede,
+                   const int32_t* prev_tokens, int rows, const int32_t* tokens, int n, float* out,
+                   uint8_t* may_pair) const {
+    WordIndex before[kRefineMax];
+    const int b = n_before <= kRefineMax ? n_before : 0;
+    for (int i = 0; i < b; ++i) before[i] = WordOf(before_tokens[i]);
+    const NgramLM::Before words{before, b, may_precede};
+    BoundsAfterRefined(n_before <= kRefineMax ? &words : nullptr, prev_tokens, rows, tokens, n, out,
+                       may_pair);
+  }
+  // ... for histories that are `state` followed by prev_tokens[i] (the word before is the state's
+  // most recent word; none when the state is empty).
+  void BoundsAfter(const LmState& state, const int32_t* prev_tokens, int rows,
+                   const int32_t* tokens, int n, float* out, uint8_t* may_pair) const {
+    const WordIndex last = state.length > 0 ? state.words[0] : kNoWord;
+    const NgramLM::Before words{&last, state.length > 0 ? 1 : 0, nullptr};
+    BoundsAfterRefined(&words, prev_tokens, rows, tokens, n, out, may_pair);
   }
   // The same for `state` (bounded by its most recent word only): out[j] for tokens[j].
   void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const {
@@ -127,6 +140,34 @@ class TokenLm {
 
  private:
   WordIndex LargeWordOf(int32_t token) const;
+  static constexpr int kRefineMax = 64;  // rows, columns and words before of a refined bound
+  void BoundsAfterRefined(const NgramLM::Before* before, const int32_t* prev_tokens, int rows,
+                          const int32_t* tokens, int n, float* out, uint8_t* may_pair) const {
+    if (rows > kRefineMax || n > kRefineMax) {
+      BoundsAfterWords(prev_tokens, rows, tokens, n, out);
+      if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 1);
+      return;
+    }
+    WordIndex prev[kRefineMax], words[kRefineMax];
+    for (int i = 0; i < rows; ++i) prev[i] = WordOf(prev_tokens[i]);
+    for (int j = 0; j < n; ++j) words[j] = WordOf(tokens[j]);
+    model_->BoundsAfter(prev, rows, words, n, oov_ln_, out, n, before, may_pair);
+  }
+  void BoundsAfterWords(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
+                        float* out) const {
+    constexpr int kChunk = 64;
+    WordIndex prev[kChunk], words[kChunk];
+    for (int rb = 0; rb < rows; rb += kChunk) {
+      const int rm = rows - rb < kChunk ? rows - rb : kChunk;
+      for (int i = 0; i < rm; ++i) prev[i] = WordOf(prev_tokens[rb + i]);
+      for (int cb = 0; cb < n; cb += kChunk) {
+        const int cm = n - cb < kChunk ? n - cb : kChunk;
+        for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
+        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb,
+                            n);
+      }
+    }
+  }
 
   std::shared_ptr<const NgramLM> model_;
   std::vector<WordIndex> token_to_word_;                  // dense: index = token id
