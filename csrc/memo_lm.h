@@ -108,13 +108,11 @@ class MemoLm {
   // 1-best 4.7-4.8% of a step this way, 5.1-5.2% refined without the memo).
   void BoundsAfter(const int32_t*, int, const uint8_t*, const int32_t* prev_tokens, int rows,
                    const int32_t* tokens, int n, float* out, uint8_t* may_pair) const {
-    BoundsAfter(prev_tokens, rows, tokens, n, out);
-    if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 1);
+    PairOnlyBounds(prev_tokens, rows, tokens, n, out, may_pair);
   }
   void BoundsAfter(const LmState&, const int32_t* prev_tokens, int rows, const int32_t* tokens,
                    int n, float* out, uint8_t* may_pair) const {
-    BoundsAfter(prev_tokens, rows, tokens, n, out);
-    if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 1);
+    PairOnlyBounds(prev_tokens, rows, tokens, n, out, may_pair);
   }
   // After a state: a few pairs per lattice, state-dependent; not remembered.
   void BoundsAfter(const LmState& state, const int32_t* tokens, int n, float* out) const {
@@ -122,6 +120,12 @@ class MemoLm {
   }
 
  private:
+  // The memo's pair bounds, and every pair marked as possibly stored (nothing is refined here).
+  void PairOnlyBounds(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
+                      float* out, uint8_t* may_pair) const {
+    BoundsAfter(prev_tokens, rows, tokens, n, out);
+    if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 1);
+  }
   // The next state of a remembered arc: its word, then the in-state's words (as NgramLM writes
   // it), the remembered backoffs, zeros past its length.
   static void Restore(const LmState& in, const LmMemo::ArcSlot& slot, LmState* out) {

@@ -66,7 +66,18 @@ class TokenLm {
   // token prev_tokens[i] (NgramLM::BoundsAfter), i < rows, j < n.
   void BoundsAfter(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
                    float* out) const {
-    BoundsAfterWords(prev_tokens, rows, tokens, n, out);
+    constexpr int kChunk = 64;
+    WordIndex prev[kChunk], words[kChunk];
+    for (int rb = 0; rb < rows; rb += kChunk) {
+      const int rm = rows - rb < kChunk ? rows - rb : kChunk;
+      for (int i = 0; i < rm; ++i) prev[i] = WordOf(prev_tokens[rb + i]);
+      for (int cb = 0; cb < n; cb += kChunk) {
+        const int cm = n - cb < kChunk ? n - cb : kChunk;
+        for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
+        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb,
+                            n);
+      }
+    }
   }
   // The same, tighter, for histories whose word before prev_tokens[i] is one of
   // before_tokens[0..n_before) (NgramLM::BoundsAfter's `before`: in a lattice, the candidates of
@@ -76,12 +87,12 @@ class TokenLm {
   void BoundsAfter(const int32_t* before_tokens, int n_before, const uint8_t* may_precede,
                    const int32_t* prev_tokens, int rows, const int32_t* tokens, int n, float* out,
                    uint8_t* may_pair) const {
+    if (n_before > kRefineMax)
+      return BoundsAfterRefined(nullptr, prev_tokens, rows, tokens, n, out, may_pair);
     WordIndex before[kRefineMax];
-    const int b = n_before <= kRefineMax ? n_before : 0;
-    for (int i = 0; i < b; ++i) before[i] = WordOf(before_tokens[i]);
-    const NgramLM::Before words{before, b, may_precede};
-    BoundsAfterRefined(n_before <= kRefineMax ? &words : nullptr, prev_tokens, rows, tokens, n, out,
-                       may_pair);
+    for (int i = 0; i < n_before; ++i) before[i] = WordOf(before_tokens[i]);
+    const NgramLM::Before words{before, n_before, may_precede};
+    BoundsAfterRefined(&words, prev_tokens, rows, tokens, n, out, may_pair);
   }
   // ... for histories that are `state` followed by prev_tokens[i] (the word before is the state's
   // most recent word; none when the state is empty).
@@ -144,7 +155,7 @@ class TokenLm {
   void BoundsAfterRefined(const NgramLM::Before* before, const int32_t* prev_tokens, int rows,
                           const int32_t* tokens, int n, float* out, uint8_t* may_pair) const {
     if (rows > kRefineMax || n > kRefineMax) {
-      BoundsAfterWords(prev_tokens, rows, tokens, n, out);
+      BoundsAfter(prev_tokens, rows, tokens, n, out);
       if (may_pair != nullptr) std::fill(may_pair, may_pair + static_cast<size_t>(rows) * n, 1);
       return;
     }
@@ -152,21 +163,6 @@ class TokenLm {
     for (int i = 0; i < rows; ++i) prev[i] = WordOf(prev_tokens[i]);
     for (int j = 0; j < n; ++j) words[j] = WordOf(tokens[j]);
     model_->BoundsAfter(prev, rows, words, n, oov_ln_, out, n, before, may_pair);
-  }
-  void BoundsAfterWords(const int32_t* prev_tokens, int rows, const int32_t* tokens, int n,
-                        float* out) const {
-    constexpr int kChunk = 64;
-    WordIndex prev[kChunk], words[kChunk];
-    for (int rb = 0; rb < rows; rb += kChunk) {
-      const int rm = rows - rb < kChunk ? rows - rb : kChunk;
-      for (int i = 0; i < rm; ++i) prev[i] = WordOf(prev_tokens[rb + i]);
-      for (int cb = 0; cb < n; cb += kChunk) {
-        const int cm = n - cb < kChunk ? n - cb : kChunk;
-        for (int j = 0; j < cm; ++j) words[j] = WordOf(tokens[cb + j]);
-        model_->BoundsAfter(prev, rm, words, cm, oov_ln_, out + static_cast<size_t>(rb) * n + cb,
-                            n);
-      }
-    }
   }
 
   std::shared_ptr<const NgramLM> model_;

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ... import _core
+from ..._arrays import to_numpy
 from ..._core import LmState
 from ...lattice import Lattice
 from ...sample import sample_from_heads
@@ -82,7 +83,7 @@ class LatticeDrafter:
         k = min(self.k, head_logits.shape[1])
         state, new = self.committed.pending(context)
         if head_logits.device.type == "cpu":
-            logits = host_float32(head_logits).numpy()
+            logits = to_numpy(head_logits, "head_logits")
             tokens, after = _core.draft_from_logits(
                 logits, k, 1.0, self.lm, state, new, self.num_drafts, self.alpha, self.memo
             )
@@ -143,14 +144,6 @@ class LatticeDrafter:
             tokens.append(row)
             q.append(np.stack(law))
         return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
-
-
-def host_float32(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor.detach().float()`` without the new tensor objects when it needs neither: inside a
-    decoding step every Python operation runs with cold caches and costs microseconds."""
-    if tensor.requires_grad:
-        tensor = tensor.detach()
-    return tensor if tensor.dtype == torch.float32 else tensor.float()
 
 
 def device_topk(head_logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
