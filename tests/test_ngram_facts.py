@@ -307,6 +307,43 @@ def test_binary_keeps_the_pair_bounds_and_version_2_loads_without_them(tmp_path)
         assert np.array_equal(v2.token_scores(toks, context, True, True), lm.token_scores(toks, context, True, True))
 
 
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda d: rewrite_as_version_3(d), None),  # loads: version 3 without masks
+        (lambda d: _with_flags(rewrite_as_version_3(d), 4, set_=True), "unknown header flags"),
+        (lambda d: _with_flags(d, 2, set_=False), "extension masks without pair bounds"),
+        (lambda d: _with_offset(d, 320, 1 << 40), "extension masks"),
+    ],
+)
+def test_binary_names_a_bad_extension_mask_header(tmp_path, edit, message):
+    """The masks' flag in a version-3 file, the flag without pair bounds, and an offset outside the
+    file are refused, naming the problem (checksum recomputed, as a forger would)."""
+    from draftlattice import FormatError
+
+    path = tmp_path / "m.arpa"
+    random_arpa(path, 4, 704, n_words=5, consistent=True)
+    NgramLM(path).save(tmp_path / "m.dlm")
+    data = with_new_checksum(edit(bytearray((tmp_path / "m.dlm").read_bytes())))
+    (tmp_path / "bad.dlm").write_bytes(bytes(data))
+    if message is None:
+        NgramLM(tmp_path / "bad.dlm")
+        return
+    with pytest.raises(FormatError, match=message):
+        NgramLM(tmp_path / "bad.dlm")
+
+
+def _with_flags(data: bytearray, flag: int, set_: bool) -> bytearray:
+    flags = struct.unpack("<Q", data[288:296])[0]
+    data[288:296] = struct.pack("<Q", flags | flag if set_ else flags & ~flag)
+    return data
+
+
+def _with_offset(data: bytearray, at: int, offset: int) -> bytearray:
+    data[at : at + 8] = struct.pack("<Q", offset)
+    return data
+
+
 @pytest.mark.parametrize("section,value,message", [(304, float("nan"), "pair bound"), (312, -1.0, "backoff slack")])
 def test_binary_rejects_a_nan_pair_bound_and_a_negative_slack(tmp_path, section, value, message):
     """A NaN bound would disable the search's pruning test, and a negative slack would make the
