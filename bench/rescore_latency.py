@@ -7,6 +7,12 @@ plausible WikiText-2 continuations, see _fst_reference.LatticeMaker), it prints 
 latency per lattice of
 
   ours          draftlattice.rescore(lattice, lm, p, alpha, context, bos=False)
+  ours C++      the same search timed inside C++ (_core.rescore_seconds: no Python call, the
+                context's start state walked once, untimed), i.e. the work OpenFST's time covers.
+                It runs after the public and _core runs of the same lattice: at large shapes it
+                also gains from a warmer machine (whichever engine is timed first after a lattice
+                switch runs about 20% slower at 8x16 even after its warm-up run), so only at small
+                shapes does "ours" minus "ours C++" measure the call overhead
   OpenFST exact C++ (libfst-dev): lazy ComposeFst(lattice, LM) with a PhiMatcher (failure
                 arcs: exact Katz backoff) + ShortestPath(nshortest=p)   [bench/openfst/lmfst.cc]
   pynini eps    pynini.compose(lattice, LM with epsilon backoff) + shortestpath(nshortest=p,
@@ -96,8 +102,9 @@ def median_seconds(call, repeats: int) -> float:
 
 
 class OurEngines:
-    """draftlattice.rescore (public API) and the private _core.rescore (the same C++ search
-    without the wrapper's argument checks and result object), on lattices built before timing."""
+    """draftlattice.rescore (public API), the private _core.rescore (the same C++ search without
+    the wrapper's argument checks and result object), and that search timed inside C++
+    (_core.rescore_seconds, the measure OpenFST's server uses), on lattices built before timing."""
 
     def __init__(self, dl, lm, alpha: float):
         from draftlattice import _core
@@ -105,7 +112,7 @@ class OurEngines:
         self.dl, self.lm, self.alpha, self.core = dl, lm, alpha, _core
 
     def run(self, lat: ref.Lattices, i: int, p: int, repeats: int):
-        """(public seconds, _core seconds, [p, h] tokens, [p] scores) for lattice i."""
+        """(public seconds, _core seconds, C++ seconds, [p, h] tokens, [p] scores) for lattice i."""
         dl, lm, alpha = self.dl, self.lm, self.alpha
         lattice = dl.Lattice.from_topk(lat.tokens[i], lat.logprobs[i])
         context = lat.context(i)
@@ -113,7 +120,8 @@ class OurEngines:
         out = dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=False)
         public = median_seconds(lambda: dl.rescore(lattice, lm, p=p, alpha=alpha, context=context, bos=False), repeats)
         core = median_seconds(lambda: self.core.rescore(lattice._core, lm, p, alpha, core_context, False), repeats)
-        return public, core, np.asarray(out.tokens), np.asarray(out.scores)
+        cxx = self.core.rescore_seconds(lattice._core, lm, p, alpha, core_context, False, repeats)
+        return public, core, cxx, np.asarray(out.tokens), np.asarray(out.scores)
 
 
 def _unpack(out):
@@ -222,7 +230,7 @@ def main() -> int:
 
     header = (
         f"{'kind':<9} {'h':>2} {'k':>2} {'p':>2} | {'ours ms':>8} {'OpenFST ms':>10} {'ratio':>6} "
-        f"{'_core ms':>8} "
+        f"{'_core ms':>8} {'C++ ms':>8} {'C++ ratio':>9} "
         f"| {'pynini-eps ms':>13} {'eps best differs':>16} | {'ours == exact':>13} | {'states':>6}"
     )
     rows = []
@@ -233,7 +241,7 @@ def main() -> int:
         lat = sets[kind, h, k]
         # Lattice by lattice: OpenFST, ours, pynini on lattice i, then lattice i + 1, so that a
         # shared machine's load hits every engine alike.
-        ex_sec, ours_sec, core_sec, eps_sec = (np.full(lat.n, np.nan) for _ in range(4))
+        ex_sec, ours_sec, core_sec, cxx_sec, eps_sec = (np.full(lat.n, np.nan) for _ in range(5))
         ex_states = np.zeros(lat.n)
         equal_count, differs_count = 0, 0
         for i in range(lat.n):
@@ -241,7 +249,7 @@ def main() -> int:
             ex = server.run(one, p)
             ex_sec[i], ex_states[i] = ex.seconds[0], ex.composed_states[0]
             if ours is not None:
-                ours_sec[i], core_sec[i], tok, sco = ours.run(lat, i, p, repeats)
+                ours_sec[i], core_sec[i], cxx_sec[i], tok, sco = ours.run(lat, i, p, repeats)
                 m = len(sco)
                 got_tokens, got_scores = np.full((p, h), -1), np.full(p, np.nan)
                 got_tokens[:m], got_scores[:m] = tok, sco
@@ -251,12 +259,14 @@ def main() -> int:
                 eps_sec[i] = er.seconds[0]
                 differs_count += eps_best_differs(maker, lat, i, er.tokens[0, 0], ex, args.alpha)
         ex_ms = 1e3 * float(np.median(ex_sec))
-        ours_ms = core_ms = ratio = None
+        ours_ms = core_ms = cxx_ms = ratio = cxx_ratio = None
         equal = "n/a"
         if ours is not None:
             ours_ms = 1e3 * float(np.median(ours_sec))
             core_ms = 1e3 * float(np.median(core_sec))
+            cxx_ms = 1e3 * float(np.median(cxx_sec))
             ratio = ex_ms / ours_ms
+            cxx_ratio = ex_ms / cxx_ms
             equal = f"{equal_count}/{lat.n}"
         eps_ms = differs = None
         if eps is not None:
@@ -269,6 +279,8 @@ def main() -> int:
             p=p,
             ours_ms=ours_ms,
             core_ms=core_ms,
+            cxx_ms=cxx_ms,
+            cxx_ratio=cxx_ratio,
             exact_ms=ex_ms,
             ratio=ratio,
             eps_ms=eps_ms,
@@ -316,7 +328,8 @@ def format_row(r) -> str:
     return (
         f"{r['kind']:<9} {r['h']:>2} {r['k']:>2} {r['p']:>2} | {f(r['ours_ms'], '8.3f'):>8} "
         f"{r['exact_ms']:>10.3f} {f(r['ratio'], '5.1f') + 'x' if r['ratio'] else 'n/a':>6} "
-        f"{f(r['core_ms'], '8.3f'):>8} | "
+        f"{f(r['core_ms'], '8.3f'):>8} {f(r['cxx_ms'], '8.3f'):>8} "
+        f"{f(r['cxx_ratio'], '5.1f') + 'x' if r['cxx_ratio'] else 'n/a':>9} | "
         f"{f(r['eps_ms'], '13.3f'):>13} {f(r['eps_differs_pct'], '15.1f') + '%' if r['eps_differs_pct'] is not None else 'n/a':>16} | "
         f"{r['equal']:>13} | {r['composed_states']:>6.0f}"
     )

@@ -301,3 +301,24 @@ def test_bad_states_raise(random_models, tmp_path):
         lm.advance(foreign, [1])
     with pytest.raises(TypeError, match="contexts must be a sequence"):
         dl.rescore_batch([lattice], lm, contexts=5)
+
+
+def test_rescore_seconds_validates_like_rescore(random_models):
+    """The benchmark's C++-timed search (_core.rescore_seconds) takes rescore's arguments and
+    refuses what rescore refuses, plus repeats < 1."""
+    from draftlattice import _core
+
+    lm, _ = random_models[0]
+    lattice = random_lattice(random.Random(1), 3, 2, n_tokens=6)
+    seconds = _core.rescore_seconds(lattice._core, lm, 2, 1.0, [1, 2], True, 3)
+    assert 0 < seconds < 1
+    state = lm.start([1, 2], bos=True)
+    assert 0 < _core.rescore_seconds(lattice._core, lm, 1, 0.5, state, False, 1) < 1
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        _core.rescore_seconds(lattice._core, lm, 1, 1.0, [], False, 0)
+    with pytest.raises(ValueError, match="p must be >= 1"):
+        _core.rescore_seconds(lattice._core, lm, 0, 1.0, [], False, 1)
+    with pytest.raises(ValueError, match="-2"):
+        _core.rescore_seconds(lattice._core, lm, 1, 1.0, [1, -2], False, 1)
+    with pytest.raises(ValueError, match="bos=True"):
+        _core.rescore_seconds(lattice._core, lm, 1, 1.0, state, True, 1)

@@ -5,6 +5,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
 #include "batch.h"
 #include "bindings/convert.h"
 #include "bindings/rescore_args.h"
@@ -82,6 +86,36 @@ py::tuple RescoreStats(const py::object& lattice_obj, const py::object& lm_obj, 
   return py::make_tuple(d.nodes, d.arcs_scored, d.pops);
 }
 
+// Median seconds of `repeats` searches of one lattice, timed inside C++ after one untimed run,
+// from the LM state after the context (walked once, untimed). This is the work that
+// bench/openfst/lmfst.cc times for OpenFST (composition + shortest paths on a built lattice from a
+// start state), so the two can be compared without either side's call overhead.
+double RescoreSeconds(const py::object& lattice_obj, const py::object& lm_obj, const py::object& p,
+                      const py::object& alpha, const py::object& context, bool bos, int repeats) {
+  const Lattice& lattice = Bound<Lattice>(lattice_obj, "lattice", "draftlattice.Lattice");
+  const TokenLm& lm = LmArg(lm_obj);
+  const RescoreOptions options = Options(p, alpha, bos);
+  if (repeats < 1) throw InvalidArgument(Message("repeats must be >= 1, got ", repeats));
+  Start start = StartArg(context, bos);
+  std::vector<double> runs;
+  {
+    py::gil_scoped_release release;
+    if (!start.has_state) {
+      lm.CheckTokens(start.context.data(), start.context.size(), "context");
+      start.state = lm.Start(start.context.data(), start.context.size(), bos);
+      start.has_state = true;
+    }
+    Best(lattice, lm, start, options);
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Best(lattice, lm, start, options);
+      runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::nth_element(runs.begin(), runs.begin() + repeats / 2, runs.end());
+  return runs[repeats / 2];
+}
+
 }  // namespace
 
 void BindRescore(py::module_& m) {
@@ -98,6 +132,11 @@ void BindRescore(py::module_& m) {
   m.def("rescore_stats", &RescoreStats,
         "Work counters of one rescore call: (nodes, arcs_scored, heap_pops).", py::arg("lattice"),
         py::arg("lm"), py::arg("p"), py::arg("alpha"), py::arg("context"), py::arg("bos"));
+  m.def("rescore_seconds", &RescoreSeconds,
+        "Median seconds of `repeats` rescore searches timed inside C++ (no call overhead; the "
+        "context's LM state is walked once, untimed). For benchmarks.",
+        py::arg("lattice"), py::arg("lm"), py::arg("p"), py::arg("alpha"), py::arg("context"),
+        py::arg("bos"), py::arg("repeats"));
 }
 
 }  // namespace dl::bindings

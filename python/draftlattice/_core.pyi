@@ -130,6 +130,9 @@ def draft_from_topk(
 def rescore_stats(
     lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool
 ) -> tuple[int, int, int]: ...
+def rescore_seconds(
+    lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool, repeats: int
+) -> float: ...
 def rescore_batch(
     lattices: Sequence[Lattice],
     lm: NgramLM,
