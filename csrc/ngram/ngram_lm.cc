@@ -125,8 +125,32 @@ float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_
 
 void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln,
                          float* probs_ln, LmState* outs) const {
+  static_assert(kMaxOrder == 8, "one case per state length 0..kMaxOrder-1");
+  switch (in.length) {
+    case 0:
+      return ScoreBatchOf<0>(in, words, n, oov_ln, probs_ln, outs);
+    case 1:
+      return ScoreBatchOf<1>(in, words, n, oov_ln, probs_ln, outs);
+    case 2:
+      return ScoreBatchOf<2>(in, words, n, oov_ln, probs_ln, outs);
+    case 3:
+      return ScoreBatchOf<3>(in, words, n, oov_ln, probs_ln, outs);
+    case 4:
+      return ScoreBatchOf<4>(in, words, n, oov_ln, probs_ln, outs);
+    case 5:
+      return ScoreBatchOf<5>(in, words, n, oov_ln, probs_ln, outs);
+    case 6:
+      return ScoreBatchOf<6>(in, words, n, oov_ln, probs_ln, outs);
+    default:
+      return ScoreBatchOf<7>(in, words, n, oov_ln, probs_ln, outs);
+  }
+}
+
+template <int kLength>
+void NgramLM::ScoreBatchOf(const LmState& in, const WordIndex* words, int n, float oov_ln,
+                           float* probs_ln, LmState* outs) const {
   constexpr int kChunk = 32;
-  const int length = in.length;
+  constexpr int length = kLength;
   uint64_t keys[kChunk];
   const Entry* found[kChunk][kMaxOrder];
   int live[kChunk], maybe[kChunk];
@@ -179,7 +203,7 @@ void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float
         outs[base + r] = LmState{};
         probs_ln[base + r] = oov_ln;
       } else {
-        probs_ln[base + r] = Resolve(in, w[r], found[r], &outs[base + r]);
+        probs_ln[base + r] = Resolve<kLength>(in, w[r], found[r], &outs[base + r]);
       }
     }
   }
@@ -274,12 +298,13 @@ void NgramLM::BoundsAfter(const WordIndex* prev, int rows, const WordIndex* word
   }
 }
 
+template <int kLength>
 float NgramLM::Resolve(const LmState& in, WordIndex word, const Entry* const* found,
                        LmState* out) const {
   const Entry& unigram = unigrams_[word];
   float prob = unigram.prob_ln;
   int match = 0;
-  const int length = in.length;
+  constexpr int length = kLength;
   const int max_state = order_ - 1;
   int next_length = (max_state > 0 && unigram.context()) ? 1 : 0;
   for (int j = 1; j <= length; ++j) {

@@ -154,7 +154,14 @@ class NgramLM {
 
  private:
   void Finish();  // builds the word index, special words and the begin state
+  // ScoreBatch for states of kLength words: every loop over the state's words has a constant
+  // trip count, so it unrolls (the search's per-arc cost is mostly instructions once the LM's
+  // lines are in cache).
+  template <int kLength>
+  void ScoreBatchOf(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
+                    LmState* outs) const;
   // Resolves one word from the entries found at each suffix length (nullptr = absent).
+  template <int kLength>
   float Resolve(const LmState& in, WordIndex word, const ngram::Entry* const* found,
                 LmState* out) const;
   // `bound` rounded up to a float with a margin: Score sums the terms of a bound in float, which
