@@ -254,6 +254,7 @@ class Image {
     auto copy = std::make_shared<Copy>();
     copy->words.reset(new uint64_t[(size_ + 7) / 8]);
     char* out = reinterpret_cast<char*>(copy->words.get());
+    ngram::AdviseHugePages(out, size_);
     uint64_t got = 0;
     while (got < size_) {
       const ssize_t n = pread(fd, out + got, size_ - got, static_cast<off_t>(got));
