@@ -125,25 +125,9 @@ float NgramLM::Score(const LmState& in, WordIndex word, LmState* out, float oov_
 
 void NgramLM::ScoreBatch(const LmState& in, const WordIndex* words, int n, float oov_ln,
                          float* probs_ln, LmState* outs) const {
-  static_assert(kMaxOrder == 8, "one case per state length 0..kMaxOrder-1");
-  switch (in.length) {
-    case 0:
-      return ScoreBatchOf<0>(in, words, n, oov_ln, probs_ln, outs);
-    case 1:
-      return ScoreBatchOf<1>(in, words, n, oov_ln, probs_ln, outs);
-    case 2:
-      return ScoreBatchOf<2>(in, words, n, oov_ln, probs_ln, outs);
-    case 3:
-      return ScoreBatchOf<3>(in, words, n, oov_ln, probs_ln, outs);
-    case 4:
-      return ScoreBatchOf<4>(in, words, n, oov_ln, probs_ln, outs);
-    case 5:
-      return ScoreBatchOf<5>(in, words, n, oov_ln, probs_ln, outs);
-    case 6:
-      return ScoreBatchOf<6>(in, words, n, oov_ln, probs_ln, outs);
-    default:
-      return ScoreBatchOf<7>(in, words, n, oov_ln, probs_ln, outs);
-  }
+  // One specialization per state length 0..kMaxOrder-1 (CheckState bounds the length).
+  static constexpr auto kByLength = ScoreBatchTable(std::make_index_sequence<kMaxOrder>());
+  (this->*kByLength[in.length])(in, words, n, oov_ln, probs_ln, outs);
 }
 
 template <int kLength>

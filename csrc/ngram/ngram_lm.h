@@ -24,11 +24,13 @@
 // same views.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ngram/hash_table.h"
@@ -160,6 +162,13 @@ class NgramLM {
   template <int kLength>
   void ScoreBatchOf(const LmState& in, const WordIndex* words, int n, float oov_ln, float* probs_ln,
                     LmState* outs) const;
+  using ScoreBatchFn = void (NgramLM::*)(const LmState&, const WordIndex*, int, float, float*,
+                                         LmState*) const;
+  template <size_t... L>
+  static constexpr std::array<ScoreBatchFn, sizeof...(L)> ScoreBatchTable(
+      std::index_sequence<L...>) {
+    return {&NgramLM::ScoreBatchOf<static_cast<int>(L)>...};
+  }
   // Resolves one word from the entries found at each suffix length (nullptr = absent).
   template <int kLength>
   float Resolve(const LmState& in, WordIndex word, const ngram::Entry* const* found,
