@@ -31,6 +31,7 @@
 // open-addressing table keyed by (layer, state): one LM Score plus ~1 probe per scored arc.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory_resource>
@@ -184,7 +185,10 @@ class ComposedLattice {
     layer_of_.push_back(t);
     states_.push_back(state);
     hashes_.push_back(hash);
-    arcs_.resize(arcs_.size() + lattice_.k);  // final nodes keep unused arcs: ids stay aligned
+    // Arcs [id * k, (id + 1) * k), unscored (final nodes keep theirs unused: ids stay aligned).
+    // Grown in doubling steps, not by k per node: a resize is an out-of-line call.
+    const size_t arcs_needed = (static_cast<size_t>(id) + 1) * lattice_.k;
+    if (arcs_.size() < arcs_needed) arcs_.resize(std::max(arcs_needed, 2 * arcs_.size()));
     if (2 * layer_of_.size() > slots_.size()) {
       slots_.assign(slots_.size() * 2, -1);  // rehash everything, the new node included
       mask = slots_.size() - 1;
@@ -208,7 +212,7 @@ class ComposedLattice {
   ScratchVector<LmState> states_;
   ScratchVector<uint64_t> hashes_;
   ScratchVector<int32_t> slots_;  // open addressing, power-of-two size, -1 = empty
-  ScratchVector<Arc> arcs_;       // [num_nodes * k]
+  ScratchVector<Arc> arcs_;       // [>= num_nodes * k]
   ScratchVector<int32_t> pending_ranks_, pending_tokens_;  // ScoreArcs scratch
   ScratchVector<float> pending_ln_;
   ScratchVector<LmState> pending_states_;
