@@ -65,6 +65,22 @@ def test_proposals_equal_rescoring_the_whole_context(tmp_path):
                 context = [rng.randrange(7) for _ in range(rng.randint(0, 6))]
 
 
+def test_proposals_take_logits_of_any_float_dtype_layout_and_grad(tmp_path):
+    """The plain float32 view and to_numpy's general path (grad, other dtypes, strides) agree."""
+    lm = _models(tmp_path)[2]
+    generator = torch.Generator().manual_seed(3)
+    base = torch.randn(3, 9, generator=generator)
+    want = LatticeDrafter(lm, k=3, p=3, alpha=0.5).propose(base, [1, 2]).tokens
+    every_other = torch.zeros(3, 18)[:, ::2]  # [3, 9] with a column stride of 2
+    every_other.copy_(base)
+    for logits in (base.clone().requires_grad_(True), base.double(), every_other, base.T.contiguous().T):
+        got = LatticeDrafter(lm, k=3, p=3, alpha=0.5).propose(logits, [1, 2]).tokens
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    halves = base.bfloat16()
+    want_half = LatticeDrafter(lm, k=3, p=3, alpha=0.5).propose(halves.float(), [1, 2]).tokens
+    torch.testing.assert_close(LatticeDrafter(lm, k=3, p=3, alpha=0.5).propose(halves, [1, 2]).tokens, want_half)
+
+
 def test_proposals_name_bad_logits_and_keep_the_committed_state(tmp_path):
     lm = _models(tmp_path)[3]
     drafter = LatticeDrafter(lm, k=3, p=2, alpha=0.5)

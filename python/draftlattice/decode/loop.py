@@ -119,11 +119,12 @@ class BlockwiseDecoder:
 
         context = list(prompt)
         new: list[int] = []
+        device = prompt_ids.device  # the target's, asked once: a module's device costs microseconds
         while len(new) + 1 < max_new_tokens and pending != eos_token_id:
             g = min(self.h - 1, max_new_tokens - len(new) - 2)
             context.append(pending)
             start = time.perf_counter()
-            drafts = self._draft(heads[1 : 1 + g], context, generator)
+            drafts = self._draft(heads[1 : 1 + g], context, generator, device)
             stats.drafting_seconds += time.perf_counter() - start
 
             start = time.perf_counter()
@@ -155,17 +156,16 @@ class BlockwiseDecoder:
         seen = seen_tokens(prompt, self.vocab_size, device=head1_logits.device)
         return int(sample_categorical(self.sampling.distribution(head1_logits.float(), seen), generator))
 
-    def _draft(self, head_logits: torch.Tensor, context: list[int], generator) -> Drafts:
-        """The drafter's drafts, on the target's device (drafters backed by the C++ core return
+    def _draft(self, head_logits: torch.Tensor, context: list[int], generator, device: torch.device) -> Drafts:
+        """The drafter's drafts, on the target's ``device`` (drafters backed by the C++ core return
         host tensors)."""
         if head_logits.shape[0] == 0:
-            return empty_drafts(self.vocab_size, self.sampling is not None, head_logits.device)
+            return empty_drafts(self.vocab_size, self.sampling is not None, device)
         if self.sampling is None:
             drafts = self.drafter.propose(head_logits, context)
             _check_drafts(drafts, head_logits.shape[0])
         else:
             drafts = draft_for_sampling(self.drafter, self.verifier, head_logits, context, self.sampling, generator)
-        device = self.model.device
         if drafts.tokens.device == device and (drafts.q is None or drafts.q.device == device):
             return drafts
         return Drafts(drafts.tokens.to(device), None if drafts.q is None else drafts.q.to(device))
