@@ -101,6 +101,22 @@ def test_suffix_closed_models_with_positive_backoffs_equal_brute_force(tmp_path)
     assert cases == 8 * 12
 
 
+def test_wide_lattices_equal_brute_force(tmp_path):
+    """k > 8, where the beam expands only each node's arcs of highest bound gain (nbest.h): the
+    lower bound it finds, and for p > 1 its subgraph's, must stay real drafts' totals."""
+    rng = random.Random(61)
+    cases = 0
+    for seed in range(8):
+        order = 2 + seed % 4
+        path = tmp_path / f"wide{seed}.arpa"
+        random_arpa(path, order, seed=700 + seed, n_words=24, consistent=seed % 2 == 0, with_unk=seed % 3 == 0)
+        if seed % 4 == 1:
+            rewrite_backoffs(path, 7000 + seed, -1.0, 1.0)
+        lm, reference = dl.NgramLM(path, oov_logprob=-7.5), BruteForceLM(path, oov_ln=-7.5)
+        cases += check_random_lattices(rng, lm, reference, 6, (2, 3), (9, 20), 26, 4, [0.5, 1.0, 2.5], 60)
+    assert cases == 8 * 6
+
+
 def test_skewed_models_with_blank_bigrams_equal_brute_force(tmp_path):
     """Exactness where a too tight pair bound would prune the best drafts (a pair bound from the
     bigram alone, or one that forgets the backoff path of a blank bigram, fails here)."""
