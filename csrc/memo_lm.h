@@ -83,8 +83,9 @@ class MemoLm {
       float* row = out + static_cast<size_t>(r) * n;
       int m = 0;
       for (int j = 0; j < n; ++j) {
-        const LmMemo::PairSlot& slot = memo_.Pair(LmMemo::PairKey(prev_tokens[r], tokens[j]));
-        if (slot.key == LmMemo::PairKey(prev_tokens[r], tokens[j])) {
+        const uint64_t key = LmMemo::PairKey(prev_tokens[r], tokens[j]);
+        const LmMemo::PairSlot& slot = memo_.Pair(key);
+        if (slot.key == key) {
           row[j] = slot.bound;
         } else {
           misses_[m] = j;

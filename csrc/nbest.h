@@ -224,9 +224,9 @@ double BeamLowerBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, doubl
   ScratchVector<Candidate> beam(1, {0.0, 0.0, graph.root(), -1}, memory), next(memory);
   ScratchVector<double> best(memory);  // per node id: best value this layer
   ScratchVector<double> finals(memory);
-  next.reserve(static_cast<size_t>(width) * k);  // no regrowth inside the loop
-  finals.reserve(static_cast<size_t>(width) * k);
-  best.reserve(1 + static_cast<size_t>(h) * k * width);
+  next.reserve(static_cast<size_t>(width) * m);  // no regrowth inside the loop
+  finals.reserve(static_cast<size_t>(width) * m);
+  best.reserve(1 + static_cast<size_t>(h) * m * width);
   for (int t = 0; t < h; ++t) {
     next.clear();
     for (const Candidate& c : beam) {
