@@ -29,8 +29,10 @@ struct Lattice {
 
   // What FromLogits stores as a candidate's score: its log-softmax, or (logit - max) / T, the
   // log-softmax plus a constant per head. Every draft's total then moves by the same sum, so the
-  // p best drafts are the same, and the normalizer's pass over the vocabulary is saved (about
-  // half of the time at V = 4096; the decoder's greedy drafting step uses it).
+  // p best drafts are the same up to the float rounding of the stored scores (two drafts whose
+  // totals differ by less than that may trade places; tools/fuzz found such near-ties), and the
+  // normalizer's pass over the vocabulary is saved (about half of the time at V = 4096; the
+  // decoder's greedy drafting step uses it).
   enum class Scores { kLogSoftmax, kShiftedLogits };
 
   // logits: [h, vocab] row-major float32. Throws on h < 1, vocab < 1, k < 1, k > vocab,

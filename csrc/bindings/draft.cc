@@ -66,8 +66,8 @@ py::tuple DraftFromLogits(const py::object& logits_obj, const py::object& k,
   // Built with the GIL held, straight from the caller's array: no other Python thread can write
   // it meanwhile, and the copy Lattice.from_logits makes to release the GIL (112 KB per step at
   // V = 4096) costs more than the lattice's share of the GIL-free time would give back.
-  // Shifted logits, not log-softmax: the same p best drafts (lattice.h), without the pass that
-  // sums exp over the vocabulary.
+  // Shifted logits, not log-softmax: the same p best drafts up to near-ties (lattice.h), without
+  // the pass that sums exp over the vocabulary.
   const Lattice lattice =
       Lattice::FromLogits(logits.data(), g, vocab, top, t, Lattice::Scores::kShiftedLogits);
   std::pair<std::vector<int64_t>, LmState> out;

@@ -77,8 +77,9 @@ class LatticeDrafter:
 
     def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
         # One core call advances the committed state, builds the lattice and rescores it: equal to
-        # rescore(self.lattice(head_logits), ..., self.committed.after(context)), with fewer
-        # crossings (each costs tens of microseconds right after the target's forward pass).
+        # rescore(self.lattice(head_logits), ..., self.committed.after(context)) up to drafts whose
+        # totals tie within float rounding (csrc/lattice.h), with fewer crossings (each costs tens
+        # of microseconds right after the target's forward pass).
         check_head_logits(head_logits)
         k = min(self.k, head_logits.shape[1])
         state, new = self.committed.pending(context)
