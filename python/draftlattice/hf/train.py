@@ -4,28 +4,38 @@ Head ``j`` (2..h) at position ``t`` learns token ``t + j`` by cross-entropy thro
 own (frozen) output projection, from the base model's final hidden state (computed without
 gradients: one frozen forward per batch, all heads trained together). Targets:
 
+* a distilled corpus (:func:`draftlattice.hf.distill.distill`, the way to train heads worth
+  shipping): the model's own continuations of many prompts, learnt from each prompt's last
+  position on, which is where decoding drafts;
 * ``"data"``: the corpus' own next-j tokens.
 * ``"greedy"`` (self-distillation): the base model's greedy continuation of each chunk's first
   ``prompt_len`` tokens; the heads then learn what greedy decoding will verify, which is what
   acceptance depends on. ``"sampled"``: its sampled continuation (the model's own
   generation config: temperature, top-k ...), for heads used with ``do_sample=True``.
 
-Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format plus
-``trainer_state.pt`` (step, optimizer, RNG); a later call with ``resume=True`` continues there.
+The heads train in float32 (master weights) under bf16 autocast; the frozen trunk runs in its
+own dtype (bf16 is fast on AMX CPUs and GPUs). The loss never forms [B, T, V] logits
+(:mod:`.head_loss`). Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format
+plus ``trainer_state.pt`` (step, optimizer, schedule, data order); a later call with
+``resume=True`` continues there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import math
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from .batches import ChunkBatches, RecordBatches
+from .distill import DistilledCorpus
+from .head_loss import chunked_linear_ce
 from .heads import DraftHeads, output_embeddings
 
 logger = logging.getLogger(__name__)
@@ -77,23 +87,29 @@ def corpus_ids(data, model, tokenizer=None) -> Tensor:
     return torch.tensor(ids, dtype=torch.int64)
 
 
-def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor) -> tuple[Tensor, list[float]]:
+def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor, valid: Tensor | None = None,
+                chunk: int = 1024) -> tuple[Tensor, list[float]]:
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
     ``z [B, T, d]`` hidden states of ``targets [B, T]``; head j at position t predicts
-    ``targets[:, t + j]``.
+    ``targets[:, t + j]`` where ``valid[:, t + j]`` (default: everywhere). The logits go through
+    :func:`chunked_linear_ce`, so no [B, T, V] tensor is formed.
     """
-    lm_head = output_embeddings(model)
+    weight = output_embeddings(model).weight
     losses, accuracies = [], []
     T = targets.shape[1]
     for i, head in enumerate(heads.heads):
         j = i + 2
         if T <= j:
             break
-        logits = lm_head(head(z[:, : T - j])).float()
-        gold = targets[:, j:]
-        losses.append(nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1)))
-        accuracies.append(float((logits.detach().argmax(-1) == gold).float().mean()))
+        # Target t + j valid, and position t at or after the prompt's last token (where drafting starts).
+        keep = (valid[:, j:] & valid[:, 1 : T - j + 1]) if valid is not None else torch.ones_like(targets[:, j:], dtype=torch.bool)
+        if not bool(keep.any()):
+            continue
+        states = head(z[:, : T - j][keep])
+        loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk)
+        losses.append(loss)
+        accuracies.append(top1)
     if not losses:
         raise ValueError(f"sequences of {T} tokens are too short for heads up to {heads.horizon}")
     return torch.stack(losses).mean(), accuracies
@@ -134,17 +150,31 @@ def train_heads(
     resume: bool = True,
     seed: int = 0,
     progress: bool | None = None,
+    batch_tokens: int | None = None,
+    warmup: int = 0,
+    log_every: int = 50,
+    time_budget: float | None = None,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
     Args:
-        model: a transformers causal LM (its device is used; bf16 autocast on CUDA).
-        data: text file(s) (with ``tokenizer``, default the model's folder) or token ids.
-        heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon)``,
-            or the checkpoint in ``output_dir`` when ``resume``).
-        targets: ``"data"`` (next-j corpus tokens), ``"greedy"`` or ``"sampled"`` (self-distillation).
+        model: a transformers causal LM (its device is used; bf16 autocast on CUDA and CPU).
+        data: a distilled corpus (a :class:`DistilledCorpus` or its folder: the heads learn the
+            model's own continuations, from the prompt's last position on), text file(s) (with
+            ``tokenizer``, default the model's folder) or token ids.
+        heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon)``
+            in float32, or the checkpoint in ``output_dir`` when ``resume``).
+        targets: for text and ids, ``"data"`` (next-j corpus tokens), ``"greedy"`` or
+            ``"sampled"`` (the model's continuation of each chunk's first ``prompt_len`` tokens).
+        batch_size, seq_len: text and ids are cut into chunks of ``seq_len``, ``batch_size`` a step.
+        batch_tokens: for a distilled corpus, tokens per step (default batch_size * seq_len);
+            records longer than ``seq_len`` keep their first ``seq_len`` tokens.
+        warmup: steps of linear learning-rate warm-up; the rate then decays (cosine) to lr / 10.
+        time_budget: seconds of training for this call: after 10 timed steps, ``steps`` is cut
+            to what fits (the schedule follows), so a run on unknown hardware ends on time.
         output_dir: where checkpoints and the final heads go (None: nothing written).
-        progress: tqdm bar with loss and per-head accuracy (default: on a terminal).
+        progress: tqdm bar with loss and per-head accuracy (default: on a terminal); every
+            ``log_every`` steps a log line gives the step, loss, accuracies, tokens/s and ETA.
 
     Returns:
         :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
@@ -154,13 +184,20 @@ def train_heads(
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if targets != "data" and not 0 < prompt_len < seq_len:
-        raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
     lm_head = output_embeddings(model)
     device = lm_head.weight.device
-    ids = corpus_ids(data, model, tokenizer)
-    if ids.numel() <= seq_len:
-        raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+    corpus = _as_corpus(data)
+    if corpus is not None:
+        if targets != "data":
+            raise ValueError("a distilled corpus already holds the model's own continuations: use targets='data'")
+        batches = RecordBatches(corpus, batch_tokens or batch_size * seq_len, seq_len, seed)
+    else:
+        if targets != "data" and not 0 < prompt_len < seq_len:
+            raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
+        ids = corpus_ids(data, model, tokenizer)
+        if ids.numel() <= seq_len:
+            raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
+        batches = ChunkBatches(ids, batch_size, seq_len, seed)
     out = Path(output_dir) if output_dir is not None else None
     state_path = out / STATE_NAME if out is not None else None
     start_step = 0
@@ -172,17 +209,21 @@ def train_heads(
         logger.info("resuming from %s at step %d", out, start_step)
     elif heads is None:
         heads = DraftHeads.for_model(model, horizon=horizon, head_hidden=head_hidden)
+    heads = heads.to(device=device, dtype=torch.float32)  # fp32 master weights; bf16 compute
     for p in model.parameters():
         p.requires_grad_(False)
     model.eval()
     heads.train()
     optimizer = torch.optim.AdamW(heads.parameters(), lr=lr, weight_decay=weight_decay)
-    generator = torch.Generator().manual_seed(seed)
+    plan = {"steps": steps}  # the schedule reads it; a time budget may lower it
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, warmup, plan["steps"]))
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
+        schedule.load_state_dict(state.get("schedule", {"last_epoch": start_step}))
+        batches.set_state(state["batches"]) if "batches" in state else batches.skip(start_step)
     result = TrainResult(heads, start_step)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+    chunk = 8192 if device.type == "cuda" else 1024  # positions whose [chunk, V] logits exist at once
     from tqdm.auto import tqdm
 
     bar = tqdm(
@@ -192,42 +233,81 @@ def train_heads(
         desc="train-heads",
         disable=not (progress if progress is not None else sys.stderr.isatty()),
     )
+    started, tokens_seen = time.monotonic(), 0
     for step in bar:
-        starts = torch.randint(0, ids.numel() - seq_len, (batch_size,), generator=generator)
-        chunks = torch.stack([ids[s : s + seq_len] for s in starts.tolist()]).to(device)
+        if step >= plan["steps"]:
+            break
+        if time_budget is not None and step == start_step + 10:
+            per_step = (time.monotonic() - started) / 10
+            plan["steps"] = min(steps, step + max(1, int((time_budget - 10 * per_step) / per_step)))
+            logger.info("time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"])
+        chunks, valid = batches.next()
+        chunks, valid = chunks.to(device), valid.to(device)
         with torch.no_grad(), autocast:
             if targets != "data":
                 chunks = _own_continuations(model, chunks, prompt_len, sample=targets == "sampled")
+                valid = torch.zeros_like(valid)
+                valid[:, prompt_len:] = True
             z = model.base_model(input_ids=chunks).last_hidden_state
         with autocast:
-            loss, accuracies = head_losses(heads, model, z.detach(), chunks)
+            loss, accuracies = head_losses(heads, model, z.detach(), chunks, valid, chunk=chunk)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        schedule.step()
+        tokens_seen += chunks.numel()
         loss_value = float(loss.detach())
         result.losses.append(loss_value)
         result.accuracies.append(accuracies)
         result.steps = step + 1
         bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
-        if (step + 1) % 50 == 0:  # for logs, where the bar is off
+        if (step + 1) % log_every == 0 or step + 1 == plan["steps"]:  # for logs, where the bar is off
+            elapsed = time.monotonic() - started
             logger.info(
-                "step %d/%d loss %.4f top-1 accuracy per head %s",
+                "step %d/%d loss %.4f top-1 per head %s | %.0f tokens/s, ETA %s",
                 step + 1,
-                steps,
+                plan["steps"],
                 loss_value,
                 " ".join(f"{a:.3f}" for a in accuracies),
+                tokens_seen / max(elapsed, 1e-9),
+                _duration(elapsed / (step + 1 - start_step) * (plan["steps"] - step - 1)),
             )
-        if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
-            _checkpoint(heads, optimizer, generator, step + 1, out)
+        if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < plan["steps"]:
+            _checkpoint(heads, optimizer, schedule, batches, step + 1, out)
     heads.eval()
     if out is not None:
-        _checkpoint(heads, optimizer, generator, result.steps, out)
+        _checkpoint(heads, optimizer, schedule, batches, result.steps, out)
     return result
 
 
-def _checkpoint(heads: DraftHeads, optimizer, generator, step: int, out: Path) -> None:
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _lr_factor(step: int, warmup: int, steps: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _as_corpus(data) -> DistilledCorpus | None:
+    if isinstance(data, DistilledCorpus):
+        return data
+    if isinstance(data, (str, os.PathLike)) and Path(data).is_dir():
+        return DistilledCorpus.load(data)
+    return None
+
+
+def _checkpoint(heads: DraftHeads, optimizer, schedule, batches, step: int, out: Path) -> None:
     heads.save_pretrained(out)
-    state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state()}
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "schedule": schedule.state_dict(),
+        "batches": batches.state(),
+    }
     tmp = out / (STATE_NAME + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, out / STATE_NAME)

@@ -1,0 +1,166 @@
+"""Recipe: draft heads for SmolLM2-135M-Instruct by self-distillation (resumable, CPU or CUDA).
+
+    python lm_models/recipe/smollm2_heads.py --work build/smollm2-heads [--out lm_models/smollm2]
+
+Stages, each skipped when its output is complete (rerun the same command to resume):
+
+1. the model: the fetched default (``draftlattice model fetch``) or ``--model DIR``;
+2. prompts: ``--prompts`` chat questions and text openings drawn from the enwiki sample
+   (``--prompts-file`` reads a JSON list of ``[kind, text]`` instead), and ``--heldout``
+   prompts from WikiText-2 raw *valid* (never seen in training);
+3. self-distillation: the model's greedy answers (``distill-greedy/``) and, with
+   ``--sampled-prompts``, its answers sampled at T = 1 (``distill-sampled/``);
+4. training (checkpointed every ``--checkpoint-every`` steps) of the greedy heads, and of the
+   sampling heads (initialised from the greedy ones) on the sampled data;
+5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
+   to ``--out`` as ``heads/`` and ``heads-sampled/``.
+
+Progress and ETAs go to stderr and ``WORK/recipe.log``. Uses CUDA when there is a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import lzma
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger("smollm2_heads")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", type=Path, required=True, help="working folder (data, checkpoints, log)")
+    p.add_argument("--out", type=Path, help="where to write heads/ and heads-sampled/ (bf16)")
+    p.add_argument("--model", type=Path, help="transformers folder (default: the fetched default model)")
+    p.add_argument("--data", type=Path, default=Path("../shared/data"), help="the shared data folder")
+    p.add_argument("--prompts-file", type=Path, help="JSON list of [kind, text] training prompts (.json or .json.xz)")
+    p.add_argument("--prompts", type=int, default=6000, help="greedy training prompts")
+    p.add_argument("--sampled-prompts", type=int, default=0, help="prompts answered by sampling at T = 1")
+    p.add_argument("--heldout", type=int, default=192, help="held-out prompts (WikiText-2 raw valid)")
+    p.add_argument("--max-new-tokens", type=int, default=192)
+    p.add_argument("--gen-batch", type=int, default=64, help="prompts per generate() call")
+    p.add_argument("--horizon", type=int, default=4)
+    p.add_argument("--head-hidden", type=int, default=1536)
+    p.add_argument("--steps", type=int, default=3000, help="training steps of the greedy heads")
+    p.add_argument("--sampled-steps", type=int, default=1000, help="further steps on sampled data")
+    p.add_argument("--batch-tokens", type=int, default=4096)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
+    p.add_argument("--distill-seconds", type=float, help="time budget of the distillation (rerun to continue)")
+    p.add_argument("--train-seconds", type=float, help="time budget of the greedy heads' training (the sampled heads: half)")
+    p.add_argument("--stop-after", choices=["distill", "train"], help="stop after this stage")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s: %(message)s",
+        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(args.work / "recipe.log")],
+    )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from draftlattice.hf.distill import DistilledCorpus, distill
+    from draftlattice.hf.fetch import fetch_default
+    from draftlattice.hf.head_accuracy import head_accuracy
+    from draftlattice.hf.heads import DraftHeads
+    from draftlattice.hf.prompts import Prompt, distillation_prompts
+    from draftlattice.hf.train import train_heads
+
+    folder = args.model or fetch_default()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to(device).eval()
+    logger.info("model %s on %s", folder, device)
+
+    if args.prompts_file:
+        opener = lzma.open if args.prompts_file.suffix == ".xz" else open
+        with opener(args.prompts_file, "rt", encoding="utf-8") as f:
+            pairs = json.load(f)
+        train_prompts = [Prompt(kind, text) for kind, text in pairs]
+    else:
+        enwiki = args.data / "enwiki-sample" / "enwiki-sample.txt.xz"
+        train_prompts = distillation_prompts(enwiki, args.prompts + args.sampled_prompts, seed=0)
+    greedy_prompts = train_prompts[: args.prompts]
+    sampled_prompts = train_prompts[args.prompts : args.prompts + args.sampled_prompts]
+    heldout_file = args.work / "heldout-prompts.json"
+    if heldout_file.is_file():
+        heldout = [Prompt(k, t) for k, t in json.loads(heldout_file.read_text())]
+    else:
+        heldout = distillation_prompts(args.data / "wikitext-2-raw" / "valid.txt", args.heldout, seed=2, chat_share=0.5)
+        heldout_file.write_text(json.dumps([[p.kind, p.text] for p in heldout]))
+
+    common = dict(batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, shard_size=args.gen_batch * 2)
+    started = time.monotonic()
+    budget = args.distill_seconds
+    share = args.prompts / max(1, args.prompts + args.sampled_prompts)
+    distill(model, tokenizer, heldout, args.work / "heldout-greedy", **common)
+    if sampled_prompts:
+        distill(model, tokenizer, heldout, args.work / "heldout-sampled", temperature=1.0, **common)
+    deadline = started + budget * share if budget else None
+    distill(model, tokenizer, greedy_prompts, args.work / "distill-greedy", deadline=deadline, **common)
+    if sampled_prompts:
+        deadline = started + budget if budget else None
+        distill(model, tokenizer, sampled_prompts, args.work / "distill-sampled", temperature=1.0, deadline=deadline, **common)
+    logger.info("distillation done in %.0f s", time.monotonic() - started)
+    if args.stop_after == "distill":
+        return 0
+
+    train = dict(
+        batch_tokens=args.batch_tokens,
+        seq_len=1024,
+        lr=args.lr,
+        checkpoint_every=args.checkpoint_every,
+        warmup=min(100, args.steps // 10),
+        log_every=25,
+        progress=False,
+        time_budget=args.train_seconds,
+    )
+    greedy = train_heads(
+        model,
+        args.work / "distill-greedy",
+        horizon=args.horizon,
+        head_hidden=args.head_hidden,
+        steps=args.steps,
+        output_dir=args.work / "heads-greedy",
+        **train,
+    ).heads
+    report = {"greedy": head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-greedy"))}
+    sampled = None
+    if sampled_prompts:
+        start = DraftHeads.from_pretrained(args.work / "heads-greedy", model, strict_name=False)
+        sampled = train_heads(
+            model,
+            args.work / "distill-sampled",
+            heads=start,
+            steps=args.sampled_steps,
+            output_dir=args.work / "heads-sampled",
+            **{**train, "time_budget": args.train_seconds / 2 if args.train_seconds else None},
+        ).heads
+        report["sampled"] = head_accuracy(model, sampled, DistilledCorpus.load(args.work / "heldout-sampled"))
+        report["greedy_on_sampled"] = head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-sampled"))
+    (args.work / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
+    for name, rows in report.items():
+        logger.info("held-out %s: %s", name, " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows))
+    if args.out:
+        for heads, name in ((greedy, "heads"), (sampled, "heads-sampled")):
+            if heads is not None:
+                heads.to(torch.bfloat16).save_pretrained(args.out / name)
+                heads.float()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

