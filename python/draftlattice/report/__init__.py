@@ -34,18 +34,20 @@ The input (:class:`~draftlattice.report.schema.Run`, checked by
 Tokens are decoded strings (``" the"``, not ``"Ġthe"``); probabilities lie in [0, 1]; unknown
 keys are errors. Numbers may be numpy scalars.
 
-The page: a header (title, model, settings); a summary (the rows' table, bar charts of block
-efficiency and tokens/s, one accepted-length histogram per row, and with ``curves`` the oracle
-top-k and p-best line charts); and an explorer with a prompt selector and one tab per row. It
-shows the prompt (muted) and the generated text, every token shaded by the step that committed
-it (alternating shades) and marked by origin: accepted draft tokens blue with a solid underline,
-the target's own tokens orange, bold, with a dotted underline (a legend says so). Hovering a
-token shows its step; clicking keeps it (arrow keys move, the address gets ``#p0-r1-s3``, which
-also opens that step). A step's view lists its committed tokens, the lattice as a table (heads
-as columns, ranks as rows, each cell token and probability with a probability bar, the accepted
-tokens outlined), and the drafts before and after rescoring, the accepted draft's accepted
-prefix highlighted and its first rejected token struck through. In these views whitespace is
-visible (``·`` space, ``↵`` newline, ``⇥`` tab; see :mod:`~draftlattice.report.tokens`).
+The page, top to bottom: a header (title, model, settings); a summary (the rows' table and bar
+charts of block efficiency and tokens/s); the explorer; one accepted-length histogram per row;
+and with ``curves`` the oracle top-k and p-best line charts. The explorer has a prompt selector
+and one tab per row. It shows the prompt (muted) and the generated text, every token shaded by
+the step that committed it (alternating shades) and marked by origin: accepted draft tokens
+blue with a solid underline, the target's own tokens orange, bold, with a dotted underline (a
+legend says so). Hovering a token shows its step; clicking keeps it (arrow keys move on, and the
+address gets ``#p0-r1-s3``, prompt, row and step from 0, which also opens that step when
+loaded; by default the first step with a lattice of prompt 0, row 0). A step's view lists its
+committed tokens, the lattice as a table (heads as columns, ranks as rows, each cell token and
+probability over a probability bar, the accepted tokens outlined), and the drafts before and
+after rescoring, the accepted draft's accepted prefix highlighted and its first rejected token
+struck through. In these views whitespace is visible (``·`` space, ``↵`` newline, ``⇥`` tab;
+see :mod:`~draftlattice.report.tokens`).
 
 Every string is escaped: a prompt or token ``<script>...`` shows as text (details in
 :mod:`~draftlattice.report.html`). :mod:`~draftlattice.report.browser` screenshots a page with
