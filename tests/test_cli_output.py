@@ -190,9 +190,9 @@ def test_k_is_checked_against_the_vocabulary(caplog):
 
 
 def test_demo_k_beyond_the_vocabulary_is_one_line(capsys):
-    assert main(["demo", "--quick", "--k", "5000"]) == 1
+    assert main(["demo", "--quick", "--k", "60000"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "k=5000" in err and "vocabulary size" in err
+    assert err.count("\n") == 1 and "k=60000" in err and "vocabulary size" in err
 
 
 # --- what a file is --------------------------------------------------------------------------

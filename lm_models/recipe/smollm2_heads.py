@@ -51,6 +51,8 @@ def parse_args(argv=None):
     p.add_argument("--sampled-steps", type=int, default=1000, help="further steps on sampled data")
     p.add_argument("--batch-tokens", type=int, default=4096)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--init-heads", type=Path, help="start the greedy heads from these (a DraftHeads folder)")
+    p.add_argument("--warmup", type=int, default=100, help="learning-rate warm-up steps")
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
@@ -123,14 +125,16 @@ def main(argv=None) -> int:
         seq_len=1024,
         lr=args.lr,
         checkpoint_every=args.checkpoint_every,
-        warmup=min(100, args.steps // 10),
+        warmup=min(args.warmup, args.steps // 10),
         log_every=25,
         progress=False,
         time_budget=args.train_seconds,
     )
+    init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(
         model,
         args.work / "distill-greedy",
+        heads=init,
         horizon=args.horizon,
         head_hidden=args.head_hidden,
         steps=args.steps,

@@ -25,6 +25,7 @@ MODELS_ENV = "DRAFTLATTICE_MODELS"
 DATA_ENV = "DRAFTLATTICE_DATA"
 PACKAGE_DIR = Path(__file__).resolve().parent
 WIKITEXT_TEST = "wikitext-2/test.txt"  # inside the data directory
+WIKITEXT_RAW_TEST = "wikitext-2-raw/test.txt"  # the demo's text prompts
 
 
 class AssetNotFoundError(FileNotFoundError):

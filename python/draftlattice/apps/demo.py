@@ -1,164 +1,105 @@
-"""The demo's work (``draftlattice demo``): load the shipped artifacts, pick WikiText-2 prompts,
-compare drafters, and render the report as text (the CLI prints it).
+"""The demo's work (``draftlattice demo``): the default model decodes a fixed prompt set once per
+drafter, through transformers' own ``generate()``, and the rows are compared.
+
+Greedy rows: ``generate`` (plain), ``prompt_lookup`` (transformers' prompt lookup), ``heads``
+(the heads' 1-best draft), ``heads_tree`` (their p best drafts as a tree), ``ngram`` (the top-k
+lattice rescored by the n-gram LM, 1-best) and ``ngram_tree`` (its p best as a tree). Sampling
+rows (``temperature``): ``generate``, ``heads`` (one head draft, block verification),
+``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p drafts from the
+full-support rescored lattice) and ``ngram_tree`` (the p best drafts, tree rule).
+
+Block efficiency is tokens per serial call of the target, counted at the model's trunk (the
+prompt's forward included, so plain decoding is 1.0 and every row is counted alike). Prompts run
+one after another and, within a prompt, every row in turn, so a slow phase of the machine hits
+all rows alike; each row is warmed up first.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..decode import DecodeStats
-from ..decode.drafters import LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
-from ..evaluate.prompts import paragraph_prompts
-from ..model import BlockwiseLM
-from ..ngram import NgramLM
-from ..pairing import check_lm_tokenizer_pair, check_same_tokenizer, check_tokenizer_fits
-from ..tokenizer import load_tokenizer, tokenizer_sha256
-from .compare import Comparison, DrafterSpec, DraftExample, ExampleRecorder, compare_drafters
+import torch
+
+from .demo_prompts import DemoPrompt
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class DemoSettings:
-    """Sizes and drafter settings of the demo (defaults: about a minute on 2 CPU cores)."""
+    """Drafter settings of the demo; ``temperature`` None is greedy decoding."""
 
-    num_prompts: int = 20
-    prompt_tokens: int = 32
     max_new_tokens: int = 64
     k: int = 8
     p: int = 4
     alpha: float = 0.5
-    neural_alpha: float = 0.5
+    temperature: float | None = None
+    top_p: float = 1.0
+    sample_alpha: float = 0.2
+    prompt_lookup_tokens: int = 10
+    seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("num_prompts", "prompt_tokens", "max_new_tokens", "k", "p"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.alpha < 0 or self.neural_alpha < 0:
-            raise ValueError(f"alpha must be >= 0, got {self.alpha} / {self.neural_alpha}")
+        for name in ("max_new_tokens", "k", "p", "prompt_lookup_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not self.alpha >= 0 or not self.sample_alpha >= 0:
+            raise ValueError(f"alpha and sample_alpha must be >= 0, got {self.alpha} / {self.sample_alpha}")
+        if self.temperature is not None and not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def sampling(self) -> bool:
+        return self.temperature is not None
 
 
 @dataclass
-class DemoReport:
-    """Everything the demo prints."""
+class RowSpec:
+    """One way of decoding: its name, how it is described, and its generate() keywords."""
 
-    settings: DemoSettings
-    model_dir: Path
-    lm_path: Path
-    comparison: Comparison
-    examples: list[DraftExample]
-    decode: Callable[[list[int]], str]
-    notes: list[str] = field(default_factory=list)
+    name: str
+    settings: str
+    verifier: str
+    kwargs: dict
+
+
+@dataclass
+class Row:
+    """A row's outputs and costs over all prompts."""
+
+    spec: RowSpec
+    outputs: list[list[int]] = field(default_factory=list)
+    calls: int = 0
+    seconds: float = 0.0
+    accepted: list[int] = field(default_factory=list)  #: draft tokens accepted per verification call
+    identical: bool | None = None
+    agreeing: int = 0  #: outputs equal to the generate row's
 
     @property
-    def all_identical(self) -> bool:
-        return all(row.identical for row in self.comparison.rows)
+    def name(self) -> str:
+        return self.spec.name
 
-    def table(self) -> str:
-        """Markdown table of the rows (block efficiency = tokens per serial call, prefill included)."""
-        lines = [
-            "| drafter | settings | verifier | block efficiency | mean block | serial calls | tokens "
-            "| drafting s | verification s | total s | tokens/s | = greedy |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for row in [self.comparison.greedy, *self.comparison.rows]:
-            s = row.stats
-            lines.append(
-                f"| {row.label} | {row.settings} | {row.verifier} | {s.block_efficiency:.3f} | {s.mean_block_size:.2f} "
-                f"| {s.serial_calls} | {s.new_tokens} | {s.drafting_seconds:.2f} | {s.verification_seconds:.2f} "
-                f"| {row.seconds:.2f} | {row.tokens_per_second:.1f} | {'yes' if row.identical else 'NO'} |"
-            )
-        return "\n".join(lines)
+    @property
+    def tokens(self) -> int:
+        return sum(len(o) for o in self.outputs)
 
-    def to_json(self) -> dict:
-        """``demo --json``: ``{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}],
-        "outputs": [text per prompt]}``; the outputs are the target's greedy continuations (which
-        every row reproduced when ``all_identical``)."""
-        rows = [
-            row_json(row.label, row.settings, row.verifier, row.stats, row.tokens_per_second)
-            | {"identical": row.identical}
-            for row in [self.comparison.greedy, *self.comparison.rows]
-        ]
-        return {
-            "mode": "greedy",
-            "rows": rows,
-            "outputs": [self.decode(reference) for reference in self.comparison.references],
-        }
+    @property
+    def block_efficiency(self) -> float:
+        return self.tokens / self.calls if self.calls else 0.0
 
-    def render(self, num_examples: int = 3) -> str:
-        st = self.settings
-        out = [
-            f"draftlattice demo: {st.num_prompts} WikiText-2 test prompts x {st.prompt_tokens} tokens, "
-            f"{st.max_new_tokens} new tokens each",
-            f"model {self.model_dir}  n-gram LM {self.lm_path}",
-            "",
-            self.table(),
-            "",
-            "block efficiency = generated tokens / serial target calls (prefill included); "
-            "mean block = tokens committed per decoding step.",
-        ]
-        out += [f"note: {note}" for note in self.notes]
-        if self.examples and num_examples > 0:
-            out += [
-                "",
-                "Drafts before and after n-gram rescoring (tokens separated by '|'; "
-                "[n] = tokens greedy verification accepts):",
-            ]
-            for ex in self.examples[:num_examples]:
-                piece = lambda ids: "|".join(self.decode([t]) for t in ids)  # noqa: E731
-                out += [
-                    f"  context  ...{self.decode(ex.context[-12:])!r}",
-                    f"  vanilla  [{ex.accepted(ex.vanilla)}] {piece(ex.vanilla)}",
-                    f"  rescored [{ex.accepted(ex.rescored)}] {piece(ex.rescored)}",
-                    f"  target       {piece(ex.target)}",
-                    "",
-                ]
-        rows = self.comparison.rows
-        total = len(self.comparison.references) * len(rows)
-        if self.all_identical:
-            out.append(
-                f"Checked: all {total} blockwise outputs ({len(rows)} drafters x "
-                f"{len(self.comparison.references)} prompts) are identical to greedy decoding of the target."
-            )
-        else:
-            bad = ", ".join(row.label for row in rows if not row.identical)
-            out.append(f"FAILED: outputs of {bad} differ from greedy decoding of the target.")
-        return "\n".join(out)
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def row_json(name: str, settings: str, verifier: str, stats: DecodeStats, tokens_per_second: float) -> dict:
-    """One table row as ``demo --json`` writes it (the same numbers as the printed table)."""
-    return {
-        "name": name,
-        "settings": settings,
-        "verifier": verifier,
-        "block_efficiency": stats.block_efficiency,
-        "tokens_per_s": tokens_per_second,
-        "mean_block": stats.mean_block_size,
-        "serial_calls": stats.serial_calls,
-        "tokens": stats.new_tokens,
-    }
-
-
-def load_ngram(path: Path, tokenizer_path: Path, allow_mismatch: bool = False) -> NgramLM:
-    """Loads the n-gram LM and checks it was built over the model's tokenizer
-    (``draftlattice.pairing``; TokenizerMismatchError unless ``allow_mismatch``)."""
-    lm = NgramLM(path)
-    check_lm_tokenizer_pair(
-        lm.metadata,
-        tokenizer_sha256(tokenizer_path),
-        lm_name=str(path),
-        tokenizer_name=str(tokenizer_path),
-        allow_mismatch=allow_mismatch,
-    )
-    return lm
-
-
-# Beyond this many candidates per head, each step's lattice work and the oracle search grow far
-# past the paper's settings (k <= 16): minutes per step on a CPU.
+# Beyond this many candidates per head, each step's lattice work grows far past the paper's
+# settings (k <= 16).
 LARGE_K = 256
 
 
@@ -169,94 +110,103 @@ def check_candidates(k: int, p: int, vocab_size: int) -> None:
     if p < 1:
         raise ValueError(f"p={p} drafts: must be at least 1")
     if k > LARGE_K:
-        logger.warning(
-            "k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
-            "gets much slower (cost grows with k)",
-            k,
+        logger.warning("k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
+                       "gets much slower (cost grows with k)", k)
+
+
+def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
+    """The demo's rows for greedy decoding or, with a temperature, for sampling."""
+    import draftlattice.hf as dlhf
+
+    st = settings
+    draft = {"custom_generate": dlhf.generate, "draft_k": st.k, "return_dict_in_generate": True}
+    h = bundle.heads.horizon
+    if not st.sampling:
+        heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
+        ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
+        return [
+            RowSpec("generate", "plain greedy generate()", "-", {}),
+            RowSpec("prompt_lookup", f"prompt_lookup_num_tokens={st.prompt_lookup_tokens}", "chain",
+                    {"prompt_lookup_num_tokens": st.prompt_lookup_tokens}),
+            RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
+            RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
+            RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
+            RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
+        ]
+    heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
+    ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}
+    return [
+        RowSpec("generate", "plain sampling generate()", "-", {}),
+        RowSpec("heads", f"h={h} one sampled draft", "block", {**heads, "draft_p": 1, "draft_sample": "block"}),
+        RowSpec("heads_multi", f"h={h} p={st.p} sampled drafts", "multi",
+                {**heads, "draft_p": st.p, "draft_sample": "multi"}),
+        RowSpec("ngram_multi", f"h={h} k={st.k} p={st.p} sample_alpha={st.sample_alpha}", "multi",
+                {**ngram, "draft_p": st.p, "draft_sample": "multi", "draft_sample_alpha": st.sample_alpha}),
+        RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree-sample",
+                {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha}),
+    ]
+
+
+class TrunkCalls:
+    """Counts serial calls of the model's trunk (``model.base_model``) inside a ``with`` block."""
+
+    def __init__(self, model) -> None:
+        self.model, self.count = model, 0
+
+    def __enter__(self) -> TrunkCalls:
+        self.handle = self.model.base_model.register_forward_pre_hook(self._hook)
+        return self
+
+    def _hook(self, module, args) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
+
+
+def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSettings, max_new_tokens: int, seed: int):
+    """``(new token ids, trunk calls, seconds, accepted per call)`` of one generate() call."""
+    model = bundle.model
+    ids = torch.tensor([prompt.ids], device=model.device)
+    sampling = (
+        {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p, "top_k": 0}
+        if settings.sampling
+        else {"do_sample": False}
+    )
+    torch.manual_seed(seed)
+    with TrunkCalls(model) as calls:
+        start = time.perf_counter()
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, **sampling, **spec.kwargs
         )
+        seconds = time.perf_counter() - start
+    sequences = out.sequences if hasattr(out, "sequences") else out
+    stats = getattr(out, "draft_stats", None)
+    accepted = [a[0] for a in stats.accepted] if stats is not None else []
+    return sequences[0, len(prompt.ids) :].tolist(), calls.count, seconds, accepted
 
 
 def run_demo(
-    model_dir: Path,
-    lm_path: Path,
-    data_path: Path,
-    settings: DemoSettings,
-    neural_dir: Path | None = None,
-    progress: Callable | None = None,
-    allow_mismatch: bool = False,
-) -> DemoReport:
-    """Runs the comparison on the shipped (or given) artifacts.
-
-    Args:
-        model_dir: BlockwiseLM directory (config.json, model.safetensors, tokenizer.json).
-        lm_path: n-gram LM over the model's tokenizer.
-        data_path: WikiText-2 test.txt.
-        neural_dir: neural rescorer directory; default ``model_dir/../neural_rescorer`` if present.
-        allow_mismatch: use an n-gram LM (or neural rescorer) built over another tokenizer than
-            the model's, with a warning (default: TokenizerMismatchError).
-    """
-    model_dir = Path(model_dir)
-    model = BlockwiseLM.from_pretrained(model_dir)
-    tokenizer_path = model_dir / "tokenizer.json"
-    if not tokenizer_path.is_file():
-        tokenizer_path = model_dir.parent / "tokenizer.json"
-    tokenizer = load_tokenizer(tokenizer_path)
-    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tokenizer_path))
-    check_candidates(settings.k, settings.p, model.config.vocab_size)
-    lm = load_ngram(Path(lm_path), tokenizer_path, allow_mismatch)
-    prompts = paragraph_prompts(data_path, tokenizer, settings.num_prompts, settings.prompt_tokens, spread=True)
-    st, recorders, notes = settings, [], []
-
-    def ngram_recorded(reference):
-        recorder = ExampleRecorder(LatticeDrafter(lm, k=st.k, p=1, alpha=st.alpha), reference)
-        recorders.append(recorder)
-        return recorder
-
-    specs = [
-        DrafterSpec("vanilla", "argmax per head", lambda ref: VanillaDrafter()),
-        DrafterSpec("ngram 1-best", f"k={st.k} alpha={st.alpha} {Path(lm_path).name}", ngram_recorded),
-        DrafterSpec(
-            f"ngram {st.p}-best",
-            f"k={st.k} p={st.p} alpha={st.alpha}",
-            lambda ref: LatticeDrafter(lm, k=st.k, p=st.p, alpha=st.alpha),
-            "tree",
-        ),
-    ]
-    neural_dir = Path(neural_dir) if neural_dir is not None else model_dir.parent / "neural_rescorer"
-    if (neural_dir / "config.json").is_file():
-        if (neural_dir / "tokenizer.json").is_file():
-            check_same_tokenizer(
-                tokenizer_sha256(tokenizer_path),
-                neural_dir / "tokenizer.json",
-                owner=f"neural rescorer {neural_dir}",
-                allow_mismatch=allow_mismatch,
-            )
-        rescorer = BlockwiseLM.from_pretrained(neural_dir)
-        specs.append(
-            DrafterSpec(
-                "neural",
-                f"k={st.k} alpha={st.neural_alpha} {neural_dir.name}",
-                lambda ref: NeuralDrafter(rescorer, k=st.k, alpha=st.neural_alpha),
-            )
-        )
-    else:
-        notes.append(f"no neural rescorer at {neural_dir}; its row is left out")
-    specs.append(DrafterSpec("oracle", f"k={st.k} (needs the reference)", lambda ref: OracleDrafter(ref, k=st.k)))
-
-    comparison = compare_drafters(model, prompts, st.max_new_tokens, specs, progress)
-    return DemoReport(settings, model_dir, Path(lm_path), comparison, pick_examples(recorders), tokenizer.decode, notes)
-
-
-def pick_examples(recorders: list[ExampleRecorder]) -> list[DraftExample]:
-    """The most instructive step of each prompt (largest change in accepted tokens), distinct
-    drafts only, biggest change first."""
-    gain = lambda ex: ex.accepted(ex.rescored) - ex.accepted(ex.vanilla)  # noqa: E731
-    picked, seen = [], set()
-    for recorder in recorders:
-        for ex in sorted(recorder.examples, key=lambda ex: -abs(gain(ex))):
-            key = (tuple(ex.vanilla), tuple(ex.rescored))
-            if key not in seen:
-                seen.add(key)
-                picked.append(ex)
-                break
-    return sorted(picked, key=lambda ex: -abs(gain(ex)))
+    bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress: Callable | None = None
+) -> list[Row]:
+    """Every row over every prompt (see the module docstring); the first row is ``generate``."""
+    rows = [Row(spec) for spec in row_specs(bundle, settings)]
+    for row in rows:  # warm-up: first calls allocate and tune kernels
+        decode_once(bundle, row.spec, prompts[0], settings, min(8, settings.max_new_tokens), settings.seed)
+    items = progress(prompts, desc="demo") if progress else prompts
+    with torch.inference_mode():
+        for i, prompt in enumerate(items):
+            for row in rows:
+                tokens, calls, seconds, accepted = decode_once(
+                    bundle, row.spec, prompt, settings, settings.max_new_tokens, settings.seed + i
+                )
+                row.outputs.append(tokens)
+                row.calls += calls
+                row.seconds += seconds
+                row.accepted += accepted
+    reference = rows[0].outputs
+    for row in rows[1:]:
+        row.agreeing = sum(a == b for a, b in zip(row.outputs, reference))
+        row.identical = None if settings.sampling else row.agreeing == len(reference)
+    logger.info("demo: %s", ", ".join(f"{r.name} {r.block_efficiency:.2f}" for r in rows))
+    return rows

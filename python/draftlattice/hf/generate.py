@@ -63,6 +63,7 @@ def generate(
     draft_sample_alpha: float = 0.2,
     draft_streamer=None,
     streamer=None,
+    draft_recorder=None,
     **kwargs,
 ):
     """Speculative decoding of a transformers causal LM with draftlattice heads and lattices.
@@ -89,6 +90,8 @@ def generate(
             or "block" (one sampled draft, block verification).
         draft_sample_alpha: LM weight of sampled lattice drafts (default 0.2; 0 = the heads'
             own law; see ``draftlattice eval tune-sample-alpha``).
+        draft_recorder: a :class:`draftlattice.hf.recording.StepRecorder` that records each
+            step's lattice, drafts and accepted tokens (greedy decoding; for reports).
         draft_streamer: a transformers streamer fed with the tokens as they are committed.
             transformers' generate() does not hand its own ``streamer=`` to a callable
             ``custom_generate`` (it is a parameter of its default decoding loop), hence this
@@ -119,6 +122,7 @@ def generate(
         "draft_sample": draft_sample,
         "draft_sample_alpha": draft_sample_alpha,
         "draft_streamer": draft_streamer,
+        "draft_recorder": draft_recorder,
     }
     from transformers.generation import LogitsProcessorList, StoppingCriteriaList
 
@@ -239,8 +243,10 @@ def _decode(
     draft_sample,
     draft_sample_alpha,
     draft_streamer,
+    draft_recorder,
 ):
     do_sample = bool(config.do_sample)
+    recorder = draft_recorder if not do_sample else None  # steps of greedy decoding only
     options = _check_options(
         model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
     )
@@ -283,7 +289,10 @@ def _decode(
     stats.target_calls += 1
     scores = processors(input_ids, lm_head(z).float())
     root = torch.multinomial(scores.softmax(-1), 1).squeeze(1) if do_sample else scores.argmax(-1)
-    proposal = propose(draft_heads.logits(z, model), options, sampling)
+    head_logits = draft_heads.logits(z, model)
+    if recorder is not None:
+        recorder.lattice(head_logits)
+    proposal = propose(head_logits, options, sampling)
     first, *draft_host = to_host([root, *proposal.to_host])
     stats.verification_seconds += time.perf_counter() - start
     positions = position_ids[:, -1].cpu() + 1  # root (= first token) positions, on the host
@@ -315,7 +324,10 @@ def _decode(
             forward = chain_forward(target, kv_valid, root, drafts, positions, sequences)
             accepted = chain_accept(forward, drafts)
         stats.target_calls += 1
-        proposal = propose(draft_heads.logits(accepted.z_last, model), options, sampling)
+        if recorder is not None:
+            roots = root.tolist()
+        head_logits = draft_heads.logits(accepted.z_last, model)
+        proposal = propose(head_logits, options, sampling)
         # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
         accepted_host, *draft_host = to_host(
             [torch.cat([accepted.num.unsqueeze(1), accepted.tokens], dim=1), *proposal.to_host]
@@ -334,11 +346,19 @@ def _decode(
         stats.accepted.append([num_host[b] for b in active])
         before = [len(new_tokens[b]) for b in range(B)]
         for b in active:
-            stopper.commit(b, accepted_host[b, 1 : num_host[b] + 2].tolist(), new_tokens, accepted.scores[b])
+            committed = accepted_host[b, 1 : num_host[b] + 2].tolist()
+            if recorder is not None:
+                recorder.step(b, roots[b], drafts[b], num_host[b], committed, options.lm is not None)
+            stopper.commit(b, committed, new_tokens, accepted.scores[b])
+        if recorder is not None:
+            recorder.lattice(head_logits)
         _stream(draft_streamer, new_tokens, before)
         positions = positions + accepted_host[:, 0] + 1
         root = accepted.tokens.gather(1, accepted.num.unsqueeze(1)).squeeze(1)
 
+    if recorder is not None:
+        for b in range(B):
+            recorder.finish(b, int(root[b]))
     if draft_streamer is not None:
         draft_streamer.end()
     stats.new_tokens = sum(len(t) for t in new_tokens)

@@ -122,6 +122,18 @@ class DraftHeads(nn.Module):
         param = next(output_embeddings(model).parameters())
         return heads.to(device=param.device, dtype=param.dtype)
 
+    def truncated(self, horizon: int) -> DraftHeads:
+        """Heads 2..``horizon`` of these (shared weights): shorter drafts from the same training."""
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or not 2 <= horizon <= self.horizon:
+            raise ValueError(f"horizon must be an int in [2, {self.horizon}], got {horizon!r}")
+        if horizon == self.horizon:
+            return self
+        out = DraftHeads(
+            horizon, self.hidden_size, self.head_hidden, self.vocab_size, self.base_model_type, self.base_model_name
+        )
+        out.heads = nn.ModuleList(list(self.heads)[: horizon - 1])
+        return out.train(self.training)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """States of heads 2..h, ``[..., h-1, d]`` from ``z [..., d]``."""
         return torch.stack([head(z) for head in self.heads], dim=-2)

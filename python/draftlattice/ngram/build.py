@@ -163,6 +163,19 @@ def _make_progress(total: int | None, desc: str) -> Any:
     )
 
 
+def _count_distilled(counter: Any, folder: Path) -> None:
+    """A distilled corpus (:mod:`draftlattice.hf.distill`): each record, prompt and the model's
+    continuation, is one sentence of token ids (no re-tokenization: the model's own tokens)."""
+    from ..hf.distill import DistilledCorpus
+
+    corpus = DistilledCorpus.load(folder)
+    counter.add_token_batch(np.ascontiguousarray(corpus.tokens, dtype=np.int32), corpus.offsets.astype(np.int64))
+
+
+def _is_distilled(path: Path) -> bool:
+    return path.is_dir() and (path / "meta.json").is_file()
+
+
 def _count_file(counter: Any, path: Path, tokenizer: Any, max_decompressed_bytes: int) -> None:
     total = None if compression_of_name(path) else path.stat().st_size
     with _make_progress(total, f"counting {path.name}") as progress:
@@ -196,7 +209,9 @@ def build_lm(
     """Builds a Katz backoff n-gram LM and writes it to ``out_path`` (``.arpa`` or ``.dlm``).
 
     Args:
-      corpus_paths: one or more text files (one sentence per line; ``.xz``/``.gz``/``.bz2`` ok).
+      corpus_paths: one or more text files (one sentence per line; ``.xz``/``.gz``/``.bz2`` ok),
+        or distilled corpora (folders of :func:`draftlattice.hf.distill.distill`: token ids of
+        the model's own outputs, one sentence per record; needs ``tokenizer``).
       order: n-gram order N (1..8).
       out_path: output file; ``.arpa`` writes ARPA text, ``.dlm`` our binary format.
       tokenizer: path to a Hugging Face ``tokenizer.json`` or a transformers model folder
@@ -228,8 +243,10 @@ def build_lm(
     if not paths:
         raise ValueError("no corpus files given")
     for path in paths:
-        if not path.is_file():
+        if not path.is_file() and not _is_distilled(path):
             raise FileNotFoundError(f"corpus file not found: {path}")
+        if _is_distilled(path) and tokenizer is None:
+            raise ValueError(f"{path} is a distilled corpus of token ids: give the model's tokenizer (tokenizer=)")
     out = Path(out_path)
     suffix = out.suffix.lower()
     if suffix not in (".arpa", ".dlm"):
@@ -237,7 +254,7 @@ def build_lm(
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists (pass overwrite=True / --force to replace it)")
     for path in paths:  # --force replaces an old output, never an input
-        if out.exists() and os.path.samefile(out, path):
+        if out.exists() and path.is_file() and os.path.samefile(out, path):
             raise ValueError(f"output {out} is the corpus file {path}: refusing to write over an input")
     if not out.parent.exists():
         raise FileNotFoundError(f"output directory does not exist: {out.parent}")
@@ -259,7 +276,10 @@ def build_lm(
     counter = _core.NgramCounter(order)
     for path in paths:
         before = counter.sentences
-        _count_file(counter, path, tok, max_decompressed_bytes)
+        if _is_distilled(path):
+            _count_distilled(counter, path)
+        else:
+            _count_file(counter, path, tok, max_decompressed_bytes)
         if counter.sentences == before:
             logger.warning("%s holds no sentences (empty or blank lines only)", path)
     if counter.sentences == 0:

@@ -1,0 +1,118 @@
+"""What the demo prints and writes: the rows' table, the JSON of ``--json``, a few texts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .demo import DemoSettings, Row
+from .demo_prompts import DemoPrompt
+
+
+@dataclass
+class DemoReport:
+    """The demo's rows over its prompts; ``decode`` turns token ids into text."""
+
+    settings: DemoSettings
+    prompts: list[DemoPrompt]
+    rows: list[Row]
+    decode: Callable[[list[int]], str]
+    model: str
+    lm: str
+    dtype: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reference(self) -> Row:
+        return self.rows[0]
+
+    def speedup(self, row: Row) -> float:
+        base = self.reference.tokens_per_s
+        return row.tokens_per_s / base if base else 0.0
+
+    def table(self) -> str:
+        sampling = self.settings.sampling
+        lines = [
+            "| row | settings | verifier | block efficiency | tokens/s | speedup | "
+            + ("calls | tokens |" if sampling else "= generate |"),
+            "|---|---|---|---:|---:|---:|" + ("---:|---:|" if sampling else "---|"),
+        ]
+        n = len(self.prompts)
+        for row in self.rows:
+            last = f"{row.calls} | {row.tokens} |" if sampling else (
+                "(reference) |" if row is self.reference else f"{row.agreeing}/{n} |"
+            )
+            lines.append(
+                f"| {row.name} | {row.spec.settings} | {row.spec.verifier} | {row.block_efficiency:.3f} "
+                f"| {row.tokens_per_s:.1f} | {self.speedup(row):.2f}x | {last}"
+            )
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """``demo --json``: ``{"rows": [...], "outputs": [text per prompt], ...}``."""
+        rows = [
+            {
+                "name": row.name,
+                "settings": row.spec.settings,
+                "verifier": row.spec.verifier,
+                "block_efficiency": row.block_efficiency,
+                "tokens_per_s": row.tokens_per_s,
+                "speedup": self.speedup(row),
+                "identical": row.identical if row is not self.reference else True,
+                "agreeing": row.agreeing if row is not self.reference else len(self.prompts),
+                "serial_calls": row.calls,
+                "tokens": row.tokens,
+                "seconds": row.seconds,
+                "mean_accepted": sum(row.accepted) / len(row.accepted) if row.accepted else None,
+            }
+            for row in self.rows
+        ]
+        out = {
+            "mode": "sampling" if self.settings.sampling else "greedy",
+            "model": self.model,
+            "lm": self.lm,
+            "dtype": self.dtype,
+            "prompts": [{"kind": p.kind, "text": p.text} for p in self.prompts],
+            "rows": rows,
+            "outputs": [self.decode(ids) for ids in self.reference.outputs],
+        }
+        if self.settings.sampling:
+            out["sampling"] = {"temperature": self.settings.temperature, "top_p": self.settings.top_p}
+        return out
+
+    def render(self, examples: int = 2) -> str:
+        st = self.settings
+        chat = sum(p.kind == "chat" for p in self.prompts)
+        mode = f"sampling at T={st.temperature} top-p={st.top_p}" if st.sampling else "greedy"
+        out = [
+            f"draftlattice demo: {self.model} ({self.dtype}), {mode}; {chat} chat + "
+            f"{len(self.prompts) - chat} text prompts x {st.max_new_tokens} new tokens",
+            f"n-gram LM {self.lm}",
+            "",
+            self.table(),
+            "",
+            "block efficiency = new tokens / serial calls of the target (the prompt's forward included).",
+        ]
+        out += [f"note: {note}" for note in self.notes]
+        for prompt, ids in list(zip(self.prompts, self.reference.outputs))[:examples]:
+            out += ["", f"[{prompt.kind}] {prompt.text}", f"  -> {self.decode(ids)!r}"]
+        if not st.sampling:
+            out += ["", self.identity_line()]
+        return "\n".join(out)
+
+    def identity_line(self) -> str:
+        drafted = [r for r in self.rows[1:] if r.name != "prompt_lookup"]
+        n = len(self.prompts)
+        agree = sum(r.agreeing for r in drafted)
+        if all(r.identical for r in drafted):
+            return f"Checked: all {agree} drafted outputs ({len(drafted)} rows x {n} prompts) equal generate()'s."
+        lookup = next((r for r in self.rows if r.name == "prompt_lookup"), None)
+        text = f"{agree} of {len(drafted) * n} drafted outputs equal generate()'s"
+        if self.dtype != "float32":
+            text += (
+                f" (in {self.dtype}, verifying several tokens in one forward rounds differently from one at "
+                "a time; --dtype float32 makes every row identical)"
+            )
+            if lookup is not None:
+                text += f"; transformers' prompt lookup: {lookup.agreeing} of {n}"
+        return text + "."
