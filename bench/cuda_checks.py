@@ -47,7 +47,9 @@ def run(model, heads, ids, new_tokens, plugin: bool):
     if plugin:
         import draftlattice.hf as dlhf
 
-        kwargs.update(custom_generate=dlhf.generate, draft_heads=heads, draft_p=4, draft_k=8, return_dict_in_generate=True)
+        kwargs.update(
+            custom_generate=dlhf.generate, draft_heads=heads, draft_p=4, draft_k=8, return_dict_in_generate=True
+        )
         out = model.generate(x, **kwargs)
         return out.sequences[0, len(ids) :].tolist(), out.draft_stats
     return model.generate(x, **kwargs)[0, len(ids) :].tolist(), None

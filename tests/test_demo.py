@@ -44,9 +44,16 @@ def tiny(default_folder, tmp_path_factory):
     real = AutoConfig.from_pretrained(str(default_folder))
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=real.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-        bos_token_id=real.bos_token_id, eos_token_id=real.eos_token_id, pad_token_id=real.pad_token_id,
+        vocab_size=real.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=real.bos_token_id,
+        eos_token_id=real.eos_token_id,
+        pad_token_id=real.pad_token_id,
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(config)

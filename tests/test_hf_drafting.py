@@ -67,3 +67,39 @@ def test_lm_drafts_keep_one_memo_per_row_across_steps(tmp_path):
         contexts = [c + [int(drafts[b, 0, 0])] for b, c in enumerate(contexts)]
     assert len(options.memos) == 2
     assert all(memo.stats["pair_hits"] > 0 for memo in options.memos)
+
+
+def test_sampled_lattice_drafts_at_the_default_vocabulary_match_the_host_reference(tmp_path):
+    """V = 49,152 (the default model's): the split path (top-k and the mass outside it to the host,
+    the law outside it on the device) gives the proposal law q of the host reference
+    sample_from_heads, draft for draft, with a top-p head whose support is below k."""
+    from draftlattice.hf.drafting import Sampling, finish, propose
+    from draftlattice.sample import sample_from_heads
+
+    V, g, k, n = 49_152, 3, 8, 4
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(1, g, V, generator=gen) * 4
+    logits[0, 1, :5] += 40  # head 3: almost all mass on 5 tokens, so top-p keeps fewer than k
+    lm = ngram_over(tmp_path, [[(7 * i + j) % 50 for j in range(10)] for i in range(50)], order=2)
+    options = DraftOptions(lm, k, n, 0.5, "multi", 0.6)
+    sampling = Sampling(temperature=0.9, top_p=0.95)
+    context = [[3, 10, 17]]
+    torch.manual_seed(5)
+    proposal = propose(logits, options, sampling)
+    tokens, sampled = finish(proposal, [t.cpu() for t in proposal.to_host], options, context, sampling, logits.device)
+    assert proposal.to_host[0].shape[-1] < k and all(t.numel() < V for t in proposal.to_host)
+    torch.manual_seed(5)  # the same seed for the lattice walk
+    from draftlattice.verify import sampling_distribution
+
+    q = sampling_distribution(logits, 0.9, None, 0.95, dtype=torch.float32)[0]
+    seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+    want = sample_from_heads(q.double().log().numpy(), k, lm, n, 0.6, np.array(context[0], np.int32), False, seed)
+    got_q = sampled.q[0].double().numpy()
+    np.testing.assert_allclose(got_q, want.q, atol=2e-6)
+    np.testing.assert_allclose(got_q.sum(-1), 1.0, atol=1e-4)
+    walk = want.lattice.tokens  # drafts agree wherever the reference did not draw an "other" token
+    for i in range(n):
+        for t in range(g):
+            if want.tokens[i, t] in walk[t]:
+                assert int(tokens[0, i, t]) == want.tokens[i, t]
+            assert got_q[i, t, int(tokens[0, i, t])] > 0  # every drafted token has positive q

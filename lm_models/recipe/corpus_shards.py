@@ -29,15 +29,24 @@ def main() -> None:
     tokens, offsets, prompt_lens = data["tokens"].astype(np.int32), data["offsets"], data["prompt_lens"]
     args.folder.mkdir(parents=True, exist_ok=True)
     meta = {
-        "format": FORMAT, "version": VERSION, "model": args.model, "mode": args.mode,
-        "temperature": 0.0 if args.mode == "greedy" else 1.0, "top_p": 1.0,
-        "max_new_tokens": args.max_new_tokens, "dtype": "bfloat16",
+        "format": FORMAT,
+        "version": VERSION,
+        "model": args.model,
+        "mode": args.mode,
+        "temperature": 0.0 if args.mode == "greedy" else 1.0,
+        "top_p": 1.0,
+        "max_new_tokens": args.max_new_tokens,
+        "dtype": "bfloat16",
     }
     (args.folder / META).write_text(json.dumps(meta, indent=2) + "\n")
     for s in range(len(prompt_lens) // args.shard):  # whole shards only: distill redoes a partial one
         a, b = s * args.shard, (s + 1) * args.shard
-        np.savez(args.folder / f"shard-{s:05d}.npz", tokens=tokens[offsets[a] : offsets[b]],
-                 offsets=offsets[a : b + 1] - offsets[a], prompt_lens=prompt_lens[a:b])
+        np.savez(
+            args.folder / f"shard-{s:05d}.npz",
+            tokens=tokens[offsets[a] : offsets[b]],
+            offsets=offsets[a : b + 1] - offsets[a],
+            prompt_lens=prompt_lens[a:b],
+        )
     print(f"{args.folder}: {len(prompt_lens) // args.shard} shards of {args.shard} records")
 
 

@@ -57,7 +57,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     p.add_argument("--distill-seconds", type=float, help="time budget of the distillation (rerun to continue)")
-    p.add_argument("--train-seconds", type=float, help="time budget of the greedy heads' training (the sampled heads: half)")
+    p.add_argument(
+        "--train-seconds", type=float, help="time budget of the greedy heads' training (the sampled heads: half)"
+    )
     p.add_argument("--stop-after", choices=["distill", "train"], help="stop after this stage")
     return p.parse_args(argv)
 
@@ -115,7 +117,15 @@ def main(argv=None) -> int:
     distill(model, tokenizer, greedy_prompts, args.work / "distill-greedy", deadline=deadline, **common)
     if sampled_prompts:
         deadline = started + budget if budget else None
-        distill(model, tokenizer, sampled_prompts, args.work / "distill-sampled", temperature=1.0, deadline=deadline, **common)
+        distill(
+            model,
+            tokenizer,
+            sampled_prompts,
+            args.work / "distill-sampled",
+            temperature=1.0,
+            deadline=deadline,
+            **common,
+        )
     logger.info("distillation done in %.0f s", time.monotonic() - started)
     if args.stop_after == "distill":
         return 0
@@ -157,7 +167,11 @@ def main(argv=None) -> int:
         report["greedy_on_sampled"] = head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-sampled"))
     (args.work / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
     for name, rows in report.items():
-        logger.info("held-out %s: %s", name, " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows))
+        logger.info(
+            "held-out %s: %s",
+            name,
+            " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows),
+        )
     if args.out:
         for heads, name in ((greedy, "heads"), (sampled, "heads-sampled")):
             if heads is not None:

@@ -110,8 +110,11 @@ def check_candidates(k: int, p: int, vocab_size: int) -> None:
     if p < 1:
         raise ValueError(f"p={p} drafts: must be at least 1")
     if k > LARGE_K:
-        logger.warning("k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
-                       "gets much slower (cost grows with k)", k)
+        logger.warning(
+            "k=%d candidates per head is far beyond the paper's k <= 16: each decoding step "
+            "gets much slower (cost grows with k)",
+            k,
+        )
 
 
 def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
@@ -126,8 +129,12 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
         return [
             RowSpec("generate", "plain greedy generate()", "-", {}),
-            RowSpec("prompt_lookup", f"prompt_lookup_num_tokens={st.prompt_lookup_tokens}", "chain",
-                    {"prompt_lookup_num_tokens": st.prompt_lookup_tokens}),
+            RowSpec(
+                "prompt_lookup",
+                f"prompt_lookup_num_tokens={st.prompt_lookup_tokens}",
+                "chain",
+                {"prompt_lookup_num_tokens": st.prompt_lookup_tokens},
+            ),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
@@ -138,12 +145,24 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
     return [
         RowSpec("generate", "plain sampling generate()", "-", {}),
         RowSpec("heads", f"h={h} one sampled draft", "block", {**heads, "draft_p": 1, "draft_sample": "block"}),
-        RowSpec("heads_multi", f"h={h} p={st.p} sampled drafts", "multi",
-                {**heads, "draft_p": st.p, "draft_sample": "multi"}),
-        RowSpec("ngram_multi", f"h={h} k={st.k} p={st.p} sample_alpha={st.sample_alpha}", "multi",
-                {**ngram, "draft_p": st.p, "draft_sample": "multi", "draft_sample_alpha": st.sample_alpha}),
-        RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree-sample",
-                {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha}),
+        RowSpec(
+            "heads_multi",
+            f"h={h} p={st.p} sampled drafts",
+            "multi",
+            {**heads, "draft_p": st.p, "draft_sample": "multi"},
+        ),
+        RowSpec(
+            "ngram_multi",
+            f"h={h} k={st.k} p={st.p} sample_alpha={st.sample_alpha}",
+            "multi",
+            {**ngram, "draft_p": st.p, "draft_sample": "multi", "draft_sample_alpha": st.sample_alpha},
+        ),
+        RowSpec(
+            "ngram_tree",
+            f"h={h} k={st.k} p={st.p} alpha={st.alpha}",
+            "tree-sample",
+            {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha},
+        ),
     ]
 
 
@@ -186,9 +205,7 @@ def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSetting
     return sequences[0, len(prompt.ids) :].tolist(), calls.count, seconds, accepted
 
 
-def run_demo(
-    bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress: Callable | None = None
-) -> list[Row]:
+def run_demo(bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress: Callable | None = None) -> list[Row]:
     """Every row over every prompt (see the module docstring); the first row is ``generate``."""
     rows = [Row(spec) for spec in row_specs(bundle, settings)]
     for row in rows:  # warm-up: first calls allocate and tune kernels

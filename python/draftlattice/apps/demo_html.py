@@ -24,8 +24,9 @@ def record_steps(bundle, report: DemoReport, progress=None) -> dict[tuple[int, s
     for i, prompt in items:
         for row in drafted:
             recorder = StepRecorder(k=report.settings.k)
-            spec = type(row.spec)(row.spec.name, row.spec.settings, row.spec.verifier,
-                                  {**row.spec.kwargs, "draft_recorder": recorder})
+            spec = type(row.spec)(
+                row.spec.name, row.spec.settings, row.spec.verifier, {**row.spec.kwargs, "draft_recorder": recorder}
+            )
             decode_once(bundle, spec, prompt, report.settings, report.settings.max_new_tokens, report.settings.seed + i)
             recorded[(i, row.name)] = recorder
     return recorded
@@ -36,13 +37,15 @@ def html_run(report: DemoReport, recorded: dict[tuple[int, str], StepRecorder], 
     rows = []
     for row in report.rows:
         histogram = Counter(row.accepted)
-        rows.append({
-            "name": row.name,
-            "block_efficiency": row.block_efficiency,
-            "tokens_per_s": row.tokens_per_s,
-            "identical": row.identical if row is not report.reference else True,
-            "accepted_histogram": {int(a): int(n) for a, n in sorted(histogram.items())},
-        })
+        rows.append(
+            {
+                "name": row.name,
+                "block_efficiency": row.block_efficiency,
+                "tokens_per_s": row.tokens_per_s,
+                "identical": row.identical if row is not report.reference else True,
+                "accepted_histogram": {int(a): int(n) for a, n in sorted(histogram.items())},
+            }
+        )
     prompts = []
     for i, prompt in enumerate(report.prompts):
         runs = {}
@@ -78,16 +81,27 @@ def _steps(recorder: StepRecorder, length: int, token_text) -> list[dict]:
             [[token_text(t), float(p)] for t, p in zip(ids, probs)]
             for ids, probs in zip(step.lattice_ids, step.lattice_probs)
         ]
-        steps.append({
-            "committed": [token_text(t) for t in committed],
-            "accepted": accepted,
-            "lattice": lattice,
-            "drafts_before": [[token_text(t) for t in d] for d in step.drafts_before],
-            "drafts_after": None if step.drafts_after is None else [[token_text(t) for t in d] for d in step.drafts_after],
-            "chosen": step.chosen,
-        })
+        steps.append(
+            {
+                "committed": [token_text(t) for t in committed],
+                "accepted": accepted,
+                "lattice": lattice,
+                "drafts_before": [[token_text(t) for t in d] for d in step.drafts_before],
+                "drafts_after": None
+                if step.drafts_after is None
+                else [[token_text(t) for t in d] for d in step.drafts_after],
+                "chosen": step.chosen,
+            }
+        )
     if total < length and 0 in recorder.last:
-        steps.append({"committed": [token_text(recorder.last[0])], "accepted": 0, "lattice": None,
-                      "drafts_before": None, "drafts_after": None, "chosen": None})
+        steps.append(
+            {
+                "committed": [token_text(recorder.last[0])],
+                "accepted": 0,
+                "lattice": None,
+                "drafts_before": None,
+                "drafts_after": None,
+                "chosen": None,
+            }
+        )
     return steps
-

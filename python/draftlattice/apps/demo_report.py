@@ -39,8 +39,10 @@ class DemoReport:
         ]
         n = len(self.prompts)
         for row in self.rows:
-            last = f"{row.calls} | {row.tokens} |" if sampling else (
-                "(reference) |" if row is self.reference else f"{row.agreeing}/{n} |"
+            last = (
+                f"{row.calls} | {row.tokens} |"
+                if sampling
+                else ("(reference) |" if row is self.reference else f"{row.agreeing}/{n} |")
             )
             lines.append(
                 f"| {row.name} | {row.spec.settings} | {row.spec.verifier} | {row.block_efficiency:.3f} "

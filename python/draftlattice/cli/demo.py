@@ -33,8 +33,12 @@ def register(subparsers) -> None:
     p.add_argument("--k", type=int, default=8, help="lattice candidates per head (default 8)")
     p.add_argument("--p", type=int, default=4, help="drafts of the tree rows (default 4)")
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
-    p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
-                   help="model dtype; float32 makes every drafted row equal generate() (default bfloat16)")
+    p.add_argument(
+        "--dtype",
+        choices=["bfloat16", "float32"],
+        default="bfloat16",
+        help="model dtype; float32 makes every drafted row equal generate() (default bfloat16)",
+    )
     p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
     p.add_argument("--sample-alpha", type=float, default=0.2, help="LM weight of sampled lattice drafts")
@@ -86,8 +90,12 @@ def _demo(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
         bundle = load_default(
-            getattr(torch, args.dtype), horizon=args.horizon, model_dir=args.model_dir, models=args.models,
-            lm=args.lm, allow_mismatch=args.allow_mismatch,
+            getattr(torch, args.dtype),
+            horizon=args.horizon,
+            model_dir=args.model_dir,
+            models=args.models,
+            lm=args.lm,
+            allow_mismatch=args.allow_mismatch,
         )
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
@@ -96,8 +104,13 @@ def _demo(args: argparse.Namespace) -> int:
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     rows = run_demo(bundle, prompts, settings, progress=_progress())
     report = DemoReport(
-        settings, prompts, rows, lambda ids: bundle.tokenizer.decode(ids, skip_special_tokens=True),
-        model=bundle.folder.name, lm=str(bundle.lm.path), dtype=args.dtype,
+        settings,
+        prompts,
+        rows,
+        lambda ids: bundle.tokenizer.decode(ids, skip_special_tokens=True),
+        model=bundle.folder.name,
+        lm=str(bundle.lm.path),
+        dtype=args.dtype,
     )
     print(report.render())
     if args.json is not None:

@@ -20,7 +20,17 @@ def register(subparsers) -> None:
         "projection. Resumes from a checkpoint in OUTPUT unless --no-resume.",
     )
     p.add_argument("model", type=Path, help="local transformers model folder (AutoModelForCausalLM)")
-    p.add_argument("--data", type=Path, nargs="+", required=True, help="text corpus, one document per line")
+    p.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="text corpus, one document per line; or one distilled corpus folder (the model's own "
+        "answers as token ids, lm_models/recipe/smollm2_heads.py), trained from each prompt's end on",
+    )
+    p.add_argument(
+        "--batch-tokens", type=int, help="tokens per step for a distilled corpus (default batch-size x seq-len)"
+    )
     p.add_argument("--tokenizer", type=Path, help="tokenizer folder or tokenizer.json (default: MODEL)")
     p.add_argument("--horizon", type=int, default=4, help="h: heads 2..h are trained (default 4)")
     p.add_argument("--head-hidden", type=int, help="hidden width of the heads (default: model hidden size)")
@@ -63,9 +73,11 @@ def run_train_heads(args: argparse.Namespace) -> int:
     model = AutoModelForCausalLM.from_pretrained(
         str(args.model), local_files_only=True, dtype=getattr(torch, args.dtype)
     ).to(device)
+    data = args.data[0] if len(args.data) == 1 and args.data[0].is_dir() else args.data
     result = train_heads(
         model,
-        args.data,
+        data,
+        batch_tokens=args.batch_tokens,
         tokenizer=args.tokenizer,
         horizon=args.horizon,
         head_hidden=args.head_hidden,

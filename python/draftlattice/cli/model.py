@@ -25,7 +25,8 @@ def register(subparsers) -> None:
         "--model",
         type=Path,
         help="model directory: a BlockwiseLM folder, or a target folder with "
-        "model/ (transformers) and heads/ (DraftHeads) (default: the shipped default model)",
+        "model/ (transformers) and heads/ (DraftHeads) (default: the default model, SmolLM2-135M-Instruct, "
+        "with its shipped heads; fetched on first use)",
     )
     p.add_argument(
         "--lm",
@@ -102,11 +103,14 @@ def run_perplexity(args: argparse.Namespace) -> int:
     if not args.text.is_file():
         raise OSError(f"text file not found: {args.text}")
     model_dir = args.model
-    if model_dir is None:
-        from ..assets import model_asset
+    if model_dir is None:  # the default model (fetched on first use) with its shipped heads
+        from ..hf import HFBlockwiseLM
+        from ..hf.default import load_default
 
-        model_dir = model_asset("default")
-    if (Path(model_dir) / "heads").is_dir():  # a transformers model + DraftHeads (build_model.sh)
+        bundle = load_default(torch.float32)
+        model = HFBlockwiseLM(bundle.model, heads=bundle.heads)
+        model_dir, tokenizer_path = bundle.folder, bundle.folder / "tokenizer.json"
+    elif (Path(model_dir) / "heads").is_dir():  # a transformers model + DraftHeads (build_model.sh)
         from ..hf import HFBlockwiseLM
 
         model = HFBlockwiseLM.from_pretrained(model_dir)

@@ -12,8 +12,10 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,20 @@ class DefaultModel:
             [{"role": "user", "content": message}], add_generation_prompt=True, tokenize=True
         )
         return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No "Loading weights" bar on stderr: a library loading its default model logs, never prints."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
@@ -95,7 +111,9 @@ def load_default(
     folder = Path(model_dir) if model_dir is not None else fetch_default()
     artifacts = artifacts_dir(models)
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dtype).to(device).eval()
+    with _quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+    model = model.to(device).eval()
     heads = DraftHeads.from_pretrained(artifacts / HEADS, model).truncated(horizon).eval()
     sampling_heads = DraftHeads.from_pretrained(artifacts / SAMPLING_HEADS, model).truncated(horizon).eval()
     ngram = NgramLM(Path(lm) if lm is not None else artifacts / LM)

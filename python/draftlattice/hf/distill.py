@@ -137,7 +137,9 @@ def distill(
         chunk = prompts[shard * shard_size : (shard + 1) * shard_size]
         encoded = [encode_prompt(tokenizer, p)[-max_prompt_tokens:] for p in chunk]
         generator_seed = seed * 100_003 + shard
-        records = _generate_records(model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed)
+        records = _generate_records(
+            model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed
+        )
         _write_shard(path, records)
         done_tokens += sum(len(r) - p for r, p in records)
         elapsed = time.monotonic() - started
@@ -180,7 +182,11 @@ def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, t
         for r, i in enumerate(rows):
             ids[r, width - len(encoded[i]) :] = torch.tensor(encoded[i])
             mask[r, width - len(encoded[i]) :] = 1
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0} if temperature > 0 else {"do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+            if temperature > 0
+            else {"do_sample": False}
+        )
         out = model.generate(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),

@@ -5,8 +5,9 @@ search runs on the device (only the ``[B, p, g]`` draft ids go to the host); wit
 only the top-k ids and log-probabilities go to the host, where draftlattice's C++ core rescores
 them exactly (:func:`draftlattice.rescore_batch`). Sampling uses the decoder's lossless rules
 (``draft_sample``): ``"multi"`` draws p drafts per row whose proposal law ``q`` is known (the
-heads' processed law, or with an LM the full-support rescored lattice of
-:func:`draftlattice.sample.sample_from_heads` with its own weight ``sample_alpha``), verified by
+heads' processed law, or with an LM the full-support rescored lattice, as
+:func:`draftlattice.sample.sample_from_heads` builds it, with its own weight ``sample_alpha``:
+only each head's top-k and the mass outside it go to the host), verified by
 recursive rejection sampling; ``"tree"`` proposes the p best drafts as in greedy mode (the
 deterministic tree rule); ``"block"`` one sampled draft, block verification.
 
@@ -23,8 +24,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..lattice import Lattice
 from ..rescore import LmMemo, rescore_batch
-from ..sample import sample_from_heads
+from ..sample import sample_drafts
 from ..verify import sampling_distribution
 
 # Context tokens passed to the LM per row: only the last order - 1 matter, and no draftlattice
@@ -120,13 +122,16 @@ class Proposal:
     to_host: list[Tensor]
     sampled: SampledDrafts | None = None
     vocab_size: int = 0
+    #: sampling with an LM: the heads' processed law outside its top-k, renormalised [B, g, V]
+    #: (device); the host only sees the top-k and the mass outside it.
+    rest: Tensor | None = None
 
 
 def propose(head_logits: Tensor, options: DraftOptions, sampling: Sampling | None) -> Proposal:
     """Device work of drafting: top-k lattice, p-best paths or sampled drafts.
 
-    Sampled drafts without an LM stay on the device; with an LM the heads' processed
-    log-probabilities ``[B, g, V]`` go to the host, where the rescored lattice is sampled."""
+    Sampled drafts without an LM stay on the device; with an LM the top-k of the heads' processed
+    laws and the mass outside it go to the host, where the rescored lattice is sampled."""
     B, g, V = head_logits.shape
     k = min(options.k, V)
     if sampling is None or options.sampled_drafts == 0:
@@ -139,7 +144,16 @@ def propose(head_logits: Tensor, options: DraftOptions, sampling: Sampling | Non
         n = options.sampled_drafts
         tokens = torch.multinomial(q.view(B * g, V), n, replacement=True).view(B, g, n).transpose(1, 2)
         return Proposal([], SampledDrafts(tokens, q.unsqueeze(1).expand(B, n, g, V)), V)
-    return Proposal([q.log()], vocab_size=V)
+    # The full-support lattice needs the top-k of each head and the mass outside it; the law
+    # outside it stays here, so only [B, g, k] values and [B, g] masses cross to the host.
+    top, ids = q.topk(k, dim=-1)
+    # Zero-probability candidates (a head whose top-p support is below k) leave every head's top-k.
+    keep = max(1, int((top > 0).sum(-1).min()))
+    top, ids = top[..., :keep], ids[..., :keep]
+    rest = q.scatter(-1, ids, 0.0)
+    mass = rest.sum(-1)
+    rest = rest / mass.clamp_min(torch.finfo(rest.dtype).tiny).unsqueeze(-1)
+    return Proposal([ids, top.log(), mass.log()], vocab_size=V, rest=rest)
 
 
 def finish(
@@ -161,7 +175,7 @@ def finish(
     if sampling is None or options.sampled_drafts == 0:
         ids, logprobs = host[0].numpy(), host[1].numpy()
         return torch.from_numpy(rescored_drafts(ids, logprobs, options, contexts)), None
-    sampled = lattice_samples(host[0].numpy(), options, contexts, device)
+    sampled = lattice_samples(host, proposal.rest, options, contexts)
     return sampled.tokens, sampled
 
 
@@ -184,25 +198,38 @@ def rescored_drafts(
 
 
 def lattice_samples(
-    head_logprobs: np.ndarray, options: DraftOptions, contexts: list[list[int]], device: torch.device
+    host: list[Tensor], rest: Tensor, options: DraftOptions, contexts: list[list[int]]
 ) -> SampledDrafts:
     """``options.sampled_drafts`` i.i.d. drafts per row from the full-support rescored lattice of
-    the heads' processed log-probabilities ``[B, g, V]`` (host), LM weight ``sample_alpha``, with
-    their exact laws q over the vocabulary (:func:`draftlattice.sample.sample_from_heads`).
-    The seeds come from torch's global generator, like generate()'s own draws."""
-    seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+    the heads' processed laws, LM weight ``sample_alpha``, with their exact laws q over the
+    vocabulary (as :func:`draftlattice.sample.sample_from_heads`, split between host and device).
+
+    ``host`` = top-k ids and log-probabilities ``[B, g, k]`` and the log-mass outside the top-k
+    ``[B, g]`` (host); ``rest`` the law outside the top-k ``[B, g, V]`` (device). The host samples
+    the lattice's arcs (an "other" arc per position carries the mass outside the top-k); the
+    device forms q and draws the concrete token of each "other" arc from ``rest``. The seeds come from torch's global generator, like generate()'s own draws."""
+    ids, logp, other = (t.numpy() for t in host)
+    B, g, k = ids.shape
     n = options.sampled_drafts
-    tokens, q = [], []
-    for logp, context in zip(head_logprobs.astype(np.float64), contexts):
-        drawn = sample_from_heads(
-            logp, options.k, options.lm, n, options.sample_alpha, np.asarray(context, np.int32), False, seed
+    seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+    tokens, arc_q = [], []
+    for b, context in enumerate(contexts):
+        lattice = Lattice.from_topk(ids[b].astype(np.int32), logp[b].astype(np.float32))
+        drawn = sample_drafts(
+            lattice, options.lm, n, options.sample_alpha, np.asarray(context, np.int32), False, seed, other[b]
         )
         tokens.append(drawn.tokens)
-        q.append(drawn.q.astype(np.float32))
-    return SampledDrafts(
-        torch.from_numpy(np.stack(tokens)).to(device, non_blocking=True),
-        torch.from_numpy(np.stack(q)).to(device, non_blocking=True),
-    )
+        arc_q.append(drawn.q)
+    device = rest.device
+    tokens = torch.from_numpy(np.stack(tokens).astype(np.int64)).to(device)  # [B, n, g], -1 = other arc
+    arc_q = torch.from_numpy(np.stack(arc_q).astype(np.float32)).to(device)  # [B, n, g, k + 1]
+    top_ids = torch.from_numpy(ids).to(device).unsqueeze(1).expand(B, n, g, k)
+    q = (arc_q[..., k : k + 1] * rest.unsqueeze(1)).scatter(-1, top_ids, arc_q[..., :k])
+    others = tokens < 0
+    if bool(others.any()):
+        draws = torch.multinomial(rest.unsqueeze(1).expand(B, n, g, -1)[others], 1).squeeze(1)
+        tokens = tokens.masked_scatter(others, draws)
+    return SampledDrafts(tokens, q)
 
 
 def greedy_drafts(head_logits: Tensor, options: DraftOptions, contexts: list[list[int]]) -> np.ndarray:

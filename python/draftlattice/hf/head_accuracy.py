@@ -18,7 +18,11 @@ from .heads import DraftHeads, output_embeddings
 
 @torch.no_grad()
 def head_accuracy(
-    model, heads: DraftHeads, corpus: DistilledCorpus, ks: tuple[int, ...] = (1, 4, 8), batch_tokens: int = 8192,
+    model,
+    heads: DraftHeads,
+    corpus: DistilledCorpus,
+    ks: tuple[int, ...] = (1, 4, 8),
+    batch_tokens: int = 8192,
     max_len: int = 1024,
 ) -> list[dict]:
     """Per head (2..h): ``{"head": j, "positions": n, "loss": CE, "top1": ..., "top4": ...}``."""
@@ -49,5 +53,11 @@ def head_accuracy(
     results = []
     for i, s in enumerate(sums):
         n = max(1, s["positions"])
-        results.append({"head": i + 2, "positions": s["positions"], **{key: value / n for key, value in s.items() if key != "positions"}})
+        results.append(
+            {
+                "head": i + 2,
+                "positions": s["positions"],
+                **{key: value / n for key, value in s.items() if key != "positions"},
+            }
+        )
     return results

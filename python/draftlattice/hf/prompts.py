@@ -47,12 +47,34 @@ GENERAL_QUESTIONS = (
     "Explain step by step how to {task}.",
 )
 TASKS = (
-    "learn a new language", "write a good essay", "improve my sleep", "cook rice", "save money",
-    "prepare for a job interview", "start running", "learn to program in Python", "plant a garden",
-    "study for an exam", "write a cover letter", "stay focused while working", "make friends in a new city",
-    "reduce stress", "bake bread", "take better photos", "organize my time", "read more books",
-    "give a presentation", "train a dog", "write a poem", "learn to play the guitar", "eat healthier",
-    "fix a flat bicycle tire", "choose a laptop", "plan a trip", "write a short story", "memorize facts",
+    "learn a new language",
+    "write a good essay",
+    "improve my sleep",
+    "cook rice",
+    "save money",
+    "prepare for a job interview",
+    "start running",
+    "learn to program in Python",
+    "plant a garden",
+    "study for an exam",
+    "write a cover letter",
+    "stay focused while working",
+    "make friends in a new city",
+    "reduce stress",
+    "bake bread",
+    "take better photos",
+    "organize my time",
+    "read more books",
+    "give a presentation",
+    "train a dog",
+    "write a poem",
+    "learn to play the guitar",
+    "eat healthier",
+    "fix a flat bicycle tire",
+    "choose a laptop",
+    "plan a trip",
+    "write a short story",
+    "memorize facts",
 )
 
 _DOC_START = re.compile(r'<doc id="[^"]*" url="[^"]*" title="([^"]*)">')
@@ -101,9 +123,7 @@ def _passage(paragraph: str) -> str:
     return " ".join(paragraph.split()[:120])
 
 
-def distillation_prompts(
-    path: str | os.PathLike[str], n: int, seed: int = 0, chat_share: float = 0.75
-) -> list[Prompt]:
+def distillation_prompts(path: str | os.PathLike[str], n: int, seed: int = 0, chat_share: float = 0.75) -> list[Prompt]:
     """``n`` prompts (a ``chat_share`` of chat messages, the rest text openings) from ``path``."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")

@@ -64,4 +64,3 @@ class StepRecorder:
 
     def finish(self, row: int, token: int) -> None:
         self.last[row] = int(token)
-

@@ -87,8 +87,9 @@ def corpus_ids(data, model, tokenizer=None) -> Tensor:
     return torch.tensor(ids, dtype=torch.int64)
 
 
-def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor, valid: Tensor | None = None,
-                chunk: int = 1024) -> tuple[Tensor, list[float]]:
+def head_losses(
+    heads: DraftHeads, model, z: Tensor, targets: Tensor, valid: Tensor | None = None, chunk: int = 1024
+) -> tuple[Tensor, list[float]]:
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
     ``z [B, T, d]`` hidden states of ``targets [B, T]``; head j at position t predicts
@@ -103,7 +104,11 @@ def head_losses(heads: DraftHeads, model, z: Tensor, targets: Tensor, valid: Ten
         if T <= j:
             break
         # Target t + j valid, and position t at or after the prompt's last token (where drafting starts).
-        keep = (valid[:, j:] & valid[:, 1 : T - j + 1]) if valid is not None else torch.ones_like(targets[:, j:], dtype=torch.bool)
+        keep = (
+            (valid[:, j:] & valid[:, 1 : T - j + 1])
+            if valid is not None
+            else torch.ones_like(targets[:, j:], dtype=torch.bool)
+        )
         if not bool(keep.any()):
             continue
         states = head(z[:, : T - j][keep])
@@ -240,7 +245,9 @@ def train_heads(
         if time_budget is not None and step == start_step + 10:
             per_step = (time.monotonic() - started) / 10
             plan["steps"] = min(steps, step + max(1, int((time_budget - 10 * per_step) / per_step)))
-            logger.info("time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"])
+            logger.info(
+                "time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"]
+            )
         chunks, valid = batches.next()
         chunks, valid = chunks.to(device), valid.to(device)
         with torch.no_grad(), autocast:
@@ -282,7 +289,9 @@ def train_heads(
 
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    return (
+        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    )
 
 
 def _lr_factor(step: int, warmup: int, steps: int) -> float:
