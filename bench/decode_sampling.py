@@ -29,12 +29,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from draftlattice.apps.demo import load_ngram  # noqa: E402
 from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset  # noqa: E402
 from draftlattice.decode import BlockwiseDecoder, DecodeStats, LatticeDrafter, SamplingConfig, VanillaDrafter  # noqa: E402
 from draftlattice.evaluate.prompts import paragraph_prompts  # noqa: E402
 from draftlattice.model import BlockwiseLM  # noqa: E402
-from draftlattice.tokenizer import load_tokenizer  # noqa: E402
+from draftlattice.ngram import NgramLM  # noqa: E402
+from draftlattice.pairing import check_lm_tokenizer_pair  # noqa: E402
+from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256  # noqa: E402
 
 
 class TemperatureOnly:
@@ -154,7 +155,10 @@ def main() -> None:
     model_dir = model_asset("default", args.models)
     model = BlockwiseLM.from_pretrained(model_dir)
     tokenizer_path = model_asset("tokenizer.json", args.models)
-    lm = load_ngram(model_asset("katz4.dlm", args.models), tokenizer_path)
+    lm = NgramLM(model_asset("katz4.dlm", args.models))
+    check_lm_tokenizer_pair(
+        lm.metadata, tokenizer_sha256(tokenizer_path), lm_name="katz4.dlm", tokenizer_name=str(tokenizer_path)
+    )
     prompts = paragraph_prompts(
         data_file(WIKITEXT_TEST), load_tokenizer(tokenizer_path), args.prompts, args.prompt_tokens, spread=True
     )
