@@ -1,5 +1,6 @@
 #include "ngram/line_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dl {
@@ -47,8 +48,9 @@ bool LineReader::Refill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  if (buffer_.size() < end_ + kBlock) buffer_.resize(end_ + kBlock);
-  const size_t got = source_->Read(buffer_.data() + end_, kBlock);
+  if (buffer_.size() < end_ + block_) buffer_.resize(end_ + block_);
+  const size_t got = source_->Read(buffer_.data() + end_, block_);
+  block_ = std::min(2 * block_, kBlock);
   end_ += got;
   if (got == 0) at_end_ = true;
   return got > 0;

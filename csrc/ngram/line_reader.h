@@ -18,6 +18,8 @@ namespace dl {
 
 class LineReader {
  public:
+  // Reads start at kFirstBlock bytes and double up to kBlock: a small input costs little.
+  static constexpr size_t kFirstBlock = size_t{1} << 16;
   static constexpr size_t kBlock = size_t{1} << 20;
 
   LineReader(ByteSource* source, const std::string& name, size_t max_line);
@@ -43,7 +45,8 @@ class LineReader {
   std::vector<char> buffer_;
   size_t begin_ = 0;  // unread bytes: buffer_[begin_, end_)
   size_t end_ = 0;
-  size_t scanned_ = 0;  // bytes after begin_ known to hold no '\n'
+  size_t scanned_ = 0;          // bytes after begin_ known to hold no '\n'
+  size_t block_ = kFirstBlock;  // bytes the next Refill asks for
   bool at_end_ = false;
   size_t line_no_ = 0;
 };
