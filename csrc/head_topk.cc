@@ -5,8 +5,11 @@
 #include <cstring>
 
 // On x86-64 with GCC, copies for AVX2 + FMA and AVX-512 machines, picked at load time (ifunc):
-// two and four times the vector width of the baseline build.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// two and four times the vector width of the baseline build. Not under ThreadSanitizer: the
+// ifunc resolver runs while the program is relocated, before the TSan runtime is initialised,
+// and the instrumented resolver crashes there (`make tsan`).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define DL_VECTOR_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

@@ -126,6 +126,20 @@ def test_corpus_line_longer_than_the_bound_is_an_error(tmp_path, monkeypatch):
         build_lm(path, 2, out_path=tmp_path / "o.arpa")
 
 
+def test_a_long_line_that_ends_inside_a_block_is_refused_too(tmp_path, monkeypatch):
+    # The bound is exact: a line over it is refused even when its newline arrives in the block
+    # that completes it (the Spark engine reads line by line and must agree).
+    monkeypatch.setattr(build_module, "_MAX_LINE_BYTES", 100)
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"a b\n" + b"x" * 100 + b"\n" + b"y" * 101 + b"\nlast\n")
+    with pytest.raises(dl.FormatError, match=r"line 3 \(byte offset 105\) is longer than 100 bytes"):
+        build_lm(path, 2, out_path=tmp_path / "o.arpa")
+    # The lines before it are checked first, as they are read.
+    path.write_bytes(b"a b\n\xff\n" + b"y" * 101 + b"\n")
+    with pytest.raises(dl.FormatError, match=r"line 2 \(byte offset 4\) is not valid UTF-8"):
+        build_lm(path, 2, out_path=tmp_path / "o.arpa")
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 def test_block_reading_counts_like_whole_lines(tmp_path, monkeypatch, chunk):
     # Blocks cut lines anywhere; the counts (and the written model) must not change.

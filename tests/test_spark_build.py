@@ -8,6 +8,7 @@ comparison is at full double precision), the same pruned set, and byte-identical
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -243,6 +244,70 @@ def test_bad_bytes_raise_the_one_machine_error(spark_context, tmp_path):
         spark.build_lm(path, 2, out_path=tmp_path / "s.arpa", spark=spark_context, split_bytes=64)
     assert str(ours.value) == str(one_machine.value)
     assert "line 3 (byte offset 19)" in str(ours.value)
+
+
+@pytest.mark.slow
+def test_decompression_bomb_is_refused_like_one_machine(spark_context, tmp_path, capsys):
+    spark = _import_spark()
+    path = tmp_path / "bomb.txt.gz"
+    path.write_bytes(gzip.compress(b"the cat sat\n" * 700_000))  # 8.4 MB in about 20 KB
+    assert path.stat().st_size * 200 < 8_400_000
+    limit = 1 << 20
+    with pytest.raises(FormatError) as one_machine:
+        build_one_machine(path, 2, out_path=tmp_path / "o.arpa", max_decompressed_bytes=limit)
+    with pytest.raises(FormatError) as ours:
+        spark.build_lm(path, 2, out_path=tmp_path / "s.arpa", spark=spark_context, max_decompressed_bytes=limit)
+    assert str(ours.value) == str(one_machine.value)
+    assert str(path) in str(ours.value) and f"max_decompressed_bytes={limit} " in str(ours.value)
+    args = ["lm", "build", str(path), "-o", str(tmp_path / "c.arpa"), "--engine", "spark"]
+    assert cli_main([*args, "--max-decompressed-bytes", "1M"]) == 1
+    assert str(one_machine.value) in capsys.readouterr().err
+    assert not (tmp_path / "s.arpa").exists() and not (tmp_path / "c.arpa").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compressed", [False, True])
+def test_over_long_line_is_refused_like_one_machine(spark_context, tmp_path, compressed):
+    # A line one byte over the bound (64 MiB) between short ones; plain files are cut into
+    # splits that start inside the long line, which only its owner may report.
+    spark = _import_spark()
+    from draftlattice.ngram.build import _MAX_LINE_BYTES
+
+    data = b"ok line\n" + b"x" * (_MAX_LINE_BYTES + 1) + b"\nmore words\n"
+    path = tmp_path / ("long.txt.gz" if compressed else "long.txt")
+    path.write_bytes(gzip.compress(data, 1) if compressed else data)
+    with pytest.raises(FormatError) as one_machine:
+        build_one_machine(path, 2, out_path=tmp_path / "o.arpa")
+    with pytest.raises(FormatError) as ours:
+        spark.build_lm(path, 2, out_path=tmp_path / "s.arpa", spark=spark_context, split_bytes=24 << 20)
+    assert str(ours.value) == str(one_machine.value)
+    assert f"line 2 (byte offset 8) is longer than {_MAX_LINE_BYTES} bytes" in str(ours.value)
+
+
+def test_read_split_bounds_lines_as_the_one_machine_reader(tmp_path, monkeypatch):
+    """At most the bound (the newline not counted) passes; one byte more is the one-machine error."""
+    _import_spark()
+    from draftlattice.ngram import build as one_machine_module
+    from draftlattice.spark.corpus import CorpusError, plan_splits, read_split
+
+    monkeypatch.setattr(one_machine_module, "_MAX_LINE_BYTES", 10)
+    ok = tmp_path / "ok.txt"
+    ok.write_bytes(b"a\n" + b"x" * 10 + b"\n" + b"y" * 10)  # the last line without its newline
+    assert [raw for split in plan_splits([ok], 4) for _, raw, _ in read_split(split)] == [
+        b"a\n",
+        b"x" * 10 + b"\n",
+        b"y" * 10,
+    ]
+    for tail in (b"\n", b""):
+        bad = tmp_path / "bad.txt"
+        bad.write_bytes(b"a\n" + b"x" * 11 + tail)
+        with pytest.raises(FormatError) as one_machine:
+            build_one_machine(bad, 2, out_path=tmp_path / "o.arpa")
+        for split_bytes in (1, 4, 100):
+            with pytest.raises(CorpusError) as ours:
+                [line for split in plan_splits([bad], split_bytes) for line in read_split(split)]
+            assert str(ours.value).endswith(str(one_machine.value)), split_bytes
+        assert "line 2 (byte offset 2) is longer than 10 bytes" in str(one_machine.value)
 
 
 @pytest.mark.slow

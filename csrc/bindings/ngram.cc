@@ -11,6 +11,7 @@
 #include "bindings/convert.h"
 #include "errors.h"
 #include "ngram/binary.h"
+#include "ngram/byte_source.h"
 #include "ngram/load.h"
 #include "ngram/token_lm.h"
 
@@ -26,8 +27,29 @@ std::vector<int32_t> CheckedTokens(const TokenLm& lm, const py::handle& tokens, 
   return ids;
 }
 
-// `source`: a path (str), or ARPA text in a byte buffer (bytes, or the bytearray a streamed
-// decompression fills) that the caller does not change while it is parsed.
+// A Python binary stream (an object with readinto, e.g. the bounded decompressor of
+// draftlattice._compressed) read with the GIL taken for each block. An exception the stream
+// raises (FormatError naming the file and the limit) propagates unchanged.
+class PyStreamSource : public ByteSource {
+ public:
+  // Made and destroyed with the GIL held.
+  explicit PyStreamSource(const py::object& stream) : readinto_(stream.attr("readinto")) {}
+  size_t Read(char* out, size_t n) override {
+    py::gil_scoped_acquire gil;
+    const py::object got = readinto_(py::memoryview::from_memory(out, static_cast<py::ssize_t>(n)));
+    const auto count = got.is_none() ? 0 : got.cast<py::ssize_t>();
+    if (count < 0 || static_cast<size_t>(count) > n)
+      throw InvalidArgument(Message("NgramLM source stream's readinto returned ", count,
+                                    " for a buffer of ", n, " bytes"));
+    return static_cast<size_t>(count);
+  }
+
+ private:
+  py::object readinto_;
+};
+
+// `source`: a path (str); ARPA text in a byte buffer (bytes, bytearray) that the caller does not
+// change while it is parsed; or a binary stream of ARPA text (an object with readinto).
 std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
                               std::optional<std::vector<std::string>> vocab, const py::object& oov,
                               bool copy) {
@@ -37,10 +59,15 @@ std::shared_ptr<TokenLm> Open(const py::object& source, const std::string& name,
     const std::string path = source.cast<std::string>();
     py::gil_scoped_release release;
     model = LoadNgramFile(path, copy);
+  } else if (py::hasattr(source, "readinto")) {
+    PyStreamSource stream(source);
+    py::gil_scoped_release release;
+    model = LoadNgramStream(&stream, name);
   } else {
     const py::buffer_info info = source.cast<py::buffer>().request();
     if (info.ndim != 1 || info.itemsize != 1)
-      throw InvalidArgument("NgramLM source must be a path or a 1-D byte buffer of ARPA text");
+      throw InvalidArgument(
+          "NgramLM source must be a path, a 1-D byte buffer or a binary stream of ARPA text");
     const std::string_view text(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size));
     py::gil_scoped_release release;
     model = LoadNgramText(text, name);

@@ -1,57 +1,20 @@
 #include "ngram/arpa.h"
 
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
+#include <limits>
 #include <optional>
 
 #include "errors.h"
 #include "ngram/builder.h"
+#include "ngram/line_reader.h"
 
 namespace dl {
 namespace {
 
 constexpr double kLn10 = 2.302585092994045684;
-
-class LineReader {
- public:
-  LineReader(std::string_view text, const std::string& name) : text_(text), name_(name) {}
-
-  // Next line without its terminator; false at end of text.
-  bool Next(std::string_view* line) {
-    if (pos_ >= text_.size()) return false;
-    const char* start = text_.data() + pos_;
-    const void* nl = std::memchr(start, '\n', text_.size() - pos_);
-    size_t len = nl ? static_cast<const char*>(nl) - start : text_.size() - pos_;
-    pos_ += len + 1;
-    if (len > 0 && start[len - 1] == '\r') --len;
-    *line = std::string_view(start, len);
-    ++line_no_;
-    return true;
-  }
-  // Next line that is not blank (whitespace only); false at end.
-  bool NextNonBlank(std::string_view* line) {
-    while (Next(line))
-      if (line->find_first_not_of(" \t") != std::string_view::npos) return true;
-    return false;
-  }
-  template <typename... Parts>
-  [[noreturn]] void Fail(const Parts&... parts) const {
-    throw FormatError(Message(name_, ":", line_no_, ": ", parts...));
-  }
-  size_t line_no() const { return line_no_; }
-  const std::string& name() const { return name_; }
-  // Bytes of text not yet read.
-  size_t remaining() const { return pos_ >= text_.size() ? 0 : text_.size() - pos_; }
-
- private:
-  std::string_view text_;
-  const std::string& name_;
-  size_t pos_ = 0;
-  size_t line_no_ = 0;
-};
+// Entries the builder allocates up front for each order of a stream (see Run).
+constexpr uint64_t kStreamPresize = uint64_t{1} << 18;
 
 std::string_view Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -100,12 +63,15 @@ uint64_t ParseCount(std::string_view s, const LineReader& reader) {
 // Parses the text section by section and hands every n-gram to an NgramBuilder.
 class ArpaReader {
  public:
-  ArpaReader(std::string_view text, const std::string& name)
-      : reader_(text, name), bytes_(text.size()) {}
+  ArpaReader(ByteSource* source, const std::string& name)
+      : reader_(source, name, kMaxArpaLineBytes), bytes_(source->size()) {}
 
   std::unique_ptr<NgramLM> Run() {
     ReadHeader();
-    NgramBuilder builder(counts_, std::move(metadata_), reader_.name());
+    // A stream's size is unknown, so its header's counts are unchecked until the sections end:
+    // the tables start at most kStreamPresize entries large and grow with the n-grams read.
+    const uint64_t presize = bytes_ ? std::numeric_limits<uint64_t>::max() : kStreamPresize;
+    NgramBuilder builder(counts_, std::move(metadata_), reader_.name(), presize);
     for (int n = 1; n <= builder.order(); ++n) ReadSection(n, &builder);
     std::string_view line;
     if (!reader_.NextNonBlank(&line))
@@ -155,11 +121,12 @@ class ArpaReader {
   // n-grams than the text can hold (an n-gram line takes at least 2n + 2 bytes: a digit, a tab,
   // n one-byte words with spaces, a newline) would make a few bytes allocate gigabytes.
   void CheckCountsFit() const {
+    if (!bytes_) return;
     double needed = 0;
     for (size_t n = 1; n <= counts_.size(); ++n)
       needed += static_cast<double>(counts_[n - 1]) * (2.0 * n + 2);
-    if (needed > static_cast<double>(bytes_))
-      reader_.Fail("the header claims more n-grams than the file's ", bytes_, " bytes can hold");
+    if (needed > static_cast<double>(*bytes_))
+      reader_.Fail("the header claims more n-grams than the file's ", *bytes_, " bytes can hold");
   }
 
   // The \n-grams: section: header line, entries, blank line (or end of file).
@@ -210,25 +177,25 @@ class ArpaReader {
   }
 
   LineReader reader_;
-  size_t bytes_;  // size of the whole text
+  std::optional<uint64_t> bytes_;  // size of the whole text, when known before reading
   std::vector<uint64_t> counts_;
   std::unordered_map<std::string, std::string> metadata_;
 };
 
 }  // namespace
 
+std::unique_ptr<NgramLM> ReadArpa(ByteSource* source, const std::string& name) {
+  return ArpaReader(source, name).Run();
+}
+
 std::unique_ptr<NgramLM> ReadArpa(std::string_view text, const std::string& name) {
-  return ArpaReader(text, name).Run();
+  MemorySource source(text);
+  return ReadArpa(&source, name);
 }
 
 std::unique_ptr<NgramLM> ReadArpaFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw FileError(errno, Message(path, ": cannot open LM file: ", std::strerror(errno)));
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size())))
-    throw FileError(errno, Message(path, ": read error: ", std::strerror(errno)));
-  return ReadArpa(text, path);
+  FileSource source(path);
+  return ReadArpa(&source, path);
 }
 
 }  // namespace dl

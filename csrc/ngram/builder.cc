@@ -8,31 +8,43 @@ namespace dl {
 using ngram::Entry;
 
 NgramBuilder::NgramBuilder(std::vector<uint64_t> counts,
-                           std::unordered_map<std::string, std::string> metadata, std::string name)
-    : name_(std::move(name)) {
+                           std::unordered_map<std::string, std::string> metadata, std::string name,
+                           uint64_t presize)
+    : name_(std::move(name)), presize_(presize) {
   parts_.counts = std::move(counts);
   parts_.metadata = std::move(metadata);
   parts_.order = static_cast<int>(parts_.counts.size());
-  for (int n = 2; n <= parts_.order; ++n) tables_.emplace_back(parts_.counts[n - 1]);
-  bounds_.emplace(parts_.order, parts_.counts[0]);
-  mass_.emplace(parts_.order, parts_.counts[0]);
-  if (parts_.order >= 2) pair_bounds_.emplace(parts_.order, parts_.counts[0], parts_.counts[1]);
+  for (int n = 2; n <= parts_.order; ++n)
+    tables_.emplace_back(std::min(parts_.counts[n - 1], presize_));
+  insertion_order_.resize(tables_.size());
   deferred_suffixes_.resize(parts_.order);
-  parts_.unigrams.reserve(parts_.counts[0]);
-  words_.reserve(parts_.counts[0]);
-  index_ = ngram::VocabIndex(parts_.counts[0]);
+  const uint64_t unigrams = std::min(parts_.counts[0], presize_);
+  parts_.unigrams.reserve(unigrams);
+  parts_.vocab_offsets.reserve(unigrams + 1);
+  index_ = ngram::VocabIndex(unigrams);
 }
 
 void NgramBuilder::AddUnigram(std::string_view word, float prob, float backoff, size_t line) {
   const WordIndex index = static_cast<WordIndex>(parts_.unigrams.size());
   if (!index_.Insert(word, index, WordOf())) Fail(line, "duplicate 1-gram '", word, "'");
-  words_.push_back(word);
   parts_.vocab_offsets.push_back(parts_.vocab_blob.size());
   parts_.vocab_blob.append(word);
   parts_.unigrams.push_back(Entry{ngram::kFlagListed, prob, backoff});
-  bounds_->AddProb(1, index, prob);
-  if (parts_.order > 1) bounds_->AddBackoff(1, backoff);
-  mass_->AddUnigram(prob);
+}
+
+// The 1-grams are all in: the builders that keep a value per word start with their values.
+void NgramBuilder::StartWordBounds() {
+  const size_t vocab = parts_.unigrams.size();
+  bounds_.emplace(parts_.order, vocab);
+  mass_.emplace(parts_.order, vocab);
+  if (parts_.order >= 2)
+    pair_bounds_.emplace(parts_.order, vocab, std::min(parts_.counts[1], presize_));
+  for (size_t w = 0; w < vocab; ++w) {
+    const Entry& e = parts_.unigrams[w];
+    bounds_->AddProb(1, static_cast<WordIndex>(w), e.prob_ln);
+    if (parts_.order > 1) bounds_->AddBackoff(1, e.backoff_ln);
+    mass_->AddUnigram(e.prob_ln);
+  }
 }
 
 void NgramBuilder::AddNgram(int n, const std::string_view* words, float prob, float backoff,
@@ -64,13 +76,23 @@ void NgramBuilder::AddNgram(int n, const std::string_view* words, float prob, fl
 }
 
 void NgramBuilder::EndOrder(int n) {
+  if (n == 1) {
+    StartWordBounds();
+    return;
+  }
   for (; pending_count_ > 0; --pending_count_)  // oldest first
     Insert(pending_[(pending_head_ + kPipeline - pending_count_) % kPipeline]);
+  // A table presized below its count grew: make it the table a presized one is.
+  if (parts_.counts[n - 1] > presize_) {
+    tables_[n - 2].Replay(insertion_order_[n - 2]);
+    insertion_order_[n - 2] = std::vector<uint64_t>();
+  }
   // Blank prefixes added to order n - 1 while reading order n may have grown its table.
   if (n >= 3) tables_[n - 3].Compact();
 }
 
 std::unique_ptr<NgramLM> NgramBuilder::Finish(const std::string& source_format) {
+  if (!bounds_) StartWordBounds();  // EndOrder(1) was not called
   MarkBackoffContexts();
   parts_.suffix_closed = CheckDeferredSuffixes();
   parts_.word_bounds = bounds_->Finish();
@@ -99,6 +121,7 @@ void NgramBuilder::Insert(const Pending& p) {
   ngram::Entry* e = tables_[p.n - 2].FindOrInsert(p.key, &inserted);
   if (!inserted && e->listed())
     Fail(p.line_no, "duplicate ", p.n, "-gram (or a 64-bit hash collision)");
+  if (parts_.counts[p.n - 1] > presize_) insertion_order_[p.n - 2].push_back(p.key);
   e->key |= ngram::kFlagListed;
   e->prob_ln = p.prob;
   e->backoff_ln = p.backoff;

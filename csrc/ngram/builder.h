@@ -33,11 +33,14 @@ namespace dl {
 class NgramBuilder {
  public:
   // counts[n - 1]: number of n-grams of order n (1 <= order <= kMaxOrder, counts[0] >= 1).
+  // `presize`: the most entries per order allocated before they are added (the tables grow
+  // past it), for counts nobody has checked yet (an ARPA stream's header). The model is the
+  // same either way, byte for byte.
   NgramBuilder(std::vector<uint64_t> counts, std::unordered_map<std::string, std::string> metadata,
-               std::string name);
+               std::string name, uint64_t presize = ~uint64_t{0});
 
   int order() const { return parts_.order; }
-  // The words must outlive the builder (they are referenced until Finish).
+  // The word is copied (the caller's buffer may change after the call).
   void AddUnigram(std::string_view word, float prob_ln, float backoff_ln, size_t line);
   // words[0..n): the n-gram, oldest first; each must have been added as a 1-gram.
   void AddNgram(int n, const std::string_view* words, float prob_ln, float backoff_ln, size_t line);
@@ -56,17 +59,25 @@ class NgramBuilder {
   };
   static constexpr int kPipeline = 16;
 
+  // Word i of the 1-grams added so far (in parts_.vocab_blob; vocab_offsets has no end entry
+  // until Finish).
   struct WordOfFn {
-    const std::vector<std::string_view>* words;
-    std::string_view operator()(WordIndex i) const { return (*words)[i]; }
+    const NgramLM::Parts* parts;
+    std::string_view operator()(WordIndex i) const {
+      const uint64_t end = i + 1 < parts->vocab_offsets.size() ? parts->vocab_offsets[i + 1]
+                                                               : parts->vocab_blob.size();
+      const uint64_t begin = parts->vocab_offsets[i];
+      return std::string_view(parts->vocab_blob).substr(begin, end - begin);
+    }
   };
-  WordOfFn WordOf() const { return WordOfFn{&words_}; }
+  WordOfFn WordOf() const { return WordOfFn{&parts_}; }
 
   template <typename... Parts>
   [[noreturn]] void Fail(size_t line, const Parts&... parts) const {
     throw FormatError(Message(name_, ":", line, ": ", parts...));
   }
 
+  void StartWordBounds();
   void Insert(const Pending& p);
   bool CheckDeferredSuffixes();
   float MarkPrefix(const WordIndex* ids, int m);
@@ -76,15 +87,19 @@ class NgramBuilder {
   std::string name_;
   NgramLM::Parts parts_;
   std::vector<ngram::TableBuilder> tables_;  // tables_[i]: order i + 2
+  // The builders sized by the vocabulary start after the 1-grams (StartWordBounds).
   std::optional<ngram::WordBoundBuilder> bounds_;
   std::optional<ngram::ContextMassBuilder> mass_;  // clamps the word bounds (context_mass.h)
   bool mass_decided_ = false;  // whether mass_ is kept: decided at the first 3-gram
   std::optional<ngram::PairBoundBuilder> pair_bounds_;    // order >= 2
   std::vector<std::vector<uint64_t>> deferred_suffixes_;  // [m - 1]: keys of m-grams to check
   Pending pending_[kPipeline];
-  int pending_head_ = 0;                 // next slot to fill
-  int pending_count_ = 0;                // filled slots not yet inserted
-  std::vector<std::string_view> words_;  // the 1-grams' words (owned by the caller)
+  int pending_head_ = 0;   // next slot to fill
+  int pending_count_ = 0;  // filled slots not yet inserted
+  uint64_t presize_;
+  // [n - 2]: the keys of the order-n n-grams in insertion order, for a table presized below its
+  // count (EndOrder replays them into a table of the final size).
+  std::vector<std::vector<uint64_t>> insertion_order_;
   ngram::VocabIndex index_;
 };
 

@@ -120,6 +120,17 @@ class TableBuilder {
   void Compact() {
     if (buckets_.size() > BucketsFor(used_) + BucketsFor(used_) / 8) Rehash(BucketsFor(used_));
   }
+  // Rebuilds the table with BucketsFor(keys.size()) buckets by inserting its entries again in the
+  // order of `keys` (raw keys, each entry's once): after growing from a small start, the table
+  // becomes the one a table presized for them gets from the same inserts, bucket for bucket.
+  void Replay(const std::vector<uint64_t>& keys) {
+    TableBuilder fresh(keys.size());
+    for (const uint64_t key : keys) {
+      bool inserted = false;
+      *fresh.FindOrInsert(key, &inserted) = *Find(key);
+    }
+    *this = std::move(fresh);
+  }
   Entry* Find(uint64_t key) {
     return const_cast<Entry*>(TableView(buckets_.data(), buckets_.size()).Find(key));
   }

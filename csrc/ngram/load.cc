@@ -14,6 +14,10 @@ std::shared_ptr<NgramLM> LoadNgramText(std::string_view arpa_text, const std::st
   return std::shared_ptr<NgramLM>(ReadArpa(arpa_text, name));
 }
 
+std::shared_ptr<NgramLM> LoadNgramStream(ByteSource* source, const std::string& name) {
+  return std::shared_ptr<NgramLM>(ReadArpa(source, name));
+}
+
 void TokenScores(const TokenLm& lm, const int32_t* tokens, size_t n, const int32_t* context,
                  size_t context_n, bool bos, bool eos, std::vector<double>* out) {
   out->clear();

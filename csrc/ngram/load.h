@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ngram/byte_source.h"
 #include "ngram/token_lm.h"
 
 namespace dl {
@@ -14,8 +15,10 @@ namespace dl {
 // A binary model (recognised by its magic) or an uncompressed ARPA file. `copy`: read a binary
 // model into private memory instead of mapping it (LoadBinary); ARPA models always are.
 std::shared_ptr<NgramLM> LoadNgramFile(const std::string& path, bool copy = false);
-// ARPA text already in memory (e.g. decompressed by the caller); `name` labels errors.
+// ARPA text already in memory; `name` labels errors.
 std::shared_ptr<NgramLM> LoadNgramText(std::string_view arpa_text, const std::string& name);
+// ARPA text read from a stream (e.g. decompressed by the caller as it is read).
+std::shared_ptr<NgramLM> LoadNgramStream(ByteSource* source, const std::string& name);
 
 // Natural-log probability of each token of `tokens` given "<s>"? + `context`, plus </s> at the end
 // when `eos` (so `out` gets n or n + 1 values). Tokens must have passed CheckTokens.

@@ -3,10 +3,11 @@
 A few kilobytes of gzip or xz can expand to gigabytes (a decompression bomb). Every compressed
 input (ARPA files for ``NgramLM``, corpora for ``lm build``) is read through :func:`open_input`,
 which decompresses block by block and raises :class:`FormatError` naming the file and the limit
-as soon as more than ``max_decompressed_bytes`` come out, before they are kept anywhere. The
-default, :data:`DEFAULT_MAX_DECOMPRESSED_BYTES` (16 GiB), is above any ARPA file one machine can
-parse (the parser holds the text in memory) and leaves room for large corpora; pass a larger
-value (``--max-decompressed-bytes`` on the command line) for bigger genuine inputs.
+as soon as more than ``max_decompressed_bytes`` come out, before they are kept anywhere. Readers
+consume the stream line by line with a bound on the line length (the ARPA parser in C++, corpora
+in ``ngram.build``), so neither holds more than a block and a line of text. The default,
+:data:`DEFAULT_MAX_DECOMPRESSED_BYTES` (16 GiB), leaves room for large ARPA files and corpora;
+pass a larger value (``--max-decompressed-bytes`` on the command line) for bigger genuine inputs.
 Plain files are opened as they are: their size is known before reading.
 """
 
@@ -99,14 +100,3 @@ def open_input(
         return open(path, "rb")
     inner = _OPENERS[compression](path, "rb")
     return io.BufferedReader(_Bounded(inner, os.fspath(path), compression, limit), _READ_BLOCK)
-
-
-def read_decompressed(
-    path: str | os.PathLike[str], compression: str, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-) -> bytearray:
-    """The whole decompressed content, read block by block (one buffer, grown in place)."""
-    content = bytearray()
-    with open_input(path, compression, max_decompressed_bytes) as stream:
-        while block := stream.read(_READ_BLOCK):
-            content += block
-    return content

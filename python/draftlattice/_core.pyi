@@ -2,7 +2,7 @@
 # concept: errors, ngram, lattice, rescore, sample, oracle, lmbuild). Wrong argument types raise
 # TypeError, impossible values ValueError (checked by the core), file errors OSError.
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 import numpy as np
 
@@ -28,7 +28,7 @@ class NgramLM:
     @overload
     def __init__(
         self,
-        source: str | bytes | bytearray,
+        source: str | bytes | bytearray | BinaryIO,
         name: str,
         vocab: Sequence[str] | None,
         oov_ln: float,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ._limits import add_decompression_limit
 
 
@@ -54,7 +53,7 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
     prune.add_argument("--prune-threshold", type=float, metavar="T", help="relative-entropy pruning threshold")
     parser.add_argument("-o", "--output", required=True, help="output file (.arpa or .dlm)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
-    add_decompression_limit(parser, "corpus file (--engine local)")
+    add_decompression_limit(parser, "corpus file")
     spark = parser.add_argument_group("Spark engine (docs/SCALE.md; needs draftlattice[spark] and Java)")
     spark.add_argument(
         "--engine",
@@ -82,12 +81,15 @@ def _spark_options(args: argparse.Namespace) -> dict:
         if args.master or args.partitions or args.spark_conf:
             raise ValueError("--master, --partitions and --spark-conf need --engine spark")
         return {"max_decompressed_bytes": args.max_decompressed_bytes}
-    if args.max_decompressed_bytes != DEFAULT_MAX_DECOMPRESSED_BYTES:
-        raise ValueError("--max-decompressed-bytes applies to --engine local (Spark reads with the default limit)")
     conf = dict(item.split("=", 1) for item in args.spark_conf if "=" in item)
     if len(conf) != len(args.spark_conf):
         raise ValueError(f"--spark-conf takes KEY=VALUE, got {args.spark_conf}")
-    return {"master": args.master, "partitions": args.partitions, "spark_conf": conf}
+    return {
+        "master": args.master,
+        "partitions": args.partitions,
+        "spark_conf": conf,
+        "max_decompressed_bytes": args.max_decompressed_bytes,
+    }
 
 
 def run_build(args: argparse.Namespace) -> int:

@@ -62,6 +62,28 @@ _MAX_LINE_BYTES = 64 << 20
 _ENCODE_BATCH_LINES = 4096
 
 
+def line_too_long(path: str | os.PathLike[str], line_no: int, offset: int) -> FormatError:
+    """The error for a corpus line over _MAX_LINE_BYTES (without its newline); both engines."""
+    return FormatError(
+        f"{path}: line {line_no} (byte offset {offset}) is longer than {_MAX_LINE_BYTES} bytes; "
+        "a corpus holds one sentence per line"
+    )
+
+
+def _first_long_line(chunk: bytes) -> int:
+    """Offset in ``chunk`` (whole lines) of the first line longer than _MAX_LINE_BYTES, or -1."""
+    if len(chunk) <= _MAX_LINE_BYTES:
+        return -1
+    start = 0
+    while start < len(chunk):
+        end = chunk.find(b"\n", start)
+        end = len(chunk) if end < 0 else end
+        if end - start > _MAX_LINE_BYTES:
+            return start
+        start = end + 1
+    return -1
+
+
 class TokenizerMismatchError(ValueError):
     """An LM is used with a tokenizer other than the one it was built over."""
 
@@ -99,8 +121,8 @@ def _read_chunks(
 
     Reads fixed-size blocks (so neither a long line nor a decompression bomb is ever held whole)
     and cuts each after its last newline. Raises FormatError for a NUL byte, invalid UTF-8 or a
-    line over _MAX_LINE_BYTES, with line number and byte offset, and for compressed data that is
-    corrupt or decompresses to more than ``max_decompressed_bytes``.
+    line over _MAX_LINE_BYTES (without its newline), with line number and byte offset, and for
+    compressed data that is corrupt or decompresses to more than ``max_decompressed_bytes``.
     """
     line_no = 0  # lines before the chunk
     offset = 0  # bytes before the chunk
@@ -121,32 +143,39 @@ def _read_chunks(
                 cut = data.rfind(b"\n") + 1
                 if cut == 0:
                     if len(data) > _MAX_LINE_BYTES:
-                        raise FormatError(
-                            f"{path}: line {line_no + 1} (byte offset {offset}) is longer than "
-                            f"{_MAX_LINE_BYTES} bytes; a corpus holds one sentence per line"
-                        )
+                        raise line_too_long(path, line_no + 1, offset)
                     carry = data
                     continue
                 chunk, carry = data[:cut], data[cut:]
-            nul = chunk.find(b"\x00")
-            if nul >= 0:
-                at_line = line_no + chunk.count(b"\n", 0, nul) + 1
-                raise FormatError(
-                    f"{path}: line {at_line} (byte offset {offset + nul}) contains a NUL byte; "
-                    "this looks like a binary file, not a text corpus"
-                )
-            try:
-                text = chunk.decode("utf-8")
-            except UnicodeDecodeError as error:
-                at_line = line_no + chunk.count(b"\n", 0, error.start) + 1
-                raise FormatError(
-                    f"{path}: line {at_line} (byte offset {offset + error.start}) is not valid UTF-8 ({error.reason})"
-                ) from None
+            long_line = _first_long_line(chunk)  # lines before it are checked first, as read
+            text = _checked_text(path, chunk if long_line < 0 else chunk[:long_line], line_no, offset)
+            if long_line >= 0:
+                raise line_too_long(path, line_no + chunk.count(b"\n", 0, long_line) + 1, offset + long_line)
             yield chunk, text
             line_no += chunk.count(b"\n")
             offset += len(chunk)
             if progress is not None:
                 progress.update(len(chunk))
+
+
+def _checked_text(path: Path, chunk: bytes, line_no: int, offset: int) -> str:
+    """``chunk`` (whole lines after ``line_no`` lines, ``offset`` bytes) decoded; FormatError for a
+    NUL byte or invalid UTF-8, with line number and byte offset."""
+    nul = chunk.find(b"\x00")
+    if nul >= 0:
+        at_line = line_no + chunk.count(b"\n", 0, nul) + 1
+        raise FormatError(
+            f"{path}: line {at_line} (byte offset {offset + nul}) contains a NUL byte; "
+            "this looks like a binary file, not a text corpus"
+        )
+    try:
+        text = chunk.decode("utf-8")
+    except UnicodeDecodeError as error:
+        at_line = line_no + chunk.count(b"\n", 0, error.start) + 1
+        raise FormatError(
+            f"{path}: line {at_line} (byte offset {offset + error.start}) is not valid UTF-8 ({error.reason})"
+        ) from None
+    return text
 
 
 def _make_progress(total: int | None, desc: str) -> Any:

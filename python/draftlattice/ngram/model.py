@@ -1,7 +1,7 @@
 """Backoff n-gram language models with exact Katz backoff scoring.
 
-``NgramLM`` loads an ARPA file (plain, ``.gz`` or ``.xz``; recognised by content, decompressed
-as a stream with a bound on its size: ``draftlattice._compressed``) or the compact binary format
+``NgramLM`` loads an ARPA file (plain, ``.gz``, ``.xz`` or ``.bz2``; recognised by content,
+decompressed as it is parsed, with a bound on its size: ``draftlattice._compressed``) or the compact binary format
 written by :meth:`NgramLM.save` (memory-mapped, or read into memory with ``copy=True``). Scores are natural-log
 probabilities (ARPA files store log10). Token ids map to LM words through ``vocab`` (index = token
 id) or, without it, through LM words that are decimal integers. A token the LM does not know
@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import tokens_in
-from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, read_decompressed
+from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, open_input
 from .._core import FormatError, LmState
 
 logger = logging.getLogger(__name__)
@@ -33,19 +33,23 @@ TokenSeq = Sequence[int] | np.ndarray
 
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 _GZ_MAGIC = b"\x1f\x8b"
+# "BZh", the block size digit, then a block's magic (pi) or the end of an empty stream (sqrt pi).
+_BZ2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
 _BINARY_MAGIC = b"DLNGRAM\x00"
 
 
 def detect_format(path: PathLike) -> str:
-    """'binary', 'arpa.xz', 'arpa.gz' or 'arpa' from the first bytes of the file."""
+    """'binary', 'arpa.xz', 'arpa.gz', 'arpa.bz2' or 'arpa' from the first bytes of the file."""
     with open(path, "rb") as handle:
-        head = handle.read(8)
+        head = handle.read(10)
     if head.startswith(_BINARY_MAGIC):
         return "binary"
     if head.startswith(_XZ_MAGIC):
         return "arpa.xz"
     if head.startswith(_GZ_MAGIC):
         return "arpa.gz"
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[4:10] in _BZ2_BLOCKS:
+        return "arpa.bz2"
     return "arpa"
 
 
@@ -65,7 +69,7 @@ class NgramLM(_core.NgramLM):
     """A backoff n-gram LM over model token ids.
 
     Args:
-        path: ARPA file (plain, .gz, .xz) or binary model (.dlm, from :meth:`save`).
+        path: ARPA file (plain, .gz, .xz, .bz2) or binary model (.dlm, from :meth:`save`).
         vocab: strings, ``vocab[i]`` = the LM word of model token ``i``. Must cover every LM word
             except ``<s>``, ``</s>``, ``<unk>``. Without it, LM words that are decimal integers
             are token ids (LMs built by draftlattice).
@@ -77,9 +81,11 @@ class NgramLM(_core.NgramLM):
             size in private memory, where a mapping shares the page cache). ARPA models are always
             parsed into private memory. Install new models by rename (:meth:`save` does), never
             by writing over a file that a running process may have mapped.
-        max_decompressed_bytes: a ``.gz``/``.xz`` ARPA file is decompressed as a stream and
+        max_decompressed_bytes: a ``.gz``/``.xz``/``.bz2`` ARPA file is decompressed as it is parsed and
             refused (FormatError naming the file and the limit) once more than this many bytes
-            come out (default 16 GiB: the parser holds the text in memory).
+            come out (default 16 GiB). ARPA text is read line by line, plain or compressed; a
+            line over 16 MiB is a FormatError, so a parse holds one block and one line of text
+            besides the model.
 
     The file's identity (device, inode, size, modification time) is recorded at load; a file
     that changes while it is loaded is a FormatError, and :meth:`changed` tells later whether
@@ -106,14 +112,12 @@ class NgramLM(_core.NgramLM):
         identity = _file_identity(path)
         file_format = detect_format(path)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
-        if file_format in ("arpa.xz", "arpa.gz"):
-            logger.info("decompressing %s", path)
-            compression = file_format.removeprefix("arpa.")
-            source: str | bytearray = read_decompressed(path, compression, max_decompressed_bytes)
+        if file_format in ("arpa.xz", "arpa.gz", "arpa.bz2"):
+            logger.info("decompressing %s as it is parsed", path)
+            with open_input(path, file_format.removeprefix("arpa."), max_decompressed_bytes) as stream:
+                super().__init__(stream, path, vocab_list, oov_logprob, bool(copy))
         else:
-            source = path
-        super().__init__(source, path, vocab_list, oov_logprob, bool(copy))
-        del source  # the decompressed text: the model has its own tables now
+            super().__init__(path, path, vocab_list, oov_logprob, bool(copy))
         if _file_identity(path) != identity:
             raise FormatError(f"{path}: the file changed while it was being loaded; load it again")
         self.path = path

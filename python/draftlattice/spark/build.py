@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
+from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit
 from ..ngram.build import TOKENIZER_SHA256_KEY, LmBuildResult
 from ..tokenizer import load_tokenizer, tokenizer_sha256
 from . import arpa, backoff, corpus, counting, discounts, estimate, partition, prune
@@ -60,6 +61,7 @@ def build_lm(
     partitions: int | None = None,
     split_bytes: int | None = None,
     storage_level: str | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> LmBuildResult:
     """Builds the same Katz backoff LM as :func:`draftlattice.ngram.build.build_lm`, on Spark.
 
@@ -82,11 +84,15 @@ def build_lm(
         ``DISK_ONLY`` (or their ``_2`` replicated forms); default: the context's
         ``spark.draftlattice.storageLevel`` setting, else ``MEMORY_AND_DISK``. In local mode the
         executor is the driver JVM; ``DISK_ONLY`` keeps large tables off its heap (docs/SCALE.md).
+      max_decompressed_bytes: as in :func:`draftlattice.ngram.build.build_lm`: a compressed corpus
+        file is refused (FormatError naming the file and the limit) once more than this many
+        bytes come out of it; lines over 64 MiB are refused as there too.
 
     Raises the one-machine build's exceptions for bad parameters and corpora; ImportError when
     pyspark is missing, FileNotFoundError when Java is.
     """
     _core.check_build_options(order, min_counts, prune_threshold, prune_to)  # the one-machine build's checks
+    check_limit(max_decompressed_bytes)
     mins = list(min_counts) if min_counts is not None else [1] * order
     files = corpus.expand_inputs(corpus_paths)
     out = Path(out_path)
@@ -110,7 +116,7 @@ def build_lm(
         level = storage_level or sc.getConf().get(STORAGE_LEVEL_KEY, "MEMORY_AND_DISK")
         if level not in STORAGE_LEVELS:
             raise ValueError(f"storage level must be one of {', '.join(STORAGE_LEVELS)}, got {level!r}")
-        job = _Job(sc, order, mins, parts, level)
+        job = _Job(sc, order, mins, parts, level, max_decompressed_bytes)
         try:
             return job.run(splits, files, tokenizer_json, tok_sha, prune_to, prune_threshold, out, arpa_digits)
         finally:
@@ -120,13 +126,16 @@ def build_lm(
 class _Job:
     """The cached RDDs and broadcasts of one build (kept to release them at the end)."""
 
-    def __init__(self, sc: Any, order: int, mins: list[int], partitions: int, storage_level: str) -> None:
+    def __init__(
+        self, sc: Any, order: int, mins: list[int], partitions: int, storage_level: str, max_decompressed_bytes: int
+    ) -> None:
         from pyspark import StorageLevel
 
         self.sc = sc
         self.order = order
         self.mins = mins or [1] * order
         self.partitions = partitions
+        self.max_decompressed_bytes = max_decompressed_bytes
         self.storage = getattr(StorageLevel, storage_level)
         self.cached: list[Any] = []
         self.broadcasts: list[Any] = []
@@ -207,8 +216,9 @@ class _Job:
     def count(self, splits, files, tokenizer_json):
         """Vocabulary (driver); per order >= 2 the kept (key, (count, first)) and the context
         totals (h, c(h)) over all successors (distributed); the cached table of all orders."""
+        limit = self.max_decompressed_bytes
         sentences = self.sc.parallelize(splits, len(splits)).flatMap(
-            lambda split: corpus.sentence_words(corpus.read_split(split), tokenizer_json)
+            lambda split: corpus.sentence_words(corpus.read_split(split, limit), tokenizer_json)
         )
         counts = self.keep(counting.count_ngrams(sentences, self.order, self.partitions))
         with translate_executor_errors():

@@ -13,7 +13,9 @@ cut into byte ranges of ``split_bytes``; a split owns the lines that *start* ins
 Line semantics follow the one-machine trainer exactly: lines end at ``\\n`` only; whitespace mode
 splits on ASCII whitespace and skips lines without words; tokenizer mode strips the line (Python
 ``str.strip``), skips it if empty and encodes it without special tokens, words being the decimal
-token ids. A NUL byte or invalid UTF-8 fails the job with the file, line and byte offset.
+token ids. A NUL byte, invalid UTF-8 or a line over the one-machine bound (64 MiB) fails the job
+with the file, line and byte offset, and a compressed file with the file and the limit once it
+decompresses to more than ``max_decompressed_bytes``: the one-machine trainer's messages.
 
 The files must be readable at the same path on the driver and on every executor (a local
 path in local mode; a shared filesystem such as NFS or a mounted bucket on a cluster).
@@ -27,6 +29,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
+
+from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES
 
 __all__ = ["CorpusError", "Split", "expand_inputs", "plan_splits", "read_split", "sentence_words"]
 
@@ -100,17 +104,19 @@ def plan_splits(files: list[Path], split_bytes: int) -> list[Split]:
     return splits
 
 
-def _open(path: str) -> IO[bytes]:
-    """The one-machine trainer's opener (.xz/.gz/.bz2 by suffix), so both engines read alike."""
+def _open(path: str, max_decompressed_bytes: int) -> IO[bytes]:
+    """The one-machine trainer's opener (.xz/.gz/.bz2 by suffix, the decompressed bytes bounded),
+    so both engines read alike."""
     from ..ngram.build import _open_binary
 
-    return _open_binary(Path(path))
+    return _open_binary(Path(path), max_decompressed_bytes)
 
 
 def _line_number(path: str, offset: int) -> int:
-    """1-based number of the line holding byte ``offset`` (only computed for error messages)."""
+    """1-based number of the line holding byte ``offset`` (only computed for error messages; the
+    bytes before it have been read once already, within the limit)."""
     lines = 1
-    with _open(path) as file:
+    with _open(path, DEFAULT_MAX_DECOMPRESSED_BYTES) as file:
         remaining = offset
         while remaining > 0:
             block = file.read(min(remaining, 1 << 20))
@@ -139,27 +145,43 @@ def _check_line(path: str, line: bytes, offset: int) -> str:
         ) from None
 
 
-def read_split(split: Split) -> Iterator[tuple[int, bytes, str]]:
-    """(position, raw line, decoded line) for every line that starts inside ``split``."""
+def read_split(
+    split: Split, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> Iterator[tuple[int, bytes, str]]:
+    """(position, raw line, decoded line) for every line that starts inside ``split``.
+
+    The one-machine reader's limits: a compressed file that decompresses to more than
+    ``max_decompressed_bytes``, or a line longer than its bound (without the newline), is a
+    CorpusError with the one-machine message; no line is read further than one byte past the bound.
+    """
+    from ..ngram import build as one_machine
+
     base = split.file_index << FILE_SHIFT
+    longest = one_machine._MAX_LINE_BYTES
     try:
-        file = _open(split.path)
+        file = _open(split.path, max_decompressed_bytes)
     except OSError as error:
         raise CorpusError(f"cannot read corpus {split.path}: {error.strerror or error}", "OSError") from None
     with file:
         offset = 0
         if split.start > 0:
             file.seek(split.start - 1)
-            offset = split.start - 1 + len(file.readline())  # finish the line owned by the split before
+            offset = split.start - 1
+            while line := file.readline(longest + 1):  # finish the line owned by the split before
+                offset += len(line)
+                if line.endswith(b"\n"):
+                    break
         while split.end is None or offset < split.end:
             try:
-                line = file.readline()
+                line = file.readline(longest + 1)
             except (lzma.LZMAError, OSError, EOFError) as error:
                 raise CorpusError(f"{split.path}: cannot decompress ({error})") from None
             except ValueError as error:  # the bounded decompressing reader's FormatError names the file
                 raise CorpusError(str(error)) from None
             if not line:
                 return
+            if len(line) - line.endswith(b"\n") > longest:
+                raise CorpusError(str(one_machine.line_too_long(split.path, _line_number(split.path, offset), offset)))
             yield base | offset, line, _check_line(split.path, line, offset)
             offset += len(line)
 
