@@ -49,7 +49,8 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
     grid = ["--trace", str(trace_path), "--lm", str(ROOT / "lm_models" / "katz2.dlm"), "--k", "4", "--p", "4"]
     grid += ["--ks", "1,4", "--ps", "1,4"]
     tuning = ["--tune-alpha", "--alphas", "0,1", "--heldout-fraction", "0.5"]
-    assert main(["eval", *grid, *tuning, "-o", str(out)]) == 0
+    page = tmp_path / "eval.html"
+    assert main(["eval", *grid, *tuning, "-o", str(out), "--html", str(page)]) == 0
     printed = capsys.readouterr().out
     assert "Table 4" in printed and "Table 3" in printed and "Table 5" in printed
     result = json.loads((out / "results.json").read_text())
@@ -57,6 +58,9 @@ def test_record_info_eval(model_dir, tmp_path, capsys):
     vanilla = replay(trace, Vanilla(), prompts=[1], progress=False).block_efficiency
     assert result["table4"]["baseline (vanilla)"] == pytest.approx(vanilla)
     assert (out / "figure6_oracle.png").stat().st_size > 1000
+    html = page.read_text()  # the rows and the curves, no network needed to view it
+    assert "baseline (vanilla)" in html and "not timed" in html and html.count("<svg") >= 3
+    assert "Oracle" in html or "oracle" in html
 
     # Without matplotlib the results are still written; only the figures are skipped.
     bare = tmp_path / "no-matplotlib"

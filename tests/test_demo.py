@@ -114,3 +114,18 @@ def test_demo_on_the_default_model(default_folder, capsys):
     out = capsys.readouterr().out
     assert rows_of(out) == GREEDY_ROWS
     assert "Checked: all 8 drafted outputs" in out
+
+
+def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tmp_path, capsys):
+    """A model folder whose tokenizer is not the one the LM was built over: one line, exit 1."""
+    model_dir, models = tiny
+    other = tmp_path / "other-model"
+    shutil.copytree(model_dir, other)
+    data = json.loads((other / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    a, b = sorted(vocab, key=vocab.get)[300:302]  # swap two ids: same size, another tokenizer
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (other / "tokenizer.json").write_text(json.dumps(data))
+    code = main(["demo", "--model-dir", str(other), "--models", str(models), "--quick"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "tokenizer" in err

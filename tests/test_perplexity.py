@@ -91,7 +91,8 @@ def test_cli_json_on_shipped_model(tmp_path, capsys):
     text = tmp_path / "text.txt"
     text.write_text(" = Robert Boulter = \n\n Robert Boulter is an English film , television and theatre actor .\n")
     lm = model_asset("katz4.dlm")
-    assert main(["model", "perplexity", "--text", str(text), "--lm", str(lm), "--json"]) == 0
+    model = model_asset("default")  # the first shipped model (the default is now SmolLM2)
+    assert main(["model", "perplexity", "--text", str(text), "--model", str(model), "--lm", str(lm), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {"tokens", "model", "lms", "head_accuracy"}
     assert report["tokens"] > 10 and report["model"] > 1 and report["lms"][str(lm)] > 1

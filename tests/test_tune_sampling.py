@@ -5,14 +5,12 @@ runs it on held-out prompts."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 import torch
 
 from _decode_models import markov_ngram, ngram_dir, prompts, trained_model  # noqa: F401 (fixtures)
-from _demo_models import SMALL_RUN, tiny_demo_models
 from draftlattice.apps.tune_sampling import _expected_accepted, tune_sample_alpha
 from draftlattice.decode import LatticeDrafter, SamplingConfig
 from draftlattice.decode.loop import _StepOutput
@@ -88,28 +86,3 @@ def test_bad_tuning_settings_are_named(ngram_dir):
             tune_sample_alpha(model, lm, calibration, sampling, **kwargs)
     with pytest.raises(ValueError, match="at least one calibration prompt"):
         tune_sample_alpha(model, lm, [], sampling)
-
-
-def test_demo_sample_alpha_auto(tmp_path, capsys):
-    """`demo --temperature T --sample-alpha auto` tunes on WikiText-2 valid, prints the table and
-    uses the winner (tiny random model over the shipped tokenizer and 2-gram LM)."""
-    from draftlattice.cli.main import main
-
-    models = tiny_demo_models(tmp_path)
-    out_file = tmp_path / "out.json"
-    sampling = ["--p", "2", "--temperature", "1.0", "--sample-alpha", "auto", "--calibration-prompts", "2"]
-    code = main(["demo", "--models", str(models), *SMALL_RUN, *sampling, "--json", str(out_file)])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    data = json.loads(out_file.read_text())
-    best = data["sample_alpha_tuning"]["best_alpha"]
-    assert f"sample_alpha tuned on {data['sample_alpha_tuning']['positions']} positions" in out
-    assert f"sample_alpha={best}" in out  # the lattice rows use the tuned weight
-
-
-def test_bad_sample_alpha_is_refused(capsys):
-    from draftlattice.cli.main import main
-
-    with pytest.raises(SystemExit):
-        main(["demo", "--temperature", "1", "--sample-alpha", "lots"])
-    assert "expected a weight >= 0 or 'auto'" in capsys.readouterr().err

@@ -29,6 +29,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.output:  # before the long work: refuse now, not after it
         check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
+    if args.html:
+        check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
     expect_lm(args.lm)
     if args.trace:
         trace = load_trace(args.trace)
@@ -77,6 +79,13 @@ def _run(args: argparse.Namespace) -> int:
     print(format_tables(result), end="")
     if args.output:
         _write(result, args.output, write_results, write_figures)
+    if args.html:
+        from draftlattice.evaluate.html import eval_run
+        from draftlattice.report import write_html_report
+
+        title = f"draftlattice eval: {args.trace or args.model}"
+        write_html_report(eval_run(result, title, args.lm), args.html, force=True)  # checked up front
+        print(f"wrote {args.html}")
     return 0
 
 
@@ -126,6 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-o",
         "--output",
         help="directory for results.json, tables.txt and PNGs (PNGs need matplotlib: the `plot` extra)",
+    )
+    parser.add_argument(
+        "--html", help="also write a self-contained HTML report: Table 4's rows and the oracle top-k and p-best curves"
     )
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.set_defaults(func=_run)

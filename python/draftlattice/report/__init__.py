@@ -12,7 +12,7 @@ The input (:class:`~draftlattice.report.schema.Run`, checked by
       "title": str, "model": str, "settings": {str: JSON value},
       "rows": [{"name": str,                      # one per drafter (unique)
                 "block_efficiency": float,        # tokens per serial call of the target
-                "tokens_per_s": float,
+                "tokens_per_s": float | None,     # None: not timed (a trace replay)
                 "identical": bool | None,         # output identical to greedy? None: not checked
                 "accepted_histogram": {int: int}, # accepted draft length -> steps (JSON: "2": 17)
                }, ...],

@@ -19,7 +19,7 @@ class Row(TypedDict):
 
     name: str
     block_efficiency: float  # generated tokens per serial call of the target
-    tokens_per_s: float
+    tokens_per_s: float | None
     identical: bool | None  # output identical to plain greedy decoding; None: not checked
     accepted_histogram: dict[int, int]  # accepted draft length -> number of steps
 
@@ -113,7 +113,8 @@ def _row(row: Any, where: str) -> Row:
     return {
         "name": _text(row["name"], f"{where}.name", nonempty=True),
         "block_efficiency": _number(row["block_efficiency"], f"{where}.block_efficiency"),
-        "tokens_per_s": _number(row["tokens_per_s"], f"{where}.tokens_per_s"),
+        # None: not timed (a trace replay measures block efficiency only)
+        "tokens_per_s": None if row["tokens_per_s"] is None else _number(row["tokens_per_s"], f"{where}.tokens_per_s"),
         "identical": row["identical"],
         "accepted_histogram": dict(sorted(histogram.items())),
     }

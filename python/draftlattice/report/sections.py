@@ -26,13 +26,17 @@ def header(run: Run) -> str:
     )
 
 
+def _rate(value: float | None) -> str:
+    return "not timed" if value is None else f"{value:.1f}"
+
+
 def summary(run: Run) -> str:
     rows = run["rows"]
     names = [r["name"] for r in rows]
     identical = {True: "yes", False: "NO", None: "not checked"}
     table = "".join(
         f"<tr><th>{_swatch(i)}{escape(r['name'])}</th>"
-        f"<td>{r['block_efficiency']:.3f}</td><td>{r['tokens_per_s']:.1f}</td>"
+        f"<td>{r['block_efficiency']:.3f}</td><td>{_rate(r['tokens_per_s'])}</td>"
         f'<td class="identical-{str(r["identical"]).lower()}">{identical[r["identical"]]}</td></tr>'
         for i, r in enumerate(rows)
     )
@@ -40,8 +44,10 @@ def summary(run: Run) -> str:
         charts.bar_chart(
             "Block efficiency (tokens per serial call)", names, [r["block_efficiency"] for r in rows], "{:.3f}".format
         ),
-        charts.bar_chart("Tokens per second", names, [r["tokens_per_s"] for r in rows], "{:.1f}".format),
     ]
+    if any(r["tokens_per_s"] is not None for r in rows):
+        rates = [r["tokens_per_s"] or 0.0 for r in rows]
+        bars.append(charts.bar_chart("Tokens per second", names, rates, "{:.1f}".format))
     return (
         '<section id="summary"><h2>Summary</h2><div class="charts bars">'
         '<table class="rows"><thead><tr><th>drafter</th><th>block efficiency</th><th>tokens/s</th>'
