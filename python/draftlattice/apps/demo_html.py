@@ -53,6 +53,8 @@ def html_run(report: DemoReport, recorded: dict[tuple[int, str], StepRecorder], 
             recorder = recorded.get((i, row.name))
             if recorder is not None:
                 runs[row.name] = {"steps": _steps(recorder, len(row.outputs[i]), token_text)}
+            elif row.outputs:  # a row that does not draft: its text, one token a step
+                runs[row.name] = {"steps": [_own_token(token_text(t)) for t in row.outputs[i]]}
         prompts.append({"prompt": _prompt_text(prompt), "runs": runs})
     st = report.settings
     return {
@@ -61,6 +63,17 @@ def html_run(report: DemoReport, recorded: dict[tuple[int, str], StepRecorder], 
         "settings": {"k": st.k, "p": st.p, "alpha": st.alpha, "max_new_tokens": st.max_new_tokens, "lm": report.lm},
         "rows": rows,
         "prompts": prompts,
+    }
+
+
+def _own_token(text: str) -> dict:
+    return {
+        "committed": [text],
+        "accepted": 0,
+        "lattice": None,
+        "drafts_before": None,
+        "drafts_after": None,
+        "chosen": None,
     }
 
 
