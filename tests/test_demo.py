@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
+from _hf_models import TINY_DECODER
 from draftlattice.cli.main import main
 from draftlattice.hf.fetch import FetchError, fetch_default
 
@@ -43,19 +44,9 @@ def tiny(default_folder, tmp_path_factory):
     model_dir, models = root / "model", root / "models"
     real = AutoConfig.from_pretrained(str(default_folder))
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=real.vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=real.bos_token_id,
-        eos_token_id=real.eos_token_id,
-        pad_token_id=real.pad_token_id,
-        tie_word_embeddings=True,
-    )
+    special = {name: getattr(real, name) for name in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    sizes = {**TINY_DECODER, "max_position_embeddings": 512, **special}
+    config = LlamaConfig(vocab_size=real.vocab_size, tie_word_embeddings=True, **sizes)
     model = LlamaForCausalLM(config)
     model.save_pretrained(model_dir)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
