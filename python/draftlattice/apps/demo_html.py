@@ -9,6 +9,7 @@ deterministic, so the recorded pass decodes the same tokens as the timed one.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from ..hf.recording import StepRecorder
 from .demo import decode_once
@@ -24,9 +25,7 @@ def record_steps(bundle, report: DemoReport, progress=None) -> dict[tuple[int, s
     for i, prompt in items:
         for row in drafted:
             recorder = StepRecorder(k=report.settings.k)
-            spec = type(row.spec)(
-                row.spec.name, row.spec.settings, row.spec.verifier, {**row.spec.kwargs, "draft_recorder": recorder}
-            )
+            spec = replace(row.spec, kwargs={**row.spec.kwargs, "draft_recorder": recorder})
             decode_once(bundle, spec, prompt, report.settings, report.settings.max_new_tokens, report.settings.seed + i)
             recorded[(i, row.name)] = recorder
     return recorded

@@ -225,7 +225,10 @@ def train_heads(
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state.get("schedule", {"last_epoch": start_step}))
-        batches.set_state(state["batches"]) if "batches" in state else batches.skip(start_step)
+        if "batches" in state:
+            batches.set_state(state["batches"])
+        else:  # a checkpoint from before the data order was saved
+            batches.skip(start_step)
     result = TrainResult(heads, start_step)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16)
     chunk = 8192 if device.type == "cuda" else 1024  # positions whose [chunk, V] logits exist at once
