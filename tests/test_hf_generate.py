@@ -261,10 +261,9 @@ def test_half_precision_batch(dtype):
 
 def test_cache_compaction_keeps_the_output(setup, monkeypatch):
     """Holes left by rows that accepted less are compacted away (here at every step)."""
-    import importlib
+    import draftlattice.decode.engine as engine
 
-    hf_generate = importlib.import_module("draftlattice.hf.generate")  # the module, not the function
-    monkeypatch.setattr(hf_generate, "COMPACT_HOLES", 0.0)
+    monkeypatch.setattr(engine, "COMPACT_HOLES", 0.0)
     model, heads, lm = setup
     ids, mask = left_padded([PROMPTS[1], PROMPTS[2], PROMPTS[3]])
     expected = greedy(model, ids, mask, max_new_tokens=20)

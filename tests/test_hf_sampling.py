@@ -104,19 +104,16 @@ def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
 
 def test_misreported_proposal_law_is_detected(monkeypatch):
     """The law test catches a sampling path whose q is not the law the drafts came from."""
-    import draftlattice.hf.drafting as drafting
+    from draftlattice.decode.drafters import LatticeDrafter, Proposal, SampledDrafts
 
-    real = drafting.propose
+    real = LatticeDrafter.propose
 
-    def lying(head_logits, options, sampling):
-        proposal = real(head_logits, options, sampling)
+    def lying(self, head_logits, sampling, draws):
+        proposal = real(self, head_logits, sampling, draws)
         sampled = proposal.sampled
-        uniform = drafting.SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V))
-        return drafting.Proposal(proposal.to_host, uniform, proposal.vocab_size)
+        return Proposal(proposal.to_host, SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V)))
 
-    import sys
-
-    monkeypatch.setattr(sys.modules["draftlattice.hf.generate"], "propose", lying)
+    monkeypatch.setattr(LatticeDrafter, "propose", lying)
     model = peaked_model()
     heads = dlhf.DraftHeads.for_model(model, horizon=3)
     torch.manual_seed(13)

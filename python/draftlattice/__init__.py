@@ -35,14 +35,10 @@ __all__ = [
     "verify",
     "decode",
     "evaluate",
-    "BlockwiseDecoder",
-    "SamplingConfig",
 ]
 
 # Submodules that need torch: imported on first attribute access, so the core imports without it.
 _LAZY_SUBMODULES = {"verify", "decode", "evaluate"}
-# Names re-exported from torch-dependent submodules, also imported on first access.
-_LAZY_ATTRIBUTES = {"BlockwiseDecoder": "decode", "SamplingConfig": "decode"}
 
 
 def __getattr__(name: str):
@@ -50,8 +46,4 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
-    if name in _LAZY_ATTRIBUTES:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY_ATTRIBUTES[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from ..hf.recording import StepRecorder
+from ..decode.recording import StepRecorder
 from .demo import decode_once
 from .demo_prompts import DemoPrompt
 from .demo_report import DemoReport

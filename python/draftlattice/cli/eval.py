@@ -9,6 +9,7 @@ from pathlib import Path
 from ..pairing import ALLOW_MISMATCH_HELP
 from ._limits import add_decompression_limit
 from ._output import FORCE_HELP, atomic_dir, check_output
+from ._target import TARGET_HELP
 from .trace import WIKITEXT_HELP, record_from_args
 
 
@@ -27,10 +28,12 @@ def _run(args: argparse.Namespace) -> int:
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 
+    if args.model is not None and not args.live:
+        raise ValueError("--model picks the target of a live evaluation: add --live (or give --trace)")
     if args.output:  # before the long work: refuse now, not after it
-        check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
+        check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model])
     if args.html:
-        check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
+        check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model])
     expect_lm(args.lm)
     if args.trace:
         trace = load_trace(args.trace)
@@ -38,26 +41,12 @@ def _run(args: argparse.Namespace) -> int:
         if not (args.prompts or args.wikitext_test):
             raise ValueError("live evaluation needs --prompts or --wikitext-test")
         trace = record_from_args(args)  # live: record in memory; replay is exact (see replay.py)
-    model_name = f"the model of {args.trace or args.model}"
+    model_name = f"the model of {args.trace or args.model or 'the default model'}"
     tokenizer_sha = trace.meta.get("tokenizer_sha256")  # recorded by `trace record`
     lm = NgramLM(args.lm, max_decompressed_bytes=args.max_decompressed_bytes)
     check_lm_tokenizer_pair(
         lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name, allow_mismatch=args.allow_mismatch
     )
-    neural = None
-    if args.neural_lm:
-        from draftlattice.decode import NeuralDrafter
-        from draftlattice.model import BlockwiseLM
-        from draftlattice.model.io import tokenizer_file
-
-        if tokenizer_sha is not None:
-            check_same_tokenizer(
-                tokenizer_sha,
-                tokenizer_file(args.neural_lm),
-                owner=f"neural LM {args.neural_lm}",
-                allow_mismatch=args.allow_mismatch,
-            )
-        neural = NeuralDrafter(BlockwiseLM.from_pretrained(args.neural_lm), k=args.k, alpha=args.neural_alpha)
     result = evaluate_trace(
         trace,
         lm,
@@ -70,7 +59,6 @@ def _run(args: argparse.Namespace) -> int:
         tune_alpha=args.tune_alpha,
         alphas=_floats(args.alphas),
         heldout_fraction=args.heldout_fraction,
-        neural=neural,
         adaptive=not args.no_adaptive,
         entropy_threshold=args.entropy_threshold,
         accuracy_threshold=args.accuracy_threshold,
@@ -83,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
         from draftlattice.evaluate.html import eval_run
         from draftlattice.report import write_html_report
 
-        title = f"draftlattice eval: {args.trace or args.model}"
+        title = f"draftlattice eval: {args.trace or args.model or 'the default model'}"
         write_html_report(eval_run(result, title, args.lm), args.html, force=True)  # checked up front
         print(f"wrote {args.html}")
     return 0
@@ -105,8 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="block efficiency and analyses (trace replay or live)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="trace file from `draftlattice trace record`")
-    source.add_argument("--model", help="model directory: record a trace in memory first (live)")
-    group = parser.add_argument_group("live prompts (with --model)")
+    source.add_argument(
+        "--live", action="store_true", help="record a trace in memory first (the decoding engine), then replay it"
+    )
+    group = parser.add_argument_group("live evaluation (with --live)")
+    group.add_argument("--model", type=Path, help=TARGET_HELP)
+    group.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     group.add_argument("--prompts")
     group.add_argument("--wikitext-test", type=int, metavar="N")
     group.add_argument("--wikitext-path", help=WIKITEXT_HELP)
@@ -125,8 +117,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--ks", default="1,2,4,8,16", help="k values of Figure 6")
     parser.add_argument("--ps", default="1,2,4,8,16", help="p values of Figure 7")
-    parser.add_argument("--neural-lm", help="model directory of a small LM for the neural rescoring row")
-    parser.add_argument("--neural-alpha", type=float, default=0.5)
     parser.add_argument("--no-adaptive", action="store_true", help="skip entropy-adaptive drafting")
     parser.add_argument("--entropy-threshold", type=float, default=3.0, help="h_max threshold (nats)")
     parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")

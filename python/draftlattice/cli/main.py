@@ -14,11 +14,11 @@ import sys
 
 import draftlattice
 
-from . import demo, hf, lattice, lm, model, rescore, tokenizer, trace, train
+from . import demo, hf, lattice, lm, model, rescore, tokenizer, trace
 from . import eval as eval_command
 
 # In the order they appear in --help.
-COMMANDS = [lm, rescore, lattice, tokenizer, train, model, hf, trace, eval_command, demo]
+COMMANDS = [lm, rescore, lattice, tokenizer, model, hf, trace, eval_command, demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._target import TARGET_HELP
 
 
 def register(subparsers) -> None:
@@ -24,9 +25,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--model",
         type=Path,
-        help="model directory: a BlockwiseLM folder, or a target folder with "
-        "model/ (transformers) and heads/ (DraftHeads) (default: the default model, SmolLM2-135M-Instruct, "
-        "with its shipped heads; fetched on first use)",
+        help=TARGET_HELP,
     )
     p.add_argument(
         "--lm",
@@ -90,34 +89,17 @@ def run_perplexity(args: argparse.Namespace) -> int:
     import torch
     from tqdm.auto import tqdm
 
-    from ..evaluate.perplexity import documents, lm_perplexity, target_perplexity
-    from ..model import BlockwiseLM
-    from ..model.data import eos_id
-    from ..model.io import tokenizer_file
+    from ..evaluate.perplexity import documents, end_of_text_id, lm_perplexity, target_perplexity
     from ..ngram import NgramLM
     from ..pairing import check_lm_tokenizer_pair
     from ..tokenizer import load_tokenizer, tokenizer_sha256
+    from ._target import load_target
 
     if args.threads:
         torch.set_num_threads(args.threads)
     if not args.text.is_file():
         raise OSError(f"text file not found: {args.text}")
-    model_dir = args.model
-    if model_dir is None:  # the default model (fetched on first use) with its shipped heads
-        from ..hf import HFBlockwiseLM
-        from ..hf.default import load_default
-
-        bundle = load_default(torch.float32)
-        model = HFBlockwiseLM(bundle.model, heads=bundle.heads)
-        model_dir, tokenizer_path = bundle.folder, bundle.folder / "tokenizer.json"
-    elif (Path(model_dir) / "heads").is_dir():  # a transformers model + DraftHeads (build_model.sh)
-        from ..hf import HFBlockwiseLM
-
-        model = HFBlockwiseLM.from_pretrained(model_dir)
-        tokenizer_path = tokenizer_file(Path(model_dir) / "model")
-    else:
-        model = BlockwiseLM.from_pretrained(model_dir)
-        tokenizer_path = tokenizer_file(model_dir)
+    model, heads, tokenizer_path, model_dir = load_target(args.model)
     tokenizer = load_tokenizer(tokenizer_path)
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
     lms = {}
@@ -139,8 +121,9 @@ def run_perplexity(args: argparse.Namespace) -> int:
     show = sys.stderr.isatty() and not args.json
     result = target_perplexity(
         model,
+        heads,
         docs,
-        eos_id(tokenizer),
+        end_of_text_id(tokenizer),
         args.seq_len,
         args.stride,
         args.batch_size,
@@ -157,3 +140,4 @@ def run_perplexity(args: argparse.Namespace) -> int:
     heads = " ".join(f"h{j + 2}={a:.3f}" for j, a in enumerate(result.head_accuracy))
     print(f"  top-1 accuracy of heads 2..h: {heads}")
     return 0
+

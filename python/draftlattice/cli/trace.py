@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+from ._target import TARGET_HELP
 
 WIKITEXT_HELP = "WikiText-2 test.txt (default: wikitext-2/test.txt in the shared data directory, $DRAFTLATTICE_DATA)"
 
@@ -16,6 +19,9 @@ def add_prompt_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=32, help="tokens per prompt (default 32)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--top-k", type=int, default=16, help="K candidates recorded per head")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32", help="model dtype (default float32)"
+    )
 
 
 def record_from_args(args):
@@ -25,29 +31,29 @@ def record_from_args(args):
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
     from draftlattice.filekinds import expect_text
-    from draftlattice.model import BlockwiseLM
-    from draftlattice.model.io import tokenizer_file
     from draftlattice.pairing import check_tokenizer_fits
     from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
+
+    from ._target import load_target
 
     if args.threads:
         torch.set_num_threads(args.threads)
     for path in (args.prompts, args.wikitext_path):
         if path:
             expect_text(path)
-    model = BlockwiseLM.from_pretrained(args.model)
-    tok = tokenizer_file(args.model)
+    model, heads, tok, name = load_target(args.model, args.dtype)
     tokenizer = load_tokenizer(tok)
-    check_tokenizer_fits(tokenizer, model.config.vocab_size, tokenizer_name=str(tok))
+    check_tokenizer_fits(tokenizer, heads.vocab_size, tokenizer_name=str(tok))
     source = args.prompts or args.wikitext_path or data_file(WIKITEXT_TEST)
     prompts = paragraph_prompts(source, tokenizer, args.wikitext_test, args.prompt_tokens)
     meta = {
-        "model": str(args.model),
+        "model": name,
+        "dtype": args.dtype,
         "tokenizer_sha256": tokenizer_sha256(tok),
         "prompts_from": str(source),
         "prompt_tokens": args.prompt_tokens,
     }
-    return record_trace(model, prompts, args.max_new_tokens, args.top_k, meta)
+    return record_trace(model, heads, prompts, args.max_new_tokens, args.top_k, meta)
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -86,8 +92,8 @@ def _info(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("trace", help="record / inspect greedy decoding traces for replay")
     sub = parser.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
-    rec = sub.add_parser("record", help="greedy-decode prompts, keeping every head's top-K")
-    rec.add_argument("--model", required=True, help="model directory (BlockwiseLM + tokenizer.json)")
+    rec = sub.add_parser("record", help="greedy-decode prompts (the decoding engine), keeping every head's top-K")
+    rec.add_argument("--model", type=Path, help=TARGET_HELP)
     add_prompt_args(rec)
     rec.add_argument("--logprob-dtype", choices=("float32", "float16"), default="float32")
     rec.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")

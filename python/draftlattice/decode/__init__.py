@@ -1,24 +1,20 @@
-"""Blockwise parallel decoding: the target protocol, the loop, drafters, sampling settings and run
-statistics."""
+"""The one decoding engine (:mod:`.engine`) and its parts: drafters, the verification forward's
+layouts, cache rollback, stopping, statistics and step observers."""
 
-from .drafters import Drafter, Drafts, LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
-from .loop import BlockwiseDecoder, DecodeResult
-from .reference import greedy_decode
-from .sampling import SamplingConfig
+from .drafters import Drafter, LatticeDrafter, OracleDrafter, Sampling
+from .engine import Engine
+from .recording import StepObserver, StepRecorder
 from .stats import DecodeStats
-from .target import BlockwiseTarget
+from .stopping import RowStopper
 
 __all__ = [
-    "BlockwiseDecoder",
-    "BlockwiseTarget",
-    "DecodeResult",
     "DecodeStats",
     "Drafter",
-    "Drafts",
+    "Engine",
     "LatticeDrafter",
-    "NeuralDrafter",
     "OracleDrafter",
-    "SamplingConfig",
-    "VanillaDrafter",
-    "greedy_decode",
+    "RowStopper",
+    "Sampling",
+    "StepObserver",
+    "StepRecorder",
 ]

@@ -1,9 +1,10 @@
-"""Per-run statistics of blockwise decoding.
+"""What a decoding run cost: the one statistics type of live decoding and of trace replay.
 
-A *serial call* is one forward pass of the target model on the critical path: the prefill of the
-prompt and one verification forward per decoding step. Rows verified together in one call (p
-drafts batched, or a tree) count once. With this count plain greedy decoding has block efficiency
-exactly 1.0, and blockwise decoding with h heads approaches h when every draft is accepted.
+A *target call* is one forward of the base model on the critical path: the prompt's prefill and
+one verification forward per step. Rows verified together in one call (a batch of sequences, p
+drafts, or a tree) count once. Each step gives every running row its ``a`` accepted draft tokens
+plus the target's own next token, so plain greedy decoding has block efficiency 1.0 and drafts of
+``h - 1`` tokens approach ``h``.
 """
 
 from __future__ import annotations
@@ -16,57 +17,78 @@ class DecodeStats:
     """Counters of one or more decoding runs (``+`` adds runs together).
 
     Attributes:
-        serial_calls: target forward passes on the critical path (prefill + one per step).
-        prefill_calls: how many of ``serial_calls`` were prompt prefills (one per run).
-        new_tokens: tokens generated (after truncation to ``max_new_tokens`` / EOS).
-        block_sizes: histogram; ``block_sizes[n]`` is the number of decoding steps that committed
-            n tokens (the step's known next token plus n - 1 accepted draft tokens), 1 <= n <= h.
-            Index 0 is unused (always 0).
-        drafting_seconds: wall time spent in the drafter (lattice rescoring, neural LM, ...).
-        verification_seconds: wall time of the verification forwards and acceptance.
-        prefill_seconds: wall time of the prompt prefills.
+        target_calls: forwards of the base model on the critical path (prefills included).
+        prefill_calls: how many of ``target_calls`` were prompt prefills.
+        accepted: per verification call, the draft tokens accepted in each row still running.
+        new_tokens: tokens generated over all rows (EOS included, padding not).
+        drafting_seconds: host time spent finishing drafts (LM rescoring, lattice sampling).
+        verification_seconds: the rest of each step: the verification forward, acceptance, the
+            heads' device work and the one device->host transfer, cache compaction (on CUDA this
+            includes the device work the transfer waits for).
+        prefill_seconds: the prompt forwards and the first drafts.
     """
 
-    serial_calls: int = 0
+    target_calls: int = 0
     prefill_calls: int = 0
+    accepted: list[list[int]] = field(default_factory=list)
     new_tokens: int = 0
-    block_sizes: list[int] = field(default_factory=list)
     drafting_seconds: float = 0.0
     verification_seconds: float = 0.0
     prefill_seconds: float = 0.0
 
-    def record_step(self, committed: int) -> None:
-        """Counts one decoding step that committed ``committed`` (>= 1) tokens."""
-        if committed < 1:
-            raise ValueError(f"a decoding step commits at least one token, got {committed}")
-        if len(self.block_sizes) <= committed:
-            self.block_sizes.extend([0] * (committed + 1 - len(self.block_sizes)))
-        self.block_sizes[committed] += 1
+    def record_step(self, accepted: list[int]) -> None:
+        """One verification call that accepted ``accepted[r]`` draft tokens in running row r."""
+        if any(a < 0 for a in accepted):
+            raise ValueError(f"accepted draft tokens must be >= 0, got {accepted}")
+        self.target_calls += 1
+        self.accepted.append(list(accepted))
 
     @property
     def steps(self) -> int:
-        """Decoding steps (verification forwards), i.e. serial calls minus prefills."""
-        return self.serial_calls - self.prefill_calls
+        """Verification calls."""
+        return len(self.accepted)
+
+    @property
+    def row_calls(self) -> int:
+        """Verification calls summed over the rows taking part in them."""
+        return sum(len(a) for a in self.accepted)
+
+    @property
+    def mean_accepted(self) -> float:
+        """Mean draft tokens accepted per row per verification call."""
+        return sum(map(sum, self.accepted)) / self.row_calls if self.row_calls else 0.0
+
+    @property
+    def tokens_per_call(self) -> float:
+        """Mean tokens a row gains per verification call (accepted + 1), the prefill left out."""
+        return 1.0 + self.mean_accepted if self.row_calls else 0.0
 
     @property
     def block_efficiency(self) -> float:
-        """Tokens generated per serial call, prefill included (plain greedy decoding = 1.0)."""
-        return self.new_tokens / self.serial_calls if self.serial_calls else 0.0
+        """Tokens generated per serial target call, prefill included (greedy decoding = 1.0);
+        for one row at a time, which is how it is reported."""
+        return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    @property
+    def block_sizes(self) -> list[int]:
+        """Histogram: ``block_sizes[n]`` is the number of row steps that committed n tokens."""
+        sizes = [0] * (2 + max((max(a, default=0) for a in self.accepted), default=0))
+        for call in self.accepted:
+            for a in call:
+                sizes[a + 1] += 1
+        return sizes
 
     @property
     def mean_block_size(self) -> float:
-        """Mean tokens committed per decoding step (Stern et al.'s mean accepted block size)."""
-        steps = sum(self.block_sizes)
-        return sum(n * c for n, c in enumerate(self.block_sizes)) / steps if steps else 0.0
+        """Mean tokens committed per row step (Stern et al.'s mean accepted block size)."""
+        return self.tokens_per_call
 
     def __add__(self, other: DecodeStats) -> DecodeStats:
-        size = max(len(self.block_sizes), len(other.block_sizes))
-        pad = lambda xs: xs + [0] * (size - len(xs))  # noqa: E731
         return DecodeStats(
-            serial_calls=self.serial_calls + other.serial_calls,
+            target_calls=self.target_calls + other.target_calls,
             prefill_calls=self.prefill_calls + other.prefill_calls,
+            accepted=self.accepted + other.accepted,
             new_tokens=self.new_tokens + other.new_tokens,
-            block_sizes=[a + b for a, b in zip(pad(self.block_sizes), pad(other.block_sizes))],
             drafting_seconds=self.drafting_seconds + other.drafting_seconds,
             verification_seconds=self.verification_seconds + other.verification_seconds,
             prefill_seconds=self.prefill_seconds + other.prefill_seconds,
@@ -75,7 +97,7 @@ class DecodeStats:
     def summary(self) -> str:
         """One line for logs and the CLI."""
         return (
-            f"{self.new_tokens} tokens in {self.serial_calls} serial calls "
-            f"(block efficiency {self.block_efficiency:.3f}, mean block {self.mean_block_size:.3f}); "
-            f"drafting {self.drafting_seconds:.2f}s, verification {self.verification_seconds:.2f}s"
+            f"{self.new_tokens} tokens in {self.target_calls} target calls "
+            f"(block efficiency {self.block_efficiency:.3f}, {self.tokens_per_call:.2f} tokens/call/row); "
+            f"drafting {self.drafting_seconds:.3f} s, verification {self.verification_seconds:.3f} s"
         )

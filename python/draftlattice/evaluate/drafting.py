@@ -1,7 +1,8 @@
 """Drafters that replay from a trace: they see only the heads' recorded top-K and the committed text.
 
 Each spec turns a batch of *steps* (prompt i, committed position n, draft length g) into drafts
-[p, g] -- the same drafts the live drafter of ``draftlattice.decode`` proposes at that step:
+[p, g] -- the same drafts the engine's drafter (:mod:`draftlattice.decode.drafters`) proposes
+at that step:
 
 * :class:`Vanilla`        each head's top-1 (Stern et al. 2018).
 * :class:`NgramRescore`   the p best paths of the heads' top-k lattice under
@@ -9,13 +10,14 @@ Each spec turns a batch of *steps* (prompt i, committed position n, draft length
                           threads across the batch). alpha = 0 is the "p-best 0-gram" drafter.
 * :class:`Oracle`         follows the reference while it is in each head's top-k (upper bound).
 * :class:`Adaptive`       chooses (k, p) per step from the heads' entropies, then rescores.
-* :class:`LiveDrafter`    wraps any ``decode`` drafter (e.g. neural rescoring): it is called on
-                          pseudo-logits holding the top-K log-probs (every other token at -1e4),
-                          which leaves each head's ranking and the drafter's choice unchanged
-                          for drafters that only use ranking/differences within a head's top-K.
+* :class:`LiveDrafter`    wraps any engine drafter (:class:`draftlattice.decode.Drafter`): it
+                          is called on pseudo-logits holding the top-K log-probs (every other
+                          token at -1e4), which leaves each head's ranking and the drafter's
+                          choice unchanged for drafters that only use ranking/differences
+                          within a head's top-K.
 
-Head j+1 at position n predicts ``y[n + j]``; the draft covers y[n+1 .. n+g] (y[n] is the pending
-token, head 1's argmax, already known).
+Head j+1 at position n predicts ``y[n + j]``; the draft covers y[n+1 .. n+g] (y[n] is the step's
+root, head 1's argmax, already known).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..decode.drafters import to_host
 from ..lattice import Lattice
 from ..rescore import rescore_batch
 from .trace import Trace
@@ -68,10 +71,12 @@ class TraceView:
 
 
 def accepted_length(drafts: np.ndarray, reference: np.ndarray) -> int:
-    """Greedy verification: the longest prefix of the reference matched by any draft row."""
+    """Greedy verification: the longest prefix of the reference matched by any draft row (the
+    reference may end before the drafts: the engine's stopper drops what lies beyond it)."""
     if drafts.shape[1] == 0:
         return 0
-    match = np.cumprod(drafts == reference[None, :], axis=1)
+    n = min(drafts.shape[1], len(reference))  # at the end of a trace the reference is shorter
+    match = np.cumprod(drafts[:, :n] == reference[None, :n], axis=1)
     return int(match.sum(1).max())
 
 
@@ -174,7 +179,7 @@ class Adaptive:
 
 
 class LiveDrafter:
-    """Any ``draftlattice.decode`` drafter replayed on pseudo-logits (see the module docstring)."""
+    """Any engine drafter replayed on pseudo-logits (see the module docstring), greedy mode."""
 
     def __init__(self, drafter) -> None:
         self.drafter = drafter
@@ -188,5 +193,7 @@ class LiveDrafter:
             ids = torch.from_numpy(view.trace.topk_ids[i][n, 1 : 1 + g].astype(np.int64))
             logits.scatter_(1, ids, torch.from_numpy(view.trace.topk_logprobs[i][n, 1 : 1 + g]))
             context = view.text[i][: view.plen[i] + n + 1].tolist()
-            out.append(self.drafter.propose(logits, context).tokens.numpy())
+            proposal = self.drafter.propose(logits[None], None, 0)
+            drafts, _ = self.drafter.finish(proposal, to_host(proposal.to_host), [context], logits.device)
+            out.append(drafts[0].numpy())
         return out

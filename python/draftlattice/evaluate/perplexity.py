@@ -1,4 +1,4 @@
-"""Perplexity of a blockwise target and of n-gram LMs on the same token sequence.
+"""Perplexity of a transformers model (with its draft heads) and of n-gram LMs on the same tokens.
 
 The text is read as documents (non-blank lines, edge spaces stripped) and tokenized with the
 target's tokenizer. Both kinds of model predict the same tokens: every document's tokens and one
@@ -33,6 +33,18 @@ class TargetPerplexity:
     tokens: int
     perplexity: float
     head_accuracy: list[float]
+
+
+# The end-of-document token between documents of the stream (GPT-2-style tokenizers, SmolLM2's).
+END_OF_TEXT = "<|endoftext|>"
+
+
+def end_of_text_id(tokenizer) -> int:
+    """The tokenizer's ``<|endoftext|>`` id (``ValueError`` if it has none)."""
+    token_id = tokenizer.token_to_id(END_OF_TEXT)
+    if token_id is None:
+        raise ValueError(f"the tokenizer has no {END_OF_TEXT} token")
+    return token_id
 
 
 def documents(path, encode: Callable[[str], list[int]]) -> list[np.ndarray]:
@@ -72,7 +84,8 @@ def _windows(n: int, seq_len: int, stride: int) -> list[tuple[int, int]]:
 
 @torch.inference_mode()
 def target_perplexity(
-    target,
+    model,
+    heads,
     docs: list[np.ndarray],
     eos_id: int,
     seq_len: int = 512,
@@ -80,16 +93,17 @@ def target_perplexity(
     batch_size: int = 4,
     progress: Callable | None = None,
 ) -> TargetPerplexity:
-    """Head-1 perplexity and heads' accuracy of ``target`` (the decoder's target protocol:
-    ``trunk(ids) -> z``, ``head_logits(z) -> [B, T, h, V]``) on ``docs`` (see module doc)."""
+    """Head-1 perplexity of the transformers causal LM ``model`` and the top-1 accuracy of its
+    draft ``heads`` (:class:`draftlattice.hf.DraftHeads`) on ``docs`` (see the module doc)."""
     if not 0 < stride <= seq_len:
         raise ValueError(f"need 0 < stride <= seq_len, got stride={stride}, seq_len={seq_len}")
     stream = _stream(docs, eos_id)
     n = stream.numel()
     if n < 2:
         raise ValueError("no tokens to score (the text has no non-blank line)")
-    h = int(target.config.num_heads)
-    device = getattr(target, "device", None) or next(target.parameters()).device
+    h = int(heads.horizon)
+    output_layer = model.get_output_embeddings()
+    device = output_layer.weight.device
     nll, scored = 0.0, 0
     correct, counted = np.zeros(h), np.zeros(h)
     windows = _windows(n, seq_len, stride)
@@ -100,7 +114,8 @@ def target_perplexity(
         rows = [stream[s : s + length] for s, _ in chunk]
         width = max(len(r) for r in rows)
         ids = torch.stack([torch.nn.functional.pad(r, (0, width - len(r)), value=eos_id) for r in rows]).to(device)
-        logits = target.head_logits(target.trunk(ids))  # [B, T, h, V]
+        hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = torch.cat([output_layer(hidden).unsqueeze(2), heads.logits(hidden, model)], dim=2)  # [B, T, h, V]
         for row, (start, skip) in enumerate(chunk):
             inputs = min(width, n - 1 - start)  # positions whose next token exists
             positions = torch.arange(max(skip, 0), inputs, device=device)

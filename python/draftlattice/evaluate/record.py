@@ -1,8 +1,10 @@
-"""Recording traces: plain greedy decoding with a KV cache, keeping every head's top-K.
+"""Recording traces: greedy decoding through the one engine, keeping every head's top-K.
 
-One forward per token (prefill, then one-token forwards), so recording costs the same as greedy
-decoding; the top-K of all h heads at each position come from the C++ lattice builder, i.e. the
-same code and float32 values a live lattice drafter sees.
+The engine decodes as usual (heads-only tree drafts, so recording costs less than plain greedy
+decoding) and a :class:`TraceRecorder` reads the hidden state that chose every committed token:
+all h heads' top-K there (head 1 = the model's own logits) are exactly what a live drafter at
+that position sees. Greedy output does not depend on the drafts, so the trace is the model's
+greedy decode whatever drafted it.
 """
 
 from __future__ import annotations
@@ -14,46 +16,56 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..decode.target import BlockwiseTarget, check_positions
-from ..lattice import Lattice
+from ..decode import Engine, LatticeDrafter, RowStopper, StepObserver
 from .trace import Trace
 
 logger = logging.getLogger(__name__)
 
 
+class TraceRecorder(StepObserver):
+    """Top-K ids, log-probabilities and entropies of all heads at every committed position."""
+
+    def __init__(self, rows: int, top_k: int) -> None:
+        self.top_k = top_k
+        self.rows: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(rows)]
+
+    def path(self, hidden: torch.Tensor, counts: list[int], all_heads) -> None:
+        n = max(counts, default=0)
+        if n == 0:
+            return
+        logp = torch.log_softmax(all_heads(hidden[:, :n]).float(), dim=-1)  # [B, n, h, V]
+        entropy = -(logp.exp() * logp).sum(-1)  # [B, n, h] nats
+        values, ids = logp.topk(self.top_k, dim=-1)
+        ids, values, entropy = ids.cpu().numpy(), values.cpu().numpy(), entropy.cpu().numpy()
+        for b, count in enumerate(counts):
+            if count:
+                self.rows[b].append((ids[b, :count], values[b, :count], entropy[b, :count]))
+
+    def arrays(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ids [T, h, K] int32, logprobs [T, h, K] float32, entropy [T, h] float32)``."""
+        ids, values, entropy = (np.concatenate(parts) for parts in zip(*self.rows[row]))
+        return ids.astype(np.int32), values.astype(np.float32), entropy.astype(np.float32)
+
+
 @torch.inference_mode()
-def record_prompt(model: BlockwiseTarget, prompt: Sequence[int], max_new_tokens: int, top_k: int):
-    """Greedy decode of one prompt; returns (tokens [T], topk ids [T, h, K], logprobs [T, h, K],
-    entropy [T, h]) with T = max_new_tokens."""
+def record_prompt(model, heads, prompt: Sequence[int], max_new_tokens: int, top_k: int):
+    """Greedy decode of one prompt for exactly ``max_new_tokens`` tokens (no EOS stop); returns
+    (tokens [T], topk ids [T, h, K], logprobs [T, h, K], entropy [T, h])."""
     if len(prompt) < 1 or max_new_tokens < 1:
         raise ValueError("record needs a non-empty prompt and max_new_tokens >= 1")
-    check_positions(model, len(prompt) + max_new_tokens)
-    cache = model.new_cache()
-    feed = torch.tensor([list(prompt)], device=model.device)
-    rows, tokens = [], []
-    for _ in range(max_new_tokens):
-        heads = model.head_logits(model.trunk(feed, cache)[:, -1:])[0, 0].float()  # [h, V]
-        rows.append(heads)
-        token = int(heads[0].argmax())
-        tokens.append(token)
-        feed = torch.tensor([[token]], device=model.device)
-    logits = torch.stack(rows).cpu()  # [T, h, V]; the lattice builder runs on the host
-    logp = torch.log_softmax(logits, -1)
-    entropy = -(logp.exp() * logp).sum(-1)  # [T, h] nats
-    t, h, _ = logits.shape
-    lattices = Lattice.batch_from_logits(logits.reshape(t * h, 1, -1).numpy(), top_k)
-    ids = np.stack([lat.tokens[0] for lat in lattices]).reshape(t, h, top_k)
-    lps = np.stack([lat.logprobs[0] for lat in lattices]).reshape(t, h, top_k)
-    return (
-        np.asarray(tokens, np.int32),
-        ids.astype(np.int32),
-        lps.astype(np.float32),
-        entropy.numpy().astype(np.float32),
-    )
+    device = model.get_output_embeddings().weight.device
+    input_ids = torch.tensor([list(prompt)], device=device)
+    recorder = TraceRecorder(1, top_k)
+    engine = Engine(model, heads, LatticeDrafter(k=4, p=4), observer=recorder)
+    stopper = RowStopper(input_ids, max_new_tokens, set(), [], 0)
+    new_tokens, _ = engine.run(input_ids, stopper, max_length=len(prompt) + max_new_tokens)
+    ids, logprobs, entropy = recorder.arrays(0)
+    return np.asarray(new_tokens[0], np.int32), ids, logprobs, entropy
 
 
 def record_trace(
-    model: BlockwiseTarget,
+    model,
+    heads,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
     top_k: int = 16,
@@ -63,18 +75,19 @@ def record_trace(
     """Trace of the greedy decodes of ``prompts`` (each with ``max_new_tokens`` new tokens).
 
     Args:
-        model: a blockwise target (``draftlattice.decode.target``); run in eval mode, its own dtype.
+        model: a transformers causal LM (eval mode, its own dtype and device).
+        heads: its :class:`draftlattice.hf.DraftHeads`.
         prompts: N non-empty lists of token ids.
         top_k: K candidates kept per head (1 <= K <= V).
     """
     model.eval()
-    vocab = model.config.vocab_size
+    vocab = int(model.get_output_embeddings().weight.shape[0])
     if not 1 <= top_k <= vocab:
         raise ValueError(f"top_k must be in [1, {vocab}], got {top_k}")
     out = ([], [], [], [], [])
     for prompt in tqdm(prompts, desc="record", unit="prompt", disable=None if progress else True):
         out[0].append(np.asarray(prompt, np.int32))
-        for dst, arr in zip(out[1:], record_prompt(model, prompt, max_new_tokens, top_k)):
+        for dst, arr in zip(out[1:], record_prompt(model, heads, prompt, max_new_tokens, top_k)):
             dst.append(arr)
-    info = {"num_heads": model.config.num_heads, "max_new_tokens": max_new_tokens, **(meta or {})}
+    info = {"num_heads": heads.horizon, "max_new_tokens": max_new_tokens, **(meta or {})}
     return Trace(*out, vocab_size=vocab, meta=info)

@@ -1,15 +1,15 @@
 """Exact replay of greedy blockwise decoding from a trace (no model needed).
 
-Mirrors ``draftlattice.decode.BlockwiseDecoder`` with greedy verification step for step: the
-prefill commits y[0] (1 serial call); at a step with pending token y[n] the drafter proposes
-drafts of g = min(h - 1, T - n - 2) tokens from the heads at position n, greedy verification
-accepts a = the longest prefix of y[n+1 ..] matched by any draft, and the step commits y[n] plus
-the a accepted tokens (1 serial call, ``DecodeStats.record_step(1 + a)``); the verifier's next
-token y[n+1+a] becomes pending. When one token is left it is committed without a call. So
+Mirrors the greedy decoding of :class:`draftlattice.decode.Engine` step for step: the prefill
+commits y[0] (1 target call); at a step whose root is y[n] the drafter proposes drafts of
+g = h - 1 tokens from the heads at position n, greedy verification accepts a = the longest prefix
+of y[n+1 ..] (as far as the trace goes) matched by any draft, and the step commits the a accepted
+tokens and the target's next one (1 target call, ``DecodeStats.record_step([a])``); the run
+stops once T tokens are committed. So
 
-    block efficiency = decoded tokens / serial calls (prefill included; plain greedy = 1.0),
+    block efficiency = decoded tokens / target calls (prefill included; plain greedy = 1.0),
 
-identical to ``DecodeStats.block_efficiency`` of the live decoder on the same prompts.
+identical to ``DecodeStats.block_efficiency`` of the live engine on the same prompts.
 
 All prompts advance together: each round drafts one step of every unfinished prompt in one
 batch (one ``rescore_batch`` call per distinct p, C++ threads, GIL released).
@@ -73,7 +73,7 @@ def replay(
     view = trace if isinstance(trace, TraceView) else TraceView(trace)
     order = list(range(len(view.trace))) if prompts is None else [int(i) for i in prompts]
     lengths = [len(view.trace.tokens[i]) for i in order]
-    stats = [DecodeStats(serial_calls=1, prefill_calls=1, new_tokens=m) for m in lengths]
+    stats = [DecodeStats(target_calls=1, prefill_calls=1, new_tokens=m) for m in lengths]
     pos = [0] * len(order)
     verified = 0
     bar = tqdm(
@@ -84,7 +84,7 @@ def replay(
         active = [s for s in range(len(order)) if pos[s] + 1 < lengths[s]]
         if not active:
             break
-        steps = [(order[s], pos[s], min(view.h - 1, lengths[s] - pos[s] - 2)) for s in active]
+        steps = [(order[s], pos[s], view.h - 1) for s in active]
         drafting = [t for t, step in enumerate(steps) if step[2] > 0]
         drafts = drafter.draft(view, [steps[t] for t in drafting], num_threads) if drafting else []
         accepted = [0] * len(steps)
@@ -93,8 +93,7 @@ def replay(
             accepted[t] = accepted_length(np.asarray(rows), view.reference(i, n, g))
             verified += len(rows)
         for s, a in zip(active, accepted):
-            stats[s].serial_calls += 1
-            stats[s].record_step(1 + a)
+            stats[s].record_step([a])
             pos[s] += 1 + a
         bar.update(sum(1 + a for a in accepted))
     bar.close()

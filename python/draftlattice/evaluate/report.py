@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import analyses, metrics
 from .adaptive import compare_adaptive
-from .drafting import LiveDrafter, NgramRescore, Oracle, TraceView, Vanilla
+from .drafting import NgramRescore, Oracle, TraceView, Vanilla
 from .replay import replay
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,6 @@ def evaluate_trace(
     tune_alpha: bool = False,
     alphas: Sequence[float] = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0),
     heldout_fraction: float = 0.25,
-    neural=None,
     adaptive: bool = True,
     entropy_threshold: float = 3.0,
     accuracy_threshold: float = 0.1,
@@ -44,7 +43,6 @@ def evaluate_trace(
 
     With ``tune_alpha`` alpha is chosen on the first ``heldout_fraction`` of the prompts and
     every number is reported on the remaining prompts (Appendix E); otherwise on all prompts.
-    ``neural``: an optional ``decode`` drafter (e.g. NeuralDrafter) for the Table 4 row.
     """
     view = TraceView(trace)
     if not 1 <= k <= trace.top_k:
@@ -76,7 +74,6 @@ def evaluate_trace(
         return replay(view, spec, report, num_threads).block_efficiency
 
     table4 = {"baseline (vanilla)": be(Vanilla())}
-    table4["neural rescoring"] = be(LiveDrafter(neural)) if neural is not None else None
     table4[f"{lm.order}-gram rescoring"] = be(NgramRescore(lm, k, 1, alpha, bos))
     table4[f"{p}-best 0-gram"] = be(NgramRescore(lm, k, p, 0.0, bos))
     table4[f"{p}-best {lm.order}-gram"] = be(NgramRescore(lm, k, p, alpha, bos))

@@ -7,24 +7,21 @@ Three lines add lattice-rescored multi-head drafting to a model's own ``generate
     out = model.generate(input_ids, max_new_tokens=128, custom_generate=dlhf.generate, draft_heads=heads)
 
 * :class:`DraftHeads`: heads 2..h on the model's final hidden state (save/load, fixed format).
-* :func:`generate`: the ``custom_generate`` (also callable directly).
+* :func:`generate`: the ``custom_generate`` (also callable directly); it maps generate()'s
+  arguments onto draftlattice's one decoding engine (:mod:`draftlattice.decode`).
 * :func:`train_heads`: train the heads with the base model frozen (``draftlattice hf train-heads``).
-* :class:`HFBlockwiseLM`: the model as a target of draftlattice's own ``BlockwiseDecoder``.
 """
 
-from .adapter import HFBlockwiseLM, HFCache
-from .generate import generate
+from ..decode.stats import DecodeStats
+from .generate import DraftGenerateOutput, generate
 from .heads import DraftHeads
-from .stats import DecodingStats, DraftGenerateOutput
 from .tokenizer import check_lm_for_model, folder_tokenizer, model_tokenizer_sha256
 from .train import TrainResult, train_heads
 
 __all__ = [
-    "DecodingStats",
+    "DecodeStats",
     "DraftGenerateOutput",
     "DraftHeads",
-    "HFBlockwiseLM",
-    "HFCache",
     "TrainResult",
     "check_lm_for_model",
     "folder_tokenizer",

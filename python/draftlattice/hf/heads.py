@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..model.heads import ResidualHead
+from .residual_head import ResidualHead
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,8 @@
 * Several drafts, lossless sampling: :func:`multi_draft_verify` (a deterministic token tree, or
   i.i.d. sampled drafts by recursive rejection sampling) with its exact law
   :func:`multi_draft_verify_distribution`.
+* A decoding step's accepted path (:func:`accept_tree`, :func:`accept_chains`) and its sampling
+  rules (:func:`verify_sampled`).
 * :func:`sampling_distribution`: temperature / top-k / top-p, to turn logits into ``p`` and ``q``.
 
 One tree-verification step with a Hugging Face model whose cache holds ``past`` context tokens
@@ -33,6 +35,8 @@ Sampling: ``p = sampling_distribution(target_logits, T, top_k, top_p)`` with the
 from ._common import residual_distribution, sampling_distribution
 from .greedy import GreedyResult, greedy_accept, target_tokens
 from .multi_draft import MultiDraftResult, multi_draft_verify, multi_draft_verify_distribution
+from .path import AcceptedPath, accept_chains, accept_tree
+from .sampled import SAMPLE_RULES, verify_sampled
 from .sampling import (
     BlockProbs,
     block_accept_probs,
@@ -53,11 +57,15 @@ from .tree import (
 )
 
 __all__ = [
+    "SAMPLE_RULES",
+    "AcceptedPath",
     "BlockProbs",
     "GreedyResult",
     "MultiDraftResult",
     "TokenTree",
     "TreeAcceptResult",
+    "accept_chains",
+    "accept_tree",
     "block_accept_probs",
     "block_verify",
     "block_verify_distribution",
@@ -75,4 +83,5 @@ __all__ = [
     "token_verify_distribution",
     "tree_greedy_accept",
     "tree_kv_indices",
+    "verify_sampled",
 ]

@@ -1,9 +1,17 @@
-"""Drafters: turn the heads' outputs at the current position into drafts of the next block."""
+"""Drafters: turn the heads' outputs at the accepted position into drafts of the next block."""
 
-from .base import Drafter, Drafts
-from .lattice import LatticeDrafter
-from .neural import NeuralDrafter
+from .base import Drafter, Proposal, SampledDrafts, Sampling, to_host, topk_lattice
+from .lattice import LatticeDrafter, pbest_paths
 from .oracle import OracleDrafter
-from .vanilla import VanillaDrafter
 
-__all__ = ["Drafter", "Drafts", "LatticeDrafter", "NeuralDrafter", "OracleDrafter", "VanillaDrafter"]
+__all__ = [
+    "Drafter",
+    "LatticeDrafter",
+    "OracleDrafter",
+    "Proposal",
+    "SampledDrafts",
+    "Sampling",
+    "pbest_paths",
+    "to_host",
+    "topk_lattice",
+]

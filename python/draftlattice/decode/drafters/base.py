@@ -1,79 +1,91 @@
-"""What every drafter provides: drafts for the next block from the heads' logits.
+"""What every drafter provides: drafts of the next block from the heads' logits, in two halves.
 
-The decoder asks for drafts of the g tokens that follow the known next token. Head 1's logits are
-not passed: in greedy mode its argmax is the target's own next token, and in sampling mode that
-token is drawn from the target (or by the verifier), so it is decided before drafting and
-already appended to ``context``. Heads 2..g+1 at the current position predict the draft
-positions 1..g, so ``head_logits[i]`` is head i+2's output.
+The engine needs one device->host transfer per step. So drafting is split: :meth:`Drafter.propose`
+runs on the device right after verification and names the small tensors the host needs
+(``Proposal.to_host``: the p best paths, or a top-k lattice); the engine copies them to the host
+together with the step's accepted lengths; :meth:`Drafter.finish` then completes the drafts on the
+host (LM rescoring, sampling of the rescored lattice, the oracle) with each row's context.
+
+Head 1's logits are not passed: its token is the target's own (greedy argmax or the verifier's
+draw), decided before drafting and already at the end of each context. ``head_logits[:, i]`` is
+head i+2's output, predicting draft position i.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-
-from ..sampling import SamplingConfig
+from torch import Tensor
 
 
 @dataclass(frozen=True)
-class Drafts:
-    """Drafts for one decoding step.
+class Sampling:
+    """generate()'s sampling warpers, which the heads' proposal law also uses."""
 
-    Drafters return them on the head logits' device, or on the host when they are computed by the
-    C++ core; the decoder moves them to the target's device.
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
 
-    Attributes:
-        tokens: [p, g] int64 draft token ids, best first (greedy mode) or one sampled draft (p = 1).
-        q: [p, g, V] float32 in sampling mode: q[r, i] is the distribution draft token i of row r
-            was drawn from, given the row's earlier tokens; None in greedy mode.
+
+@dataclass(frozen=True)
+class SampledDrafts:
+    """``n`` drafts per row, ``tokens [B, n, g]`` (device), and their proposal laws
+    ``q [B, n, g, V]``: ``q[b, i, j]`` is the law draft i's token j was drawn from, given its
+    first j tokens (float32, device)."""
+
+    tokens: Tensor
+    q: Tensor
+
+
+@dataclass
+class Proposal:
+    """The device half of drafting from the heads' logits ``[B, g, V]``.
+
+    Only ``to_host`` goes to the host (with the step's accepted lengths, in one transfer).
     """
 
-    tokens: torch.Tensor
-    q: torch.Tensor | None = None
+    to_host: list[Tensor]
+    sampled: SampledDrafts | None = None  #: drafts finished on the device (sampling without an LM)
+    #: sampling with an LM: the heads' processed law outside its top-k, renormalised [B, g, V]
+    #: (device); the host only sees the top-k and the mass outside it.
+    rest: Tensor | None = None
 
 
 class Drafter(Protocol):
-    """Common interface of the drafters (vanilla, n-gram lattice, neural, oracle)."""
+    """The one drafter interface of the engine (lattice p-best with or without an n-gram LM,
+    sampled lattice drafts, oracle)."""
 
     name: str
-    num_drafts: int  # p, drafts per step (greedy, "tree-sample" and "multi" sampling verifiers)
+    p: int  #: drafts per row and step (deterministic drafts)
 
-    def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
-        """Greedy drafts.
-
-        Args:
-            head_logits: [g, V] logits of heads 2..g+1 at the position of the last context token.
-            context: all tokens so far (prompt, generated, and the known next token), model ids.
-        Returns:
-            Drafts with tokens [p', g], 1 <= p' <= num_drafts, rows distinct.
-        """
+    def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
+        """Device half. ``draws``: drafts to sample per row (0: deterministic drafts, also in
+        sampling mode, e.g. for the tree rule); ``sampling`` None in greedy mode."""
         ...
 
-    def sample(
-        self,
-        head_logits: torch.Tensor,
-        context: Sequence[int],
-        sampling: SamplingConfig,
-        generator: torch.Generator | None,
-        n: int = 1,
-    ) -> Drafts:
-        """n independent sampled drafts with their exact conditional distributions (tokens [n, g],
-        q [n, g, V]); drafters that only sample one draft raise ValueError for n > 1."""
+    def finish(
+        self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
+    ) -> tuple[Tensor, SampledDrafts | None]:
+        """Host half: ``(drafts [B, p', g], sampled or None)``. ``host`` is ``proposal.to_host``
+        copied to the host; ``contexts[b]``: row b's tokens so far (prompt without padding,
+        generated, and the known next token). Deterministic drafts may stay on the host (the
+        token tree is built there); sampled drafts are on ``device``."""
         ...
 
 
-def check_head_logits(head_logits: torch.Tensor) -> None:
-    """Raises ValueError unless head_logits is a float [g, V] tensor."""
-    if not isinstance(head_logits, torch.Tensor) or head_logits.dim() != 2:
-        raise ValueError(f"head_logits must be a [g, V] tensor, got {getattr(head_logits, 'shape', head_logits)}")
-    if not head_logits.is_floating_point():
-        raise ValueError(f"head_logits must be floating point, got {head_logits.dtype}")
+def to_host(tensors: list[Tensor]) -> list[Tensor]:
+    """Copy device tensors to the host with one synchronisation (pinned, non-blocking copies)."""
+    if not tensors or tensors[0].device.type != "cuda":
+        return [t.cpu() for t in tensors]
+    host = [t.to("cpu", non_blocking=True) for t in tensors]
+    torch.cuda.current_stream(tensors[0].device).synchronize()
+    return host
 
 
-def empty_drafts(vocab_size: int, sampling: bool, device: torch.device) -> Drafts:
-    """Drafts of length 0 on ``device`` (used when only the known next token is left to generate)."""
-    q = torch.zeros(1, 0, vocab_size, device=device) if sampling else None
-    return Drafts(torch.zeros(1, 0, dtype=torch.int64, device=device), q)
+def topk_lattice(head_logits: Tensor, k: int, temperature: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Top-k ``(ids [B, g, k], logprobs [B, g, k] float32)`` of ``log_softmax(logits / T)``."""
+    logprobs = torch.log_softmax(head_logits.float() / temperature, dim=-1)
+    values, ids = logprobs.topk(k, dim=-1)
+    return ids, values

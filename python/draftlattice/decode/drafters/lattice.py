@@ -1,207 +1,165 @@
-"""N-gram lattice rescoring drafts (Kim et al. 2024, with exact p-best and exact sampling).
+"""Drafts from the heads' top-k lattice: p-best paths, n-gram rescoring, sampled drafts.
 
-The heads' top-k candidates form a sausage lattice of k**g drafts; each draft d is scored
-    total(d) = sum_i log p_head(d_i) + alpha * ln p_LM(d | committed text)
-by a backoff n-gram LM over the model's tokenizer (C++ core, ``draftlattice.rescore``). Greedy
-mode proposes the p best drafts (exactly, without enumerating them); sampling mode draws drafts
-from P(d) proportional to exp(total(d)) with its own LM weight ``sample_alpha``, over the heads'
-distributions processed like the target's (``SamplingConfig.distribution``), by default with
-full support (an "other" arc per position for the head's mass outside the top-k), and hands the
-verifier the exact conditional distribution of every drawn token over the whole vocabulary
-(``draftlattice.sample.sample_from_heads``, forward-backward).
+Greedy decoding verifies the ``p`` best drafts of the heads' top-k lattice: without an LM the
+search runs on the device (only the ``[B, p, g]`` draft ids go to the host); with an n-gram LM
+only the top-k ids and log-probabilities go to the host, where draftlattice's C++ core rescores
+them exactly (:func:`draftlattice.rescore_batch`, one LM memo per row kept across the steps).
 
-Both modes keep the LM state of the committed text (:class:`CommittedLmState`) and advance it by
-the tokens accepted since the last step, so a step costs O(accepted tokens), not O(history).
+Sampling draws drafts whose proposal law ``q`` is known: without an LM the heads' processed law
+(independent positions, on the device); with an LM the full-support rescored lattice, with its
+own weight ``sample_alpha``, as :func:`draftlattice.sample.sample_from_heads` builds it: only each
+head's top-k and the mass outside it go to the host.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import torch
+from torch import Tensor
 
-from ... import _core
-from ..._arrays import to_numpy
-from ..._core import LmState
 from ...lattice import Lattice
-from ...sample import sample_from_heads
-from ..sampling import SamplingConfig, draw_distinct
-from .base import Drafts, check_head_logits
+from ...rescore import LmMemo, rescore_batch
+from ...sample import sample_drafts
+from ...verify import sampling_distribution
+from .base import Proposal, SampledDrafts, Sampling, topk_lattice
+
+# Context tokens passed to the LM per row: only the last order - 1 matter, and no draftlattice
+# LM has order above 8.
+LM_CONTEXT = 8
+
+
+def pbest_paths(ids: Tensor, logprobs: Tensor, p: int) -> Tensor:
+    """The ``p`` drafts of highest summed log-probability of a sausage lattice, ``[B, p, g]``.
+
+    Exact: a prefix outside the p best prefixes cannot start one of the p best drafts (the p
+    prefixes above it, with its suffix, all score higher). If ``k**g < p`` the list is padded by
+    repeating the best draft (a repeated draft adds no tree node).
+    """
+    B, g, k = ids.shape
+    score = logprobs[:, 0]  # [B, k]
+    paths = ids[:, 0].unsqueeze(-1)  # [B, k, 1]
+    keep = min(p, k)
+    score, order = score.topk(keep, dim=-1)
+    paths = paths.gather(1, order.unsqueeze(-1))
+    for t in range(1, g):
+        total = (score.unsqueeze(-1) + logprobs[:, t].unsqueeze(1)).reshape(B, -1)  # [B, keep*k]
+        keep = min(p, total.shape[1])
+        score, order = total.topk(keep, dim=-1)
+        parent, column = order // k, order % k
+        paths = torch.cat(
+            [paths.gather(1, parent.unsqueeze(-1).expand(B, keep, t)), ids[:, t].gather(1, column).unsqueeze(-1)],
+            dim=-1,
+        )
+    if keep < p:
+        paths = torch.cat([paths, paths[:, :1].expand(B, p - keep, g)], dim=1)
+    return paths
 
 
 class LatticeDrafter:
-    """Top-k lattice rescored by an n-gram LM.
+    """The heads' top-k lattice, rescored by an n-gram LM or not.
 
     Args:
-        lm: ``draftlattice.NgramLM`` whose token ids are the model's (same tokenizer).
-        k: candidates per head (>= 1; capped at the vocabulary size).
-        p: drafts per step in greedy mode (verified together as rows or as a tree).
-        alpha: weight of the LM log-probability (>= 0; 0 = lattice scores only) in greedy mode.
-        bos: the committed text starts a sentence/line (``<s>`` before the context).
-        sample_alpha: the LM weight in sampling mode (>= 0; 0 = the heads' own law).
-        full_support: sampled drafts can take any token the head allows (an "other" arc per
-            position); off, only the heads' top-k.
+        lm: a :class:`draftlattice.NgramLM` over the model's token ids, or None (the heads alone).
+        k: candidates per head.
+        p: drafts per step (deterministic drafts).
+        alpha: LM weight of the p-best rescoring (lattice log-prob + alpha * LM log-prob).
+        sample_alpha: LM weight of sampled drafts (0 = the heads' own law).
     """
 
-    name = "ngram"
+    name = "lattice"
 
-    def __init__(
-        self,
-        lm,
-        k: int = 4,
-        p: int = 1,
-        alpha: float = 0.5,
-        bos: bool = True,
-        sample_alpha: float = 0.2,
-        full_support: bool = True,
-    ) -> None:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        _core.check_rescore_options(p, alpha)  # the core's checks, at construction
-        if not sample_alpha >= 0:
-            raise ValueError(f"sample_alpha must be >= 0, got {sample_alpha}")
-        self.lm, self.k, self.num_drafts, self.alpha, self.bos = lm, k, p, float(alpha), bos
-        self.sample_alpha, self.full_support = float(sample_alpha), bool(full_support)
-        self.committed = CommittedLmState(lm, bos)
-        # Each step's lattice continues the text the last one drafted, so the search asks the LM
-        # mostly what earlier steps asked: the answers are kept across steps (csrc/lm_memo.h; the
-        # drafts do not depend on it, only the time to find them).
-        self.memo = _core.LmMemo()
+    def __init__(self, lm=None, k: int = 8, p: int = 4, alpha: float = 0.5, sample_alpha: float = 0.2) -> None:
+        for label, value in (("k", k), ("p", p)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{label} must be a positive int, got {value!r}")
+        for label, value in (("alpha", alpha), ("sample_alpha", sample_alpha)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{label} must be a finite number >= 0, got {value!r}")
+        self.lm, self.k, self.p = lm, k, p
+        self.alpha, self.sample_alpha = float(alpha), float(sample_alpha)
+        self.memos: list[LmMemo] = []  # one per batch row, kept across one decoding run's steps
+        self._draws = 0
 
-    def lattice(self, head_logits: torch.Tensor, temperature: float = 1.0) -> Lattice:
-        """The top-k lattice [g, k] of head_logits [g, V] (exact log-softmax scores)."""
-        check_head_logits(head_logits)
-        logits = head_logits.detach().float().cpu().numpy()
-        return Lattice.from_logits(logits, min(self.k, logits.shape[1]), temperature)
+    def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
+        B, g, V = head_logits.shape
+        k = min(self.k, V)
+        self._draws = draws if sampling is not None else 0
+        if self._draws == 0:
+            ids, logprobs = topk_lattice(head_logits, k)
+            if self.lm is None:
+                return Proposal([pbest_paths(ids, logprobs, self.p)])
+            return Proposal([ids, logprobs])
+        q = sampling_distribution(head_logits, sampling.temperature, sampling.top_k, sampling.top_p, dtype=torch.float32)
+        if self.lm is None:  # the heads are independent: n draws per position, the same q for all
+            n = draws
+            tokens = torch.multinomial(q.view(B * g, V), n, replacement=True).view(B, g, n).transpose(1, 2)
+            return Proposal([], SampledDrafts(tokens, q.unsqueeze(1).expand(B, n, g, V)))
+        # The full-support lattice needs the top-k of each head and the mass outside it; the law
+        # outside it stays here, so only [B, g, k] values and [B, g] masses cross to the host.
+        top, ids = q.topk(k, dim=-1)
+        # Zero-probability candidates (a head whose top-p support is below k) leave every head's top-k.
+        keep = max(1, int((top > 0).sum(-1).min()))
+        top, ids = top[..., :keep], ids[..., :keep]
+        rest = q.scatter(-1, ids, 0.0)
+        mass = rest.sum(-1)
+        rest = rest / mass.clamp_min(torch.finfo(rest.dtype).tiny).unsqueeze(-1)
+        return Proposal([ids, top.log(), mass.log()], rest=rest)
 
-    def propose(self, head_logits: torch.Tensor, context: Sequence[int]) -> Drafts:
-        # One core call advances the committed state, builds the lattice and rescores it: equal to
-        # rescore(self.lattice(head_logits), ..., self.committed.after(context)) up to drafts whose
-        # totals tie within float rounding (csrc/lattice.h), with fewer crossings (each costs tens
-        # of microseconds right after the target's forward pass).
-        check_head_logits(head_logits)
-        k = min(self.k, head_logits.shape[1])
-        state, new = self.committed.pending(context)
-        if head_logits.device.type == "cpu":
-            # The usual float32 logits without grad are viewed directly (to_numpy's general path
-            # costs a few microseconds more right after the target's forward pass).
-            plain = head_logits.dtype is torch.float32 and not head_logits.requires_grad
-            logits = head_logits.numpy() if plain else to_numpy(head_logits, "head_logits")
-            tokens, after = _core.draft_from_logits(
-                logits, k, 1.0, self.lm, state, new, self.num_drafts, self.alpha, self.memo
+    def finish(
+        self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
+    ) -> tuple[Tensor, SampledDrafts | None]:
+        if proposal.sampled is not None:
+            return proposal.sampled.tokens, proposal.sampled
+        if self.lm is None:
+            return host[0], None
+        contexts = [c[-LM_CONTEXT:] for c in contexts]
+        if self._draws == 0:
+            return torch.from_numpy(self._rescored(host[0].numpy(), host[1].numpy(), contexts)), None
+        sampled = self._sampled(host, proposal.rest, contexts)
+        return sampled.tokens, sampled
+
+    def _rescored(self, ids: np.ndarray, logprobs: np.ndarray, contexts: list[list[int]]) -> np.ndarray:
+        """``[B, p, g]`` int64: the p best drafts of each top-k lattice under lattice + alpha * LM
+        (draftlattice's exact C++ rescoring); padded by repeating the best when k**g < p."""
+        B, g, _ = ids.shape
+        self.memos.extend(LmMemo() for _ in range(B - len(self.memos)))
+        results = rescore_batch((ids, logprobs), self.lm, contexts, p=self.p, alpha=self.alpha, memos=self.memos[:B])
+        drafts = np.empty((B, self.p, g), dtype=np.int64)
+        for b, result in enumerate(results):
+            n = len(result)
+            drafts[b, :n] = result.tokens
+            drafts[b, n:] = result.tokens[0]
+        return drafts
+
+    def _sampled(self, host: list[Tensor], rest: Tensor, contexts: list[list[int]]) -> SampledDrafts:
+        """``self._draws`` i.i.d. drafts per row from the full-support rescored lattice, with their
+        exact laws q over the vocabulary (as :func:`draftlattice.sample.sample_from_heads`, split
+        between host and device).
+
+        ``host`` = top-k ids and log-probabilities ``[B, g, k]`` and the log-mass outside the
+        top-k ``[B, g]``; ``rest`` the law outside the top-k ``[B, g, V]`` (device). The host
+        samples the lattice's arcs (an "other" arc per position carries the mass outside the
+        top-k); the device forms q and draws the concrete token of each "other" arc from ``rest``.
+        The seeds come from torch's global generator, like generate()'s own draws."""
+        ids, logp, other = (t.numpy() for t in host)
+        B, g, k = ids.shape
+        n = self._draws
+        seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+        tokens, arc_q = [], []
+        for b, context in enumerate(contexts):
+            lattice = Lattice.from_topk(ids[b].astype(np.int32), logp[b].astype(np.float32))
+            drawn = sample_drafts(
+                lattice, self.lm, n, self.sample_alpha, np.asarray(context, np.int32), False, seed, other[b]
             )
-        else:
-            ids, logprobs = device_topk(head_logits, k)
-            tokens, after = _core.draft_from_topk(
-                ids, logprobs, self.lm, state, new, self.num_drafts, self.alpha, self.memo
-            )
-        self.committed.commit(context, after)
-        return Drafts(torch.from_numpy(tokens))
-
-    def sample(
-        self,
-        head_logits: torch.Tensor,
-        context: Sequence[int],
-        sampling: SamplingConfig,
-        generator: torch.Generator | None,
-        n: int = 1,
-        distinct_first: bool = False,
-    ) -> Drafts:
-        """n drafts [n, g] with their exact conditionals q [n, g, V] (float32): i.i.d. samples, or
-        with ``distinct_first`` min(n, support) drafts whose first tokens are drawn without
-        replacement from the first position's law and whose rest follows the lattice given that
-        first token (q[:, 0] is then that law itself, before any removal)."""
-        check_head_logits(head_logits)
-        vocab = head_logits.shape[1]
-        probs = sampling.distribution(
-            head_logits.detach().double(), sampling.seen(context, vocab, device=head_logits.device)
-        )
-        logp = probs.log().cpu().numpy()
-        state = self.committed.after(context)
-        drawn = sample_from_heads(
-            logp,
-            self.k,
-            self.lm,
-            1 if distinct_first else n,
-            self.sample_alpha,
-            state,
-            False,
-            generator,
-            self.full_support,
-        )
-        if not distinct_first:
-            return Drafts(torch.from_numpy(drawn.tokens), torch.from_numpy(drawn.q).float())
-        q0 = torch.from_numpy(drawn.q[0, 0])
-        firsts = draw_distinct(q0, n, generator).tolist()
-        tokens, q = [], []
-        for c in firsts:
-            row, law = [c], [drawn.q[0, 0]]
-            if logp.shape[0] > 1:  # the rest given c: the lattice of heads 2.. after c's LM state
-                known = c in drawn.lattice.tokens[0]  # else an "other" token: the LM restarts
-                after = self.lm.advance(state, [c]) if known else self.lm.start([], False)
-                rest = sample_from_heads(
-                    logp[1:], drawn.lattice.k, self.lm, 1, self.sample_alpha, after, False, generator, self.full_support
-                )
-                row += rest.tokens[0].tolist()
-                law += list(rest.q[0])
-            tokens.append(row)
-            q.append(np.stack(law))
-        return Drafts(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), torch.from_numpy(np.stack(q)).float())
-
-
-def device_topk(head_logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids int32 [g, k], log-softmax values float32 [g, k]) of each head's k best tokens,
-    computed where the logits live: on an accelerator only these cross to the host, not the
-    [g, V] logits (V = 32k-150k for current models). Ties at the k-th place may pick another
-    token than the host path (torch.topk does not order ties by token id).
-
-    Raises:
-        ValueError: a NaN or +inf logit, or a head with fewer than k logits above -inf.
-    """
-    logits = head_logits.detach().float()
-    values, ids = torch.topk(logits, k, dim=-1)
-    logprobs = (values - torch.logsumexp(logits, dim=-1, keepdim=True)).clamp(max=0.0)
-    logprobs = logprobs.cpu().numpy()
-    if not np.isfinite(logprobs).all():
-        raise ValueError(
-            "head logits must be finite or -inf, with at least k logits above -inf per head "
-            f"(k={k}): got a NaN or +inf logit, or a head masked below k"
-        )
-    return ids.to(torch.int32).cpu().numpy(), logprobs
-
-
-class CommittedLmState:
-    """The LM state after a growing context, advanced by the tokens added since the last call.
-
-    ``after(context)`` equals ``lm.start(context, bos)``. When ``context`` extends the previous
-    one it only scores the new tokens: it checks that the last ``order - 1`` tokens before them
-    are unchanged, which is all the state depends on (the whole previous context while it is
-    shorter than that, since ``<s>`` then still counts). Any other context (a new sequence, a
-    rollback) starts over from its last ``order - 1`` tokens. Cost per call: O(order + new tokens).
-    """
-
-    def __init__(self, lm, bos: bool) -> None:
-        self.lm, self.bos = lm, bool(bos)
-        self.window = max(int(lm.order) - 1, 0)
-        self.length = -1  # no context yet
-        self.tail: tuple[int, ...] = ()
-        self.state = None
-
-    def after(self, context: Sequence[int]) -> LmState:
-        state, new = self.pending(context)
-        return self.commit(context, self.lm.advance(state, new) if len(new) else state)
-
-    def pending(self, context: Sequence[int]) -> tuple[LmState, Sequence[int]]:
-        """(a state, the tokens to advance it by) whose result is ``lm.start(context, bos)``:
-        the kept state and the tokens added since, or a fresh start and the last order-1 tokens."""
-        n, m, w = len(context), self.length, self.window
-        if 0 <= m <= n and tuple(context[max(0, m - w) : m]) == self.tail:
-            return self.state, context[m:n]
-        return self.lm.start((), self.bos), context[max(0, n - w) : n]
-
-    def commit(self, context: Sequence[int], state: LmState) -> LmState:
-        """Keeps ``state``, the state after ``context`` (from :meth:`pending`), and returns it."""
-        n, w = len(context), self.window
-        self.state, self.length, self.tail = state, n, tuple(context[max(0, n - w) : n])
-        return state
+            tokens.append(drawn.tokens)
+            arc_q.append(drawn.q)
+        device = rest.device
+        tokens = torch.from_numpy(np.stack(tokens).astype(np.int64)).to(device)  # [B, n, g], -1 = other arc
+        arc_q = torch.from_numpy(np.stack(arc_q).astype(np.float32)).to(device)  # [B, n, g, k + 1]
+        top_ids = torch.from_numpy(ids).to(device).unsqueeze(1).expand(B, n, g, k)
+        q = (arc_q[..., k : k + 1] * rest.unsqueeze(1)).scatter(-1, top_ids, arc_q[..., :k])
+        others = tokens < 0
+        if bool(others.any()):
+            draws = torch.multinomial(rest.unsqueeze(1).expand(B, n, g, -1)[others], 1).squeeze(1)
+            tokens = tokens.masked_scatter(others, draws)
+        return SampledDrafts(tokens, q)

@@ -1,6 +1,7 @@
-"""Recording what each decoding step drafted and accepted (``draft_recorder=`` of generate()).
+"""Watching the engine's steps: what each step drafted and accepted, and the heads on the path.
 
-For a report of a decoding run (``draftlattice demo --html``): per batch row and verification
+:class:`StepObserver` is what the engine calls (every method does nothing by default).
+:class:`StepRecorder` (``draft_recorder=`` of generate()) keeps, for a report of a decoding run (``draftlattice demo --html``): per batch row and verification
 step, the token the target had already chosen (the step's root), the heads' top-k lattice, the
 p best drafts of the heads alone and the drafts verified (after n-gram rescoring), which draft
 was accepted and how far. Recording costs one extra top-k and host transfer per step; without a
@@ -13,7 +14,28 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from .drafting import pbest_paths, topk_lattice
+from .drafters.base import topk_lattice
+from .drafters.lattice import pbest_paths
+
+
+class StepObserver:
+    """Hooks the engine calls during a run (subclass and override what you need)."""
+
+    def drafted(self, head_logits: Tensor) -> None:
+        """The heads' logits ``[B, g, V]`` the next drafts come from (after the prefill and
+        after each step)."""
+
+    def committed(self, row: int, root: int, drafts: Tensor, num: int, tokens: list[int], rescored: bool) -> None:
+        """Row ``row``'s step: its root, verified ``drafts [p, g]``, ``num`` accepted draft
+        tokens and the committed tokens (accepted + the target's next one), before stopping."""
+
+    def path(self, hidden: Tensor, counts: list[int], all_heads) -> None:
+        """Hidden states ``[B, n, d]`` along the committed path: ``hidden[b, j]`` chose the
+        j-th token row b committed in this call (``counts[b]`` of them, after stopping);
+        ``all_heads(hidden) -> [..., h, V]`` gives every head's logits there."""
+
+    def finished(self, row: int, token: int) -> None:
+        """The run ended; ``token`` is row ``row``'s last root."""
 
 
 @dataclass
@@ -30,7 +52,7 @@ class RecordedStep:
 
 
 @dataclass
-class StepRecorder:
+class StepRecorder(StepObserver):
     """Collects :class:`RecordedStep` per batch row; ``last[b]`` is the row's final own token."""
 
     k: int = 8
@@ -38,12 +60,12 @@ class StepRecorder:
     last: dict[int, int] = field(default_factory=dict)
     _lattice: tuple[Tensor, Tensor] | None = None
 
-    def lattice(self, head_logits: Tensor) -> None:
+    def drafted(self, head_logits: Tensor) -> None:
         """Keep the top-k lattice of the heads' logits ``[B, g, V]`` (host copies)."""
         ids, logprobs = topk_lattice(head_logits, min(self.k, head_logits.shape[-1]))
         self._lattice = (ids.cpu(), logprobs.exp().cpu())
 
-    def step(self, row: int, root: int, drafts: Tensor, num: int, accepted: list[int], rescored: bool) -> None:
+    def committed(self, row: int, root: int, drafts: Tensor, num: int, accepted: list[int], rescored: bool) -> None:
         """Record row ``row``'s step: its verified ``drafts [p, g]`` and ``num`` accepted tokens."""
         ids, probs = self._lattice
         p = drafts.shape[0]
@@ -62,5 +84,5 @@ class StepRecorder:
             )
         )
 
-    def finish(self, row: int, token: int) -> None:
+    def finished(self, row: int, token: int) -> None:
         self.last[row] = int(token)

@@ -9,12 +9,15 @@ import torch
 
 from _hf_models import ngram_over
 from draftlattice import Lattice, rescore
-from draftlattice.hf.drafting import (
-    DraftOptions,
-    greedy_drafts,
-    pbest_paths,
-    topk_lattice,
-)
+from draftlattice.decode.drafters import LatticeDrafter, Sampling, pbest_paths, to_host, topk_lattice
+
+
+def greedy_drafts(logits, drafter, contexts):
+    """The drafter's greedy drafts, both halves, as the engine runs them."""
+    proposal = drafter.propose(logits, None, 0)
+    drafts, sampled = drafter.finish(proposal, to_host(proposal.to_host), contexts, logits.device)
+    assert sampled is None
+    return drafts.numpy()
 
 
 def brute_force_pbest(ids, logprobs, p):
@@ -43,7 +46,7 @@ def test_lm_drafts_are_the_rescored_lattice_drafts(tmp_path):
     lm = ngram_over(tmp_path, [[(2 * i + j) % 30 for j in range(10)] for i in range(30)])
     logits = torch.randn(3, 3, 30, generator=torch.Generator().manual_seed(1))
     contexts = [[1, 3], [5], []]
-    drafts = greedy_drafts(logits, DraftOptions(lm, k=4, p=3, alpha=0.7), contexts)
+    drafts = greedy_drafts(logits, LatticeDrafter(lm, k=4, p=3, alpha=0.7), contexts)
     ids, logprobs = topk_lattice(logits, 4)
     for b in range(3):
         lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
@@ -51,29 +54,28 @@ def test_lm_drafts_are_the_rescored_lattice_drafts(tmp_path):
 
 
 def test_lm_drafts_keep_one_memo_per_row_across_steps(tmp_path):
-    # generate() keeps its DraftOptions for the whole call: row b's memo serves row b at every
+    # generate() keeps its drafter for the whole call: row b's memo serves row b at every
     # step, and the drafts stay those of the rescored lattice.
     lm = ngram_over(tmp_path, [[(2 * i + j) % 30 for j in range(10)] for i in range(30)])
-    options = DraftOptions(lm, k=4, p=3, alpha=0.7)
+    drafter = LatticeDrafter(lm, k=4, p=3, alpha=0.7)
     gen = torch.Generator().manual_seed(2)
     contexts = [[1, 3], [5]]
     for _ in range(6):
         logits = torch.randn(2, 3, 30, generator=gen)
-        drafts = greedy_drafts(logits, options, contexts)
+        drafts = greedy_drafts(logits, drafter, contexts)
         ids, logprobs = topk_lattice(logits, 4)
         for b in range(2):
             lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
             assert np.array_equal(drafts[b], rescore(lattice, lm, p=3, alpha=0.7, context=contexts[b]).tokens)
         contexts = [c + [int(drafts[b, 0, 0])] for b, c in enumerate(contexts)]
-    assert len(options.memos) == 2
-    assert all(memo.stats["pair_hits"] > 0 for memo in options.memos)
+    assert len(drafter.memos) == 2
+    assert all(memo.stats["pair_hits"] > 0 for memo in drafter.memos)
 
 
 def test_sampled_lattice_drafts_at_the_default_vocabulary_match_the_host_reference(tmp_path):
     """V = 49,152 (the default model's): the split path (top-k and the mass outside it to the host,
     the law outside it on the device) gives the proposal law q of the host reference
     sample_from_heads, draft for draft, with a top-p head whose support is below k."""
-    from draftlattice.hf.drafting import Sampling, finish, propose
     from draftlattice.sample import sample_from_heads
 
     V, g, k, n = 49_152, 3, 8, 4
@@ -81,12 +83,12 @@ def test_sampled_lattice_drafts_at_the_default_vocabulary_match_the_host_referen
     logits = torch.randn(1, g, V, generator=gen) * 4
     logits[0, 1, :5] += 40  # head 3: almost all mass on 5 tokens, so top-p keeps fewer than k
     lm = ngram_over(tmp_path, [[(7 * i + j) % 50 for j in range(10)] for i in range(50)], order=2)
-    options = DraftOptions(lm, k, n, 0.5, "multi", 0.6)
+    drafter = LatticeDrafter(lm, k, n, 0.5, 0.6)
     sampling = Sampling(temperature=0.9, top_p=0.95)
     context = [[3, 10, 17]]
     torch.manual_seed(5)
-    proposal = propose(logits, options, sampling)
-    tokens, sampled = finish(proposal, [t.cpu() for t in proposal.to_host], options, context, sampling, logits.device)
+    proposal = drafter.propose(logits, sampling, n)
+    tokens, sampled = drafter.finish(proposal, to_host(proposal.to_host), context, logits.device)
     assert proposal.to_host[0].shape[-1] < k and all(t.numel() < V for t in proposal.to_host)
     torch.manual_seed(5)  # the same seed for the lattice walk
     from draftlattice.verify import sampling_distribution

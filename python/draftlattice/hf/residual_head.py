@@ -2,7 +2,7 @@
 
 Head j >= 2 maps the final hidden state z to z + W2 GELU(W1 z) and shares the output projection
 with head 1. W2 and its bias start at zero, so every new head starts as head 1 and learns its
-offset. Used by the built-in ``BlockwiseLM`` and by the transformers adapter.
+offset. :class:`~draftlattice.hf.DraftHeads` holds h - 1 of them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-row stopping for block decoding: generate()'s criteria, token by token.
+"""Per-row stopping for block decoding: length, EOS and other criteria, token by token.
 
 A verification step commits several tokens per row; each one is checked as generate() would
 check it after producing that token, so a row stops exactly where generate() stops it (an EOS
@@ -14,38 +14,23 @@ from torch import Tensor
 class RowStopper:
     """Commits tokens row by row and knows which rows are finished.
 
-    ``MaxLengthCriteria`` and ``EosTokenCriteria`` are evaluated natively; any other criterion
-    (stop strings, user criteria) is called per committed token on that row's sequence
-    ``[1, prompt + new]``, with the scores that chose the token.
+    A row stops at ``max_new_tokens`` new tokens, at any of ``eos_ids``, or when one of
+    ``others`` (callables like transformers' stopping criteria: stop strings, user criteria)
+    says so; those are called per committed token on that row's sequence ``[1, prompt + new]``,
+    with the scores that chose the token. Finished rows are padded with ``pad``.
     """
 
-    def __init__(self, criteria, config, input_ids: Tensor) -> None:
-        from transformers.generation.stopping_criteria import (
-            EosTokenCriteria,
-            MaxLengthCriteria,
-        )
-
-        B, P = input_ids.shape
-        self.prompt = input_ids
-        self.max_new = float("inf")
-        self.eos: set[int] = set()
-        self.others = []
-        for criterion in criteria or []:
-            if isinstance(criterion, MaxLengthCriteria):
-                self.max_new = min(self.max_new, criterion.max_length - P)
-            elif isinstance(criterion, EosTokenCriteria):
-                self.eos |= set(torch.as_tensor(criterion.eos_token_id).reshape(-1).tolist())
-            else:
-                self.others.append(criterion)
-        if self.max_new == float("inf") and not self.others:
+    def __init__(
+        self, input_ids: Tensor, max_new_tokens: float, eos_ids: set[int], others: list, pad: int
+    ) -> None:
+        if max_new_tokens == float("inf") and not others:
             raise ValueError("no stopping criterion: set max_new_tokens or max_length")
-        self.done = [False] * B
-        pad = getattr(config, "_pad_token_tensor", None)
-        if pad is None:
-            pad = getattr(config, "pad_token_id", None)
-        if pad is None and self.eos:
-            pad = min(self.eos)
-        self.pad = int(torch.as_tensor(pad).reshape(-1)[0]) if pad is not None else 0
+        self.prompt = input_ids
+        self.max_new = max_new_tokens
+        self.eos = set(eos_ids)
+        self.others = list(others)
+        self.done = [False] * input_ids.shape[0]
+        self.pad = pad
 
     @property
     def all_done(self) -> bool:

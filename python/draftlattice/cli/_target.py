@@ -1,0 +1,36 @@
+"""The target model of a command: the default model (fetched on first use) or a target folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TARGET_HELP = (
+    "a target folder with model/ (a transformers causal LM with its tokenizer.json) and heads/ "
+    "(its DraftHeads) (default: the default model, SmolLM2-135M-Instruct, with its shipped heads; "
+    "fetched on first use)"
+)
+
+
+def load_target(folder: Path | None, dtype: str = "float32"):
+    """``(model, heads, tokenizer.json path, name)`` in eval mode on the CPU."""
+    import torch
+
+    torch_dtype = getattr(torch, dtype)
+    if folder is None:
+        from ..hf.default import load_default
+
+        bundle = load_default(torch_dtype)
+        return bundle.model, bundle.heads, bundle.folder / "tokenizer.json", str(bundle.folder)
+    from transformers import AutoModelForCausalLM
+
+    from ..hf import DraftHeads
+
+    folder = Path(folder)
+    for part in ("model", "heads"):
+        if not (folder / part / "config.json").is_file():
+            raise FileNotFoundError(f"{folder}: not a target folder (no {part}/config.json)")
+    tokenizer_path = folder / "model" / "tokenizer.json"
+    if not tokenizer_path.is_file():
+        raise ValueError(f"{folder / 'model'}: missing tokenizer.json")
+    model = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=torch_dtype).eval()
+    return model, DraftHeads.from_pretrained(folder / "heads", model), tokenizer_path, str(folder)

@@ -1,0 +1,82 @@
+"""What one verification forward keeps, per sequence: the accepted path and the target's token.
+
+A decoding step verifies ``p`` drafts of ``g`` tokens per sequence in one forward, laid out as
+a token tree (one row per sequence, :func:`~draftlattice.verify.build_tree`) or as ``p``
+chains (one row per draft). Whatever the rule (greedy, or a sampling rule's result), the engine
+needs the same things afterwards: how many draft tokens were accepted, the committed tokens, the
+hidden state the heads read next, the scores that chose each token (stopping criteria see them)
+and which cache slots to keep. :func:`accept_tree` and :func:`accept_chains` compute them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .greedy import greedy_accept
+from .tree import TokenTree, tree_greedy_accept, tree_kv_indices
+
+
+@dataclass
+class AcceptedPath:
+    """What a verification accepts, per sequence (device tensors)."""
+
+    num: Tensor  #: [B] accepted draft tokens
+    tokens: Tensor  #: [B, g+1] accepted draft tokens, then the target's token at index num
+    hidden: Tensor  #: [B, g+1, d] hidden states at the root and the path's nodes (by depth)
+    scores: Tensor  #: [B, g+1, V] scores that chose tokens[:, j] (at the path's node j)
+    cache_rows: Tensor | None  #: [B] cache row to keep per sequence (chain layout, p > 1)
+    slots: Tensor  #: [B, g+1] block-relative cache slots of the root and the accepted nodes
+
+    @property
+    def last_hidden(self) -> Tensor:
+        """``[B, d]``: the hidden state at the last accepted node, where the heads draft next."""
+        rows = torch.arange(self.num.shape[0], device=self.num.device)
+        return self.hidden[rows, self.num]
+
+
+def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath:
+    """Greedy acceptance over a batched token tree (``tree`` on the scores' device).
+
+    ``scores [B, T, V]``: the target's (processed) scores at every node; ``hidden [B, T, d]``.
+    """
+    result = tree_greedy_accept(tree, scores)
+    B = tree.tokens.shape[0]
+    slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
+    rows = torch.arange(B, device=slots.device).unsqueeze(1)
+    tokens = tree.tokens.gather(1, slots)[:, 1:]
+    tokens = torch.cat([tokens, torch.zeros_like(tokens[:, :1])], dim=1)
+    tokens.scatter_(1, result.num_accepted.unsqueeze(1), result.next_token.unsqueeze(1))
+    return AcceptedPath(result.num_accepted, tokens, hidden[rows, slots], scores[rows, slots], None, slots)
+
+
+def accept_chains(
+    drafts: Tensor,
+    scores: Tensor,
+    hidden: Tensor,
+    num: Tensor | None = None,
+    next_token: Tensor | None = None,
+    best: Tensor | None = None,
+) -> AcceptedPath:
+    """Acceptance over ``p`` chains per sequence, ``drafts [B, p, g]``.
+
+    ``scores [B*p, g+1, V]`` and ``hidden [B*p, g+1, d]``: row ``b*p + i`` is chain ``i`` of
+    sequence ``b``. Greedy acceptance, or a sampling rule's ``num``/``next_token`` on chain
+    ``best`` (None = chain 0).
+    """
+    B, p, g = drafts.shape
+    device = hidden.device
+    scores = scores.view(B, p, g + 1, -1)
+    drafts = drafts.to(device, non_blocking=True)
+    if num is None:
+        best, num, next_token = greedy_accept(drafts, scores)
+    elif best is None:
+        best = torch.zeros(B, dtype=torch.int64, device=device)
+    rows = torch.arange(B, device=device)
+    tokens = torch.cat([drafts[rows, best], torch.zeros_like(drafts[:, 0, :1])], dim=1)
+    tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
+    cache_rows = rows * p + best
+    slots = torch.arange(g + 1, device=device).expand(B, g + 1)
+    return AcceptedPath(num, tokens, hidden[cache_rows], scores[rows, best], cache_rows if p > 1 else None, slots)
