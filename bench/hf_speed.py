@@ -1,30 +1,34 @@
-"""Speed of draftlattice.hf.generate against transformers' own decoding, on one model, in one run.
+"""Speed of draftlattice.hf.generate against transformers' own decoding, on the default model, in one run.
 
-Model: the shipped WikiText-2 model (lm_models/default: 4 layers, d=128, vocab 4,096, trunk and
-8 heads trained jointly) converted exactly to a transformers ``GPTNeoXForCausalLM`` plus a
-``DraftHeads`` folder (bench/_hf_shipped_model.py; logits checked equal), with the shipped
-4-gram ``lm_models/katz4.dlm``. Prompts: the first ``--prompt-tokens`` tokens of WikiText-2 test
-paragraphs. Methods (all greedy, outputs checked identical to plain ``generate()``):
+Model: the default model, SmolLM2-135M-Instruct (fetched on first use like a user would), with
+its shipped heads (``lm_models/smollm2/heads``, or ``heads-sampled`` for ``--temperature``) and
+4-gram (``lm_models/smollm2/katz4.dlm``). Prompts: the first ``--prompt-tokens`` tokens of
+WikiText-2 test paragraphs, batched with left padding. Methods:
 
-* ``generate``: plain greedy ``model.generate(do_sample=False)`` (the reference of each ratio).
+* ``generate``: plain ``model.generate()`` (the reference of each ratio).
 * ``prompt-lookup``: transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``; batch 1 only).
-* ``heads``: draftlattice, the heads' top-1 tokens as the one draft (vanilla blockwise).
-* ``lattice 1-best``: the best draft of the heads' top-k lattice rescored with the 4-gram.
-* ``lattice p-best tree``: the p best rescored drafts, verified as one token tree.
+* ``heads``: draftlattice, the heads' top-1 tokens as the one draft (greedy) or p drafts sampled
+  from the heads' processed laws (``--temperature``, rule "multi").
+* ``lattice 1-best`` / ``lattice p-best tree``: the heads' top-k lattice rescored with the 4-gram,
+  greedy; with ``--temperature``: p drafts sampled from the rescored lattice (rule "multi").
 
 Reported per method: serial target calls (forwards of the base model, counted with a forward
 hook) per generated token of a row, tokens/s (all rows), and the speedup in wall-clock time over
 ``generate`` measured in the same run (median over ``--repeats`` timed runs after a warm-up).
+Greedy outputs are checked identical to plain ``generate()`` (in float32 they must be; in
+bfloat16 several tokens verified at once round differently from one at a time). Sampling runs
+seed every batch the same way for every method (the laws are equal, the draws are not).
 
-usage: python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 8] [--device cpu] [--heads DIR]
+    python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 4] [--dtype bfloat16]
+                             [--temperature 0.7] [--threads 2] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -64,11 +68,11 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
     calls = []
 
     def generate(ids, mask):
+        torch.manual_seed(0)  # sampling: every method's batch starts from the same seed
         return model.generate(
             ids,
             attention_mask=mask,
             max_new_tokens=max_new,
-            do_sample=False,
             eos_token_id=None,
             pad_token_id=0,
             **kwargs,
@@ -99,42 +103,36 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument(
-        "--heads",
-        type=Path,
-        help="DraftHeads folder to use instead of the shipped heads "
-        "(e.g. from `draftlattice hf train-heads` on the converted model)",
-    )
+    parser.add_argument("--heads", type=Path, help="DraftHeads folder instead of the shipped heads")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--temperature", type=float, help="sample at this temperature (lossless rules) instead")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     import draftlattice.hf as dlhf
-    from _hf_shipped_model import convert
-    from draftlattice import NgramLM
+    from draftlattice.hf.default import load_default
 
-    work = Path(tempfile.mkdtemp(prefix="hf_speed_"))
-    model_dir, heads_dir = convert(ROOT / "lm_models" / "default", work)
     device = torch.device(args.device)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, args.dtype)).to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    heads = dlhf.DraftHeads.from_pretrained(args.heads or heads_dir, model, strict_name=args.heads is None)
-    lm = NgramLM(ROOT / "lm_models" / "katz4.dlm")
+    bundle = load_default(getattr(torch, args.dtype), device)
+    model, tokenizer, lm = bundle.model, bundle.tokenizer, bundle.lm
+    heads = bundle.sampling_heads if args.temperature else bundle.heads
+    if args.heads:
+        heads = dlhf.DraftHeads.from_pretrained(args.heads, model).to(device, getattr(torch, args.dtype))
     rows = prompts(tokenizer, args.prompts, args.prompt_tokens)
     draft = {"custom_generate": dlhf.generate, "draft_heads": heads}
+    p_heads = args.p if args.temperature else 1
     methods = {
         "generate": {},
         "prompt-lookup": {"prompt_lookup_num_tokens": 10},
-        "heads": {**draft, "draft_k": 1, "draft_p": 1},
+        "heads": {**draft, "draft_k": 1 if not args.temperature else args.k, "draft_p": p_heads},
         "lattice 1-best": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": 1, "draft_alpha": args.alpha},
         f"lattice {args.p}-best tree": {
             **draft,
@@ -145,12 +143,18 @@ def main() -> int:
             "draft_verify": "tree",
         },
     }
-    print(
-        f"model: shipped WikiText-2 model as GPTNeoXForCausalLM ({sum(p.numel() for p in model.parameters()):,} "
-        f"parameters, {args.dtype}, {device}), heads h={heads.horizon}, LM katz4.dlm; {len(rows)} prompts of "
-        f"{args.prompt_tokens} tokens, {args.max_new_tokens} new tokens, k={args.k}, alpha={args.alpha}, "
-        f"torch threads {args.threads}"
+    sampling = (
+        {"do_sample": True, "temperature": args.temperature, "top_k": None, "top_p": None}
+        if args.temperature
+        else {"do_sample": False}
     )
+    print(
+        f"model: SmolLM2-135M-Instruct ({sum(p.numel() for p in model.parameters()):,} "
+        f"parameters, {args.dtype}, {device}), heads h={heads.horizon}, LM smollm2/katz4.dlm; {len(rows)} prompts of "
+        f"{args.prompt_tokens} tokens, {args.max_new_tokens} new tokens, k={args.k}, alpha={args.alpha}, "
+        f"torch threads {args.threads}, " + (f"sampling T={args.temperature}" if args.temperature else "greedy")
+    )
+    results = []
     with torch.inference_mode():
         for size in args.batch:
             inputs = batches(rows, size, device)
@@ -162,16 +166,31 @@ def main() -> int:
                 if name == "prompt-lookup" and size > 1:
                     print(f"| {name} | n/a (transformers: batch 1 only) | | |")
                     continue
+                kwargs = {**kwargs, **sampling}
                 outputs, serial, tokens, seconds = run_method(model, kwargs, inputs, args.max_new_tokens, args.repeats)
                 if reference is None:
                     reference = (outputs, seconds)
-                same = all(torch.equal(a, b) for a, b in zip(outputs, reference[0]))
+                same = bool(args.temperature) or all(torch.equal(a, b) for a, b in zip(outputs, reference[0]))
                 per_token = (serial / len(inputs)) / (tokens / len(rows))  # per batch, per row's token
                 print(
                     f"| {name} | {per_token:.3f} | {tokens / seconds:.1f} | {reference[1] / seconds:.2f}x"
                     f"{'' if same else ' (OUTPUT DIFFERS)'} |",
                     flush=True,
                 )
+                results.append(
+                    {
+                        "batch": size,
+                        "method": name,
+                        "calls_per_token": per_token,
+                        "tokens_per_s": tokens / seconds,
+                        "speedup": reference[1] / seconds,
+                        "identical": None if args.temperature else same,
+                    }
+                )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=2)
+        )
     return 0
 
 

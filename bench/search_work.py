@@ -6,8 +6,9 @@ Lattice sets are saved once (npz) and reused, so that every build sees the same 
 
     # bench/rescore_latency.py's lattices over wt2_kn4 (needs pynini and the cached automata)
     PYTHONPATH=python:<pynini dir> python bench/search_work.py save-wt2 bench/.cache/work-wt2.npz
-    # the decoder's own lattices: greedy blockwise decoding of 20 WikiText-2 test prompts x 64
-    # tokens with the shipped model, k = 8, 1-best, alpha = 0.5 (each rescore call is recorded)
+    # the engine's own lattices: greedy decoding of 20 WikiText-2 test prompts x 64 tokens with
+    # the default model (V = 49,152, h = 4), k = 8, 1-best, alpha = 0.5 (each rescore recorded);
+    # `arcs` then needs the LM it was drafted with: lm_models/smollm2/katz4.dlm
     PYTHONPATH=python python bench/search_work.py save-decoder bench/.cache/work-decoder.npz
     # median (and mean) arcs scored per set
     PYTHONPATH=python python bench/search_work.py arcs LM.dlm SETS.npz [--vocab WORDS.txt]
@@ -55,50 +56,34 @@ def save_wt2(out: Path, n: int, seed: int) -> None:
 
 
 def save_decoder(out: Path, prompts: int, tokens: int, k: int, alpha: float) -> None:
-    """Every lattice the 1-best lattice drafter rescores while decoding, with its context."""
+    """Every lattice the 1-best lattice drafter rescores while the engine decodes with the default
+    model (bfloat16, its shipped heads and 4-gram), with its context."""
     import torch
 
-    from draftlattice import Lattice, NgramLM
-    from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset
-    from draftlattice.decode import BlockwiseDecoder, LatticeDrafter
-    from draftlattice.decode.drafters import lattice as drafter_module
+    from draftlattice.assets import WIKITEXT_TEST, data_file
+    from draftlattice.decode import Engine, LatticeDrafter, RowStopper
     from draftlattice.evaluate.prompts import paragraph_prompts
-    from draftlattice.model import BlockwiseLM
+    from draftlattice.hf.default import load_default
     from draftlattice.tokenizer import load_tokenizer
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = BlockwiseLM.from_pretrained(model_asset("default"))
-    tok = load_tokenizer(model_asset("tokenizer.json"))
-    lm = NgramLM(model_asset("katz4.dlm"))
+    bundle = load_default(torch.bfloat16)
+    tok = load_tokenizer(bundle.folder / "tokenizer.json")
     captured = []
-    core = drafter_module._core
 
-    class RecordingCore:
-        """The drafter's _core, recording each greedy drafting step's lattice and start state."""
+    class RecordingDrafter(LatticeDrafter):
+        """The 1-best lattice drafter, recording each step's lattice and LM context."""
 
-        def __getattr__(self, name):
-            return getattr(core, name)
+        def _rescored(self, ids, logprobs, contexts):
+            for b, context in enumerate(contexts):
+                captured.append((ids[b].astype(np.int32), logprobs[b].astype(np.float32), list(context), False))
+            return super()._rescored(ids, logprobs, contexts)
 
-        @staticmethod
-        def draft_from_logits(logits, k, temperature, lm_, state, new, p, alpha_):
-            start = lm_.advance(state, new) if len(new) else state
-            # The state as tokens: its words (most recent first) are decimal token ids or "<s>".
-            words = [lm_.word(i) for i in reversed(start.word_ids)]
-            bos = bool(words) and words[0] == "<s>"
-            context = [int(w) for w in words[1 if bos else 0 :]]
-            assert lm_.start(context, bos) == start, (words, start)
-            lattice = Lattice.from_logits(logits, k, temperature)
-            captured.append((np.asarray(lattice.tokens), np.asarray(lattice.logprobs), context, bos))
-            return core.draft_from_logits(logits, k, temperature, lm_, state, new, p, alpha_)
-
-    drafter_module._core = RecordingCore()
-    try:
-        decoder = BlockwiseDecoder(model, LatticeDrafter(lm, k=k, p=1, alpha=alpha), verifier="greedy")
-        for prompt in paragraph_prompts(data_file(WIKITEXT_TEST), tok, prompts, 32):
-            decoder.generate(prompt, tokens)
-    finally:
-        drafter_module._core = core
+    for prompt in paragraph_prompts(data_file(WIKITEXT_TEST), tok, prompts, 32):
+        ids = torch.tensor([prompt])
+        engine = Engine(bundle.model, bundle.heads, RecordingDrafter(bundle.lm, k=k, p=1, alpha=alpha), layout="batch")
+        engine.run(ids, RowStopper(ids, tokens, set(), [], 0), max_length=len(prompt) + tokens)
     shapes = [t.shape for t, _, _, _ in captured]
     h, kk = max(set(shapes), key=shapes.count)  # the last steps of a sequence may have fewer heads
     kept = [c for c, shape in zip(captured, shapes) if shape == (h, kk)]
