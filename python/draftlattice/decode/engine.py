@@ -153,15 +153,18 @@ class _Run:
 
             start = time.perf_counter()
             path = self._verify(root, drafts, sampled, positions)
+            heads_start = time.perf_counter()
             head_logits = engine.heads.logits(path.last_hidden, engine.model)
             proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
+            heads_seconds = time.perf_counter() - heads_start
             # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
             accepted_host, *draft_host = to_host(
                 [torch.cat([path.num.unsqueeze(1), path.tokens], dim=1), *proposal.to_host]
             )
             num_host = accepted_host[:, 0].tolist()
             self._keep(path, num_host)
-            self.stats.verification_seconds += time.perf_counter() - start
+            self.stats.drafting_seconds += heads_seconds
+            self.stats.verification_seconds += time.perf_counter() - start - heads_seconds
             self._commit(root, drafts, path, accepted_host, num_host, head_logits)
             positions = positions + accepted_host[:, 0] + 1
             root = path.tokens.gather(1, path.num.unsqueeze(1)).squeeze(1)
@@ -200,7 +203,10 @@ class _Run:
         """The step's forward and its accepted path."""
         engine, target = self.engine, self.target
         sequences = (
-            [torch.tensor(self.rows_host[b] + self.new_tokens[b]).to(self.device, non_blocking=True) for b in range(len(self.rows_host))]
+            [
+                torch.tensor(self.rows_host[b] + self.new_tokens[b]).to(self.device, non_blocking=True)
+                for b in range(len(self.rows_host))
+            ]
             if engine.processors
             else []
         )
@@ -218,7 +224,9 @@ class _Run:
     def _sampling_rule(self, forward, drafts: Tensor, sampled):
         B, p, g = drafts.shape
         probs = forward.scores.softmax(-1).view(B, p, g + 1, -1)
-        return verify_sampled(self.engine.sample_rule, drafts.to(probs.device), probs, None if sampled is None else sampled.q)
+        return verify_sampled(
+            self.engine.sample_rule, drafts.to(probs.device), probs, None if sampled is None else sampled.q
+        )
 
     def _keep(self, path, num_host: list[int]) -> None:
         """Roll the cache back to each row's accepted path (holes where rows accepted less)."""

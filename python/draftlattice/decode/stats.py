@@ -21,10 +21,11 @@ class DecodeStats:
         prefill_calls: how many of ``target_calls`` were prompt prefills.
         accepted: per verification call, the draft tokens accepted in each row still running.
         new_tokens: tokens generated over all rows (EOS included, padding not).
-        drafting_seconds: host time spent finishing drafts (LM rescoring, lattice sampling).
+        drafting_seconds: the heads' logits and the drafter's two halves (top-k, p-best paths
+            or draws on the device; LM rescoring or lattice sampling on the host). On CUDA the
+            device half is only launched here: its time shows in the transfer that waits for it.
         verification_seconds: the rest of each step: the verification forward, acceptance, the
-            heads' device work and the one device->host transfer, cache compaction (on CUDA this
-            includes the device work the transfer waits for).
+            one device->host transfer, cache rollback and compaction.
         prefill_seconds: the prompt forwards and the first drafts.
     """
 
