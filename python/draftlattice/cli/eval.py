@@ -31,9 +31,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.model is not None and not args.live:
         raise ValueError("--model picks the target of a live evaluation: add --live (or give --trace)")
     if args.output:  # before the long work: refuse now, not after it
-        check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model])
+        check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
     if args.html:
-        check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model])
+        check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
     expect_lm(args.lm)
     if args.trace:
         trace = load_trace(args.trace)
@@ -47,6 +47,21 @@ def _run(args: argparse.Namespace) -> int:
     check_lm_tokenizer_pair(
         lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name, allow_mismatch=args.allow_mismatch
     )
+    neural = None
+    if args.neural_lm:  # a small transformers causal LM over the same tokenizer
+        from transformers import AutoModelForCausalLM
+
+        from draftlattice.decode import NeuralDrafter
+
+        if tokenizer_sha is not None:
+            check_same_tokenizer(
+                tokenizer_sha,
+                Path(args.neural_lm) / "tokenizer.json",
+                owner=f"neural LM {args.neural_lm}",
+                allow_mismatch=args.allow_mismatch,
+            )
+        small = AutoModelForCausalLM.from_pretrained(args.neural_lm, dtype="float32")
+        neural = NeuralDrafter(small, k=args.k, alpha=args.neural_alpha)
     result = evaluate_trace(
         trace,
         lm,
@@ -63,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
         entropy_threshold=args.entropy_threshold,
         accuracy_threshold=args.accuracy_threshold,
         num_threads=args.threads or None,
+        neural=neural,
     )
     print(format_tables(result), end="")
     if args.output:
@@ -117,6 +133,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--heldout-fraction", type=float, default=0.25)
     parser.add_argument("--ks", default="1,2,4,8,16", help="k values of Figure 6")
     parser.add_argument("--ps", default="1,2,4,8,16", help="p values of Figure 7")
+    parser.add_argument(
+        "--neural-lm", help="a small transformers causal LM folder (same tokenizer) for the neural rescoring row"
+    )
+    parser.add_argument("--neural-alpha", type=float, default=0.5, help="its weight in the neural rescoring row")
     parser.add_argument("--no-adaptive", action="store_true", help="skip entropy-adaptive drafting")
     parser.add_argument("--entropy-threshold", type=float, default=3.0, help="h_max threshold (nats)")
     parser.add_argument("--accuracy-threshold", type=float, default=0.1, help="h_max top-1 accuracy threshold")

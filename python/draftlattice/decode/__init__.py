@@ -1,7 +1,7 @@
 """The one decoding engine (:mod:`.engine`) and its parts: drafters, the verification forward's
 layouts, cache rollback, stopping, statistics and step observers."""
 
-from .drafters import Drafter, LatticeDrafter, OracleDrafter, Sampling
+from .drafters import Drafter, LatticeDrafter, NeuralDrafter, OracleDrafter, Sampling
 from .engine import Engine
 from .recording import StepObserver, StepRecorder
 from .stats import DecodeStats
@@ -12,6 +12,7 @@ __all__ = [
     "Drafter",
     "Engine",
     "LatticeDrafter",
+    "NeuralDrafter",
     "OracleDrafter",
     "RowStopper",
     "Sampling",

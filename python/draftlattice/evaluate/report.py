@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import analyses, metrics
 from .adaptive import compare_adaptive
-from .drafting import NgramRescore, Oracle, TraceView, Vanilla
+from .drafting import LiveDrafter, NgramRescore, Oracle, TraceView, Vanilla
 from .replay import replay
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,12 @@ def evaluate_trace(
     entropy_threshold: float = 3.0,
     accuracy_threshold: float = 0.1,
     num_threads: int | None = None,
+    neural=None,
 ) -> dict:
     """All analyses of ``trace`` with n-gram LM ``lm`` (k candidates per head, p drafts).
+
+    ``neural``: an optional engine drafter (e.g. :class:`draftlattice.decode.NeuralDrafter`)
+    replayed for Table 4's neural rescoring row.
 
     With ``tune_alpha`` alpha is chosen on the first ``heldout_fraction`` of the prompts and
     every number is reported on the remaining prompts (Appendix E); otherwise on all prompts.
@@ -77,6 +81,7 @@ def evaluate_trace(
     table4[f"{lm.order}-gram rescoring"] = be(NgramRescore(lm, k, 1, alpha, bos))
     table4[f"{p}-best 0-gram"] = be(NgramRescore(lm, k, p, 0.0, bos))
     table4[f"{p}-best {lm.order}-gram"] = be(NgramRescore(lm, k, p, alpha, bos))
+    table4["neural rescoring"] = be(LiveDrafter(neural)) if neural is not None else None
     table4[f"oracle k={k}"] = be(Oracle(k))
     out["table4"] = table4
 

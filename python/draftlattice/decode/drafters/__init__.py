@@ -2,11 +2,13 @@
 
 from .base import Drafter, Proposal, SampledDrafts, Sampling, to_host, topk_lattice
 from .lattice import LatticeDrafter, pbest_paths
+from .neural import NeuralDrafter
 from .oracle import OracleDrafter
 
 __all__ = [
     "Drafter",
     "LatticeDrafter",
+    "NeuralDrafter",
     "OracleDrafter",
     "Proposal",
     "SampledDrafts",

@@ -51,11 +51,14 @@ class Proposal:
     #: sampling with an LM: the heads' processed law outside its top-k, renormalised [B, g, V]
     #: (device); the host only sees the top-k and the mass outside it.
     rest: Tensor | None = None
+    #: device tensors the host half works on without copying them (e.g. a neural rescorer's
+    #: candidates, scored on the device)
+    kept: tuple[Tensor, ...] = ()
 
 
 class Drafter(Protocol):
     """The one drafter interface of the engine (lattice p-best with or without an n-gram LM,
-    sampled lattice drafts, oracle)."""
+    sampled lattice drafts, neural rescoring, oracle)."""
 
     name: str
     p: int  #: drafts per row and step (deterministic drafts)

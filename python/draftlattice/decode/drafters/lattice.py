@@ -89,7 +89,9 @@ class LatticeDrafter:
             if self.lm is None:
                 return Proposal([pbest_paths(ids, logprobs, self.p)])
             return Proposal([ids, logprobs])
-        q = sampling_distribution(head_logits, sampling.temperature, sampling.top_k, sampling.top_p, dtype=torch.float32)
+        q = sampling_distribution(
+            head_logits, sampling.temperature, sampling.top_k, sampling.top_p, dtype=torch.float32
+        )
         if self.lm is None:  # the heads are independent: n draws per position, the same q for all
             n = draws
             tokens = torch.multinomial(q.view(B * g, V), n, replacement=True).view(B, g, n).transpose(1, 2)
