@@ -155,15 +155,17 @@ class _Run:
             path = self._verify(root, drafts, sampled, positions)
             heads_start = time.perf_counter()
             head_logits = engine.heads.logits(path.last_hidden, engine.model)
+            propose_start = time.perf_counter()
             proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
             heads_seconds = time.perf_counter() - heads_start
+            self.stats.heads_seconds += propose_start - heads_start
             # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
             accepted_host, *draft_host = to_host(
                 [torch.cat([path.num.unsqueeze(1), path.tokens], dim=1), *proposal.to_host]
             )
             num_host = accepted_host[:, 0].tolist()
             self._keep(path, num_host)
-            self.stats.drafting_seconds += heads_seconds
+            self.stats.drafting_seconds += heads_seconds - (propose_start - heads_start)
             self.stats.verification_seconds += time.perf_counter() - start - heads_seconds
             self._commit(root, drafts, path, accepted_host, num_host, head_logits)
             positions = positions + accepted_host[:, 0] + 1

@@ -20,9 +20,7 @@ class RowStopper:
     with the scores that chose the token. Finished rows are padded with ``pad``.
     """
 
-    def __init__(
-        self, input_ids: Tensor, max_new_tokens: float, eos_ids: set[int], others: list, pad: int
-    ) -> None:
+    def __init__(self, input_ids: Tensor, max_new_tokens: float, eos_ids: set[int], others: list, pad: int) -> None:
         if max_new_tokens == float("inf") and not others:
             raise ValueError("no stopping criterion: set max_new_tokens or max_length")
         self.prompt = input_ids
