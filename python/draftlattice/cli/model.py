@@ -140,4 +140,3 @@ def run_perplexity(args: argparse.Namespace) -> int:
     heads = " ".join(f"h{j + 2}={a:.3f}" for j, a in enumerate(result.head_accuracy))
     print(f"  top-1 accuracy of heads 2..h: {heads}")
     return 0
-

@@ -36,7 +36,6 @@ from .tokenizer import check_lm_for_model
 logger = logging.getLogger(__name__)
 
 
-
 @dataclass
 class DraftGenerateOutput(GenerateDecoderOnlyOutput):
     """transformers' ``GenerateDecoderOnlyOutput`` plus ``draft_stats`` (:class:`DecodeStats`).
