@@ -1,103 +1,63 @@
-"""Tiny blockwise models with low-entropy heads for the decoding tests.
+"""A tiny transformers model with trained draft heads, and an n-gram LM over its own text, for the
+engine tests (tests/test_engine_*.py).
 
-Random-weight heads almost never agree with the target, so multi-token acceptance would go
-untested. These models are trained for a few seconds on text from a sparse Markov chain (each
-token has one likely successor), so heads 2..h learn to look ahead and drafts are often, but not
-always, accepted: both acceptance and rollback happen in every test.
+Fresh heads reproduce the model's next-token law at their own position, so their drafts are
+almost never accepted and multi-token acceptance would go untested. These heads are trained for
+a few seconds on the model's own greedy continuations (``train_heads(targets="greedy")``): drafts
+are often, but not always, accepted, so acceptance, rejection and cache rollback all happen.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
-import pytest
 import torch
 
-from draftlattice.model import BlockwiseConfig, BlockwiseLM
+import draftlattice.hf as dlhf
+from _hf_models import greedy, llama, ngram_over
+from draftlattice.decode import Engine, RowStopper
 
-VOCAB = 24
-
-
-def markov_corpus(length: int, seed: int, vocab: int = VOCAB, stay: float = 0.8) -> torch.Tensor:
-    """[length] tokens: with probability ``stay`` the token's fixed successor, else a random one."""
-    gen = torch.Generator().manual_seed(seed)
-    successor = torch.randperm(vocab, generator=gen)
-    tokens = [0]
-    for _ in range(length - 1):
-        if float(torch.rand((), generator=gen)) < stay:
-            tokens.append(int(successor[tokens[-1]]))
-        else:
-            tokens.append(int(torch.randint(vocab, (), generator=gen)))
-    return torch.tensor(tokens)
+PROMPTS = [[3, 4, 5], [7, 7, 7, 7, 9], [1], [10, 20, 30, 40, 11, 12], [5, 6]]
 
 
 @functools.cache
-def trained_model(num_heads: int, seed: int = 0, steps: int = 60, vocab: int = VOCAB) -> BlockwiseLM:
-    """A 2-layer BlockwiseLM (d_model 32) with h = num_heads heads, trained on ``markov_corpus``."""
-    torch.manual_seed(seed)
-    config = BlockwiseConfig(
-        vocab_size=vocab,
-        n_layer=2,
-        n_head=2,
-        d_model=32,
-        d_ff=64,
-        num_heads=num_heads,
-        max_seq_len=128,
-        head_hidden=32,
-    )
-    model = BlockwiseLM(config)
-    corpus = markov_corpus(20000, seed, vocab)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    window = 16
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
+def trained(horizon: int = 4, seed: int = 0):
+    """``(model, heads)``: the tiny float32 Llama (V = 48) and heads 2..horizon trained on its
+    greedy continuations of random 4-token prompts (60 steps, about 10 s on one thread)."""
+    model = llama(seed=seed)
+    corpus = torch.randint(0, model.config.vocab_size, (64 * 32,), generator=torch.Generator().manual_seed(seed))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: threads only add overhead on the shared machine
     try:
-        _train(model, corpus, optimizer, steps, window, num_heads, vocab, gen)
+        settings = dict(steps=60, batch_size=8, seq_len=32, targets="greedy", prompt_len=4, lr=1e-2, log_every=10_000)
+        result = dlhf.train_heads(model, corpus, horizon=horizon, seed=seed, progress=False, **settings)
     finally:
         torch.set_num_threads(threads)
-    return model.eval()
+    return model, result.heads.eval()
 
 
-def _train(model, corpus, optimizer, steps, window, num_heads, vocab, gen) -> None:
-    for _ in range(steps):
-        starts = torch.randint(len(corpus) - window - num_heads, (16,), generator=gen)
-        batch = torch.stack([corpus[s : s + window + num_heads] for s in starts])
-        inputs = batch[:, :window]
-        targets = torch.stack([batch[:, j + 1 : j + 1 + window] for j in range(num_heads)], dim=2)
-        logits = model(inputs).logits  # [B, window, h, V]
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+def own_ngram(model, directory: Path):
+    """A trigram LM over the model's greedy continuations of random prompts and of PROMPTS: its
+    drafts are often right, not always."""
+    continuations = []
+    for seed in range(12):
+        prompt = torch.randint(0, model.config.vocab_size, (1, 3), generator=torch.Generator().manual_seed(seed))
+        continuations.append(greedy(model, prompt, max_new_tokens=24)[0].tolist())
+    for prompt in PROMPTS:
+        continuations.append(greedy(model, torch.tensor([prompt]), max_new_tokens=12)[0].tolist())
+    return ngram_over(directory, continuations)
 
 
-def prompts(count: int, seed: int, length: int = 6, vocab: int = VOCAB) -> list[list[int]]:
-    """Prompts taken from a held-out stretch of the same chain (so heads are in distribution)."""
-    corpus = markov_corpus(2000, seed + 1000, vocab)
-    return [corpus[i * 50 : i * 50 + length].tolist() for i in range(count)]
+def run(engine: Engine, ids, max_new_tokens: int, mask=None, eos=(), pad: int = 0):
+    """``engine.run`` as generate() calls it: ``(tokens per row, stats, [B, P + new] padded output)``."""
+    stopper = RowStopper(ids, max_new_tokens, set(eos), [], pad)
+    tokens, stats = engine.run(ids, stopper, attention_mask=mask, max_length=ids.shape[1] + max_new_tokens)
+    return tokens, stats, stopper.output(ids, tokens)
 
 
-@functools.cache
-def markov_ngram(directory: str, order: int = 3, seed: int = 0, vocab: int = VOCAB):
-    """A Katz n-gram LM (draftlattice.build_lm) over the token ids of ``markov_corpus(seed)``.
-
-    Lines of 20 tokens, words = decimal token ids (the convention of LMs over a model's tokens).
-    """
-    from pathlib import Path
-
-    from draftlattice import NgramLM
-    from draftlattice.ngram.build import build_lm
-
-    tokens = markov_corpus(20000, seed, vocab).tolist()
-    corpus = Path(directory) / f"markov-{seed}-{vocab}.txt"
-    corpus.write_text("".join(" ".join(map(str, tokens[i : i + 20])) + "\n" for i in range(0, len(tokens), 20)))
-    out = Path(directory) / f"markov-{seed}-{vocab}-{order}.arpa"
-    build_lm(corpus, order, out_path=out, overwrite=True)
-    return NgramLM(out)
-
-
-@pytest.fixture(scope="session")
-def ngram_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("decode-ngram"))
+def unpadded(ids, mask=None) -> list[list[int]]:
+    """Each row's prompt without its left padding."""
+    if mask is None:
+        return ids.tolist()
+    return [[t for t, ok in zip(row, keep) if ok] for row, keep in zip(ids.tolist(), mask.tolist())]

@@ -1,10 +1,11 @@
 """A fake accelerator on the CPU: catches host allocations the way a CUDA target would, without a GPU.
 
-Inside :class:`FakeDevice`, every tensor carries a tag, ``device`` or ``host``. The target's weights
-are tagged ``device`` and ``tensor.device`` answers ``meta`` for ``device`` tensors, so the target
-claims to live on ``meta``. Code that asks for that device (``torch.zeros(..., device=x.device)``,
-``t.to(target.device)``) gets a CPU tensor tagged ``device``; the computation itself runs on the
-CPU, so results are real. What a CUDA run would reject is recorded as a violation:
+Inside :class:`FakeDevice`, every tensor carries a tag, ``device`` or ``host``. The weights of the
+modules it is given (a transformers model, its draft heads) are tagged ``device`` and
+``tensor.device`` answers ``meta`` for ``device`` tensors, so the model claims to live on ``meta``.
+Code that asks for that device (``torch.zeros(..., device=x.device)``, ``t.to(model.device)``)
+gets a CPU tensor tagged ``device``; the computation itself runs on the CPU, so results are real.
+What a CUDA run would reject is recorded as a violation:
 
 * a factory call (``torch.tensor``, ``zeros``, ``full``, ``arange``, ...) without ``device=``:
   the tensor lands on the host by default, not by decision;
@@ -13,11 +14,18 @@ CPU, so results are real. What a CUDA run would reject is recorded as a violatio
 * ``.numpy()`` of a ``device`` tensor (CUDA tensors must be moved to the host first).
 
 ``.cpu()`` / ``.to("cpu")`` and ``torch.from_numpy`` make host tensors on purpose (the C++ core
-works on the host); moving them back with ``.to(device)`` is what the decoder must do.
+works on the host); moving them back with ``.to(device)`` is what the engine must do.
+
+Some host work is deliberate and documented (the engine's host transfers: a token tree built from
+host drafts, the committed token lists, a seed from torch's global CPU generator). ``host_work``
+names those functions (``"path/suffix.py:function"``, a reason each): a factory call inside one of
+them is recorded in ``host_allocations``, not as a violation; mixing and ``.numpy()`` are
+violations everywhere.
 """
 
 from __future__ import annotations
 
+import os
 import traceback
 
 import torch
@@ -66,19 +74,37 @@ def _is_fake(device) -> bool:
 class FakeDevice(TorchFunctionMode):
     """Context manager; ``violations`` lists what a real accelerator would have rejected."""
 
-    def __init__(self, *modules: torch.nn.Module) -> None:
+    def __init__(self, *modules: torch.nn.Module, host_work: dict[str, str] | None = None) -> None:
         super().__init__()
         self.violations: list[str] = []
+        self.host_allocations: list[str] = []  # factory calls inside ``host_work`` functions
+        self.host_work = dict(host_work or {})
         for module in modules:
             for t in [*module.parameters(), *module.buffers()]:
                 setattr(t, _TAG, "device")
 
-    def _flag(self, message: str) -> None:
+    def _flag(self, message: str, deliberate_here: bool = False) -> None:
         frames = [
             f for f in traceback.extract_stack() if "_fake_device" not in f.filename and "/torch/" not in f.filename
         ]
         where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
-        self.violations.append(f"{message} at {where}")
+        if deliberate_here and self._in_host_work(frames):
+            self.host_allocations.append(f"{message} at {where}")
+        else:
+            self.violations.append(f"{message} at {where}")
+
+    def _in_host_work(self, frames) -> bool:
+        """Whether the innermost function (comprehensions and lambdas belong to the function
+        around them) is one of ``host_work``."""
+        for frame in reversed(frames):
+            if frame.name.startswith("<") and frame.name != "<module>":
+                continue
+            path = frame.filename.replace(os.sep, "/")
+            return any(
+                path.endswith(site.rsplit(":", 1)[0]) and frame.name == site.rsplit(":", 1)[1]
+                for site in self.host_work
+            )
+        return False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -99,7 +125,7 @@ class FakeDevice(TorchFunctionMode):
         if len(tags) > 1:
             self._flag(f"{name} mixes device and host tensors")
         if name in _FACTORIES and not inputs and "device" not in kwargs:
-            self._flag(f"torch.{name} created a host tensor")  # explicit device="cpu" is deliberate
+            self._flag(f"torch.{name} created a host tensor", deliberate_here=True)  # device="cpu" is deliberate
         return self._retag(func(*args, **kwargs), "device" if "device" in tags else "host", [])
 
     def _move(self, func, name, args, kwargs):

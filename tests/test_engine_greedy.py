@@ -1,245 +1,225 @@
-"""Greedy blockwise decoding equals plain greedy decoding of the target, for every drafter."""
+"""Greedy decoding with the engine equals transformers' greedy generate(), for every drafter.
+
+The engine runs directly here (tests/test_hf_generate.py covers the same through
+``model.generate(custom_generate=...)``): a float32 Llama with trained heads (tests/_engine_models.py),
+every drafter (the heads' p-best lattice paths, n-gram rescored lattices with several k, p and
+alpha, neural rescoring, the oracle), both verification layouts, horizons 2 and 4, left-padded batches, EOS inside a
+block; the cache is rolled back to exactly the committed tokens (the heads' logits at every step
+equal a fresh forward), and the p-best drafts of a rescored lattice are the brute-force best.
+"""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
 
-from _decode_models import VOCAB, markov_ngram, ngram_dir, prompts, trained_model  # noqa: F401
-from draftlattice.decode import (
-    BlockwiseDecoder,
-    Drafts,
-    LatticeDrafter,
-    NeuralDrafter,
-    OracleDrafter,
-    SamplingConfig,
-    VanillaDrafter,
-    greedy_decode,
-)
-from draftlattice.model import BlockwiseConfig, BlockwiseLM
+from _engine_models import PROMPTS, own_ngram, run, trained, unpadded
+from _hf_models import greedy, left_padded, llama
+from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter, RowStopper, Sampling
+from draftlattice.decode.drafters import to_host
 
 NEW_TOKENS = 24
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def drafters(model, reference, lm):
-    yield VanillaDrafter()
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    model, heads = trained()
+    return model, heads, own_ngram(model, tmp_path_factory.mktemp("engine-greedy"))
+
+
+def drafters(lm, references, model):
+    yield LatticeDrafter(None, k=2, p=1)
+    yield LatticeDrafter(None, k=3, p=4)
     yield LatticeDrafter(lm, k=2, p=1, alpha=0.5)
     yield LatticeDrafter(lm, k=3, p=4, alpha=1.0)
-    yield LatticeDrafter(lm, k=4, p=2, alpha=0.0, bos=False)
-    yield NeuralDrafter(trained_model(2, seed=1), k=3, alpha=1.0)
-    yield NeuralDrafter(trained_model(2, seed=1), k=2, alpha=5.0)
-    yield OracleDrafter(reference, k=3)
+    yield LatticeDrafter(lm, k=4, p=2, alpha=0.0)
+    yield LatticeDrafter(lm, k=8, p=3, alpha=3.0)
+    yield NeuralDrafter(llama(seed=9), k=3, alpha=1.0)  # an unrelated small LM
+    yield NeuralDrafter(model, k=4, alpha=5.0, window=6)  # the target itself, on a short window
+    yield OracleDrafter(references, k=3)
 
 
 @pytest.mark.parametrize("h", [2, 4])
-@pytest.mark.parametrize("verifier", ["greedy", "tree"])
-def test_every_drafter_reproduces_greedy_decoding(h, verifier, ngram_dir):
-    model = trained_model(h)
-    lm = markov_ngram(ngram_dir, order=3)
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_every_drafter_reproduces_greedy_generate(setup, h, layout):
+    model, heads, lm = setup
+    heads = heads.truncated(h)
     sizes = torch.zeros(h + 1, dtype=torch.int64)
-    for prompt in prompts(3, seed=h):
-        expected = greedy_decode(model, prompt, NEW_TOKENS)
-        for drafter in drafters(model, prompt + expected, lm):
-            result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, NEW_TOKENS)
-            assert result.tokens == expected, (drafter.name, prompt)
-            stats = result.stats
+    for prompt in PROMPTS[:3]:
+        ids = torch.tensor([prompt])
+        expected = greedy(model, ids, max_new_tokens=NEW_TOKENS)[0, len(prompt) :].tolist()
+        for drafter in drafters(lm, [prompt + expected], model):
+            tokens, stats, _ = run(Engine(model, heads, drafter, layout=layout), ids, NEW_TOKENS)
+            assert tokens == [expected], (drafter.name, getattr(drafter, "k", None), prompt)
             assert stats.new_tokens == NEW_TOKENS
-            assert sum(n * c for n, c in enumerate(stats.block_sizes)) + 1 >= NEW_TOKENS
-            assert stats.serial_calls == stats.steps + 1 == sum(stats.block_sizes) + 1
+            assert stats.prefill_calls == 1
+            assert stats.target_calls == stats.steps + 1 == sum(stats.block_sizes) + 1
+            assert 1 + sum(n * c for n, c in enumerate(stats.block_sizes)) >= NEW_TOKENS  # the last block may be cut
+            assert len(stats.block_sizes) <= h + 1  # at most h - 1 drafts + the target's token per step
             sizes[: len(stats.block_sizes)] += torch.tensor(stats.block_sizes)
-    # The models are trained so that both full acceptance and rejection occur.
+    # The heads are trained so that both full acceptance and rejection occur.
     assert sizes[h] > 0 and sizes[1:h].sum() > 0, sizes.tolist()
 
 
-def test_plain_greedy_with_cache_matches_recomputation():
-    model = trained_model(4)
-    for prompt in prompts(3, seed=7):
-        assert greedy_decode(model, prompt, 20) == greedy_decode(model, prompt, 20, use_cache=False)
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_left_padded_batches_equal_greedy_generate(setup, layout):
+    model, heads, lm = setup
+    rows_differ = False
+    for rows in ([0, 1, 3], [2, 4, 1, 0]):
+        ids, mask = left_padded([PROMPTS[r] for r in rows])
+        expected = greedy(model, ids, mask, max_new_tokens=NEW_TOKENS)
+        references = [prompt + row for prompt, row in zip(unpadded(ids, mask), expected[:, ids.shape[1] :].tolist())]
+        for drafter in drafters(lm, references, model):
+            tokens, stats, out = run(Engine(model, heads, drafter, layout=layout), ids, NEW_TOKENS, mask)
+            assert out.tolist() == expected.tolist(), (drafter.name, rows)
+            assert stats.new_tokens == NEW_TOKENS * len(rows)
+            rows_differ |= any(len(set(step)) > 1 for step in stats.accepted)
+    assert rows_differ  # rows accepted different numbers of tokens in one forward (cache holes)
 
 
-class RecordingDrafter:
-    """Vanilla drafts with several rows (ranked by p-th best per head) and a log of its inputs."""
-
-    name = "recording"
-
-    def __init__(self, p: int) -> None:
-        self.num_drafts = p
-        self.calls: list[tuple[torch.Tensor, list[int]]] = []
-
-    def propose(self, head_logits, context):
-        self.calls.append((head_logits.clone(), list(context)))
-        top = head_logits.topk(self.num_drafts, -1).indices  # [g, p]
-        rows = top.T.clone()
-        rows[1:, 0] = rows[0, 0]  # rows share a first token, so the tree really merges prefixes
-        return Drafts(torch.unique(rows, dim=0, sorted=False)[: self.num_drafts])
-
-
-@pytest.mark.parametrize("verifier", ["greedy", "tree"])
-@pytest.mark.parametrize("p", [1, 3])
-def test_kv_cache_is_rolled_back_to_the_committed_tokens(verifier, p):
-    """Each step's head logits (computed from the rolled-back cache) equal a fresh forward."""
-    model = trained_model(4)
-    prompt = prompts(1, seed=3)[0]
-    drafter = RecordingDrafter(p)
-    result = BlockwiseDecoder(model, drafter, verifier).generate(prompt, 30)
-    assert result.tokens == greedy_decode(model, prompt, 30)
-    assert len(drafter.calls) >= 5
-    for head_logits, context in drafter.calls:
-        # context ends with the pending token; the heads come from the position before it.
-        with torch.inference_mode():
-            fresh = model(torch.tensor([context[:-1]])).logits[0, -1, 1 : 1 + head_logits.shape[0]]
-        torch.testing.assert_close(head_logits, fresh, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("verifier", ["greedy", "tree"])
-def test_several_drafts_match_and_never_accept_less_than_the_first(verifier):
-    model = trained_model(4)
-    prompt = prompts(1, seed=5)[0]
-    expected = greedy_decode(model, prompt, 30)
-    one = BlockwiseDecoder(model, RecordingDrafter(1), verifier).generate(prompt, 30)
-    three = BlockwiseDecoder(model, RecordingDrafter(3), verifier).generate(prompt, 30)
-    assert one.tokens == three.tokens == expected
-    assert three.stats.serial_calls <= one.stats.serial_calls
-
-
-def test_eos_stops_generation_and_is_included():
-    model = trained_model(4)
-    prompt = prompts(1, seed=2)[0]
-    expected = greedy_decode(model, prompt, 30)
-    eos = expected[10]
-    cut = expected[: expected.index(eos) + 1]
-    assert greedy_decode(model, prompt, 30, eos_token_id=eos) == cut
-    for verifier in ("greedy", "tree"):
-        result = BlockwiseDecoder(model, VanillaDrafter(), verifier).generate(prompt, 30, eos_token_id=eos)
-        assert result.tokens == cut
-        assert result.stats.new_tokens == len(cut)
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_eos_inside_a_block_stops_the_row_there(setup, layout):
+    model, heads, lm = setup
+    ids, mask = left_padded([PROMPTS[0], PROMPTS[3], PROMPTS[4]])
+    plain = greedy(model, ids, mask, max_new_tokens=16)[:, ids.shape[1] :]
+    hits = 0
+    for eos in sorted(set(plain[:, 3:9].reshape(-1).tolist()))[:5]:  # tokens met mid-way
+        for eos_ids in ([eos], [eos, (eos + 1) % model.config.vocab_size]):
+            expected = greedy(model, ids, mask, max_new_tokens=16, eos_token_id=eos_ids, pad_token_id=0)
+            for drafter in (LatticeDrafter(lm, k=4, p=3, alpha=2.0), LatticeDrafter(None, k=3, p=2)):
+                tokens, stats, out = run(Engine(model, heads, drafter, layout=layout), ids, 16, mask, eos=eos_ids)
+                assert out.tolist() == expected.tolist(), eos_ids
+                for row in tokens:  # a stopped row ends with its EOS, which is counted
+                    assert len(row) == 16 or row[-1] in eos_ids
+                assert stats.new_tokens == sum(map(len, tokens))
+            hits += sum(any(t in eos_ids for t in row[:-1]) for row in expected[:, ids.shape[1] :].tolist())
+    assert hits > 0  # rows stopped by an EOS before the length limit while the others went on
 
 
 @pytest.mark.parametrize("max_new", [1, 2, 3, 5])
-def test_short_generations(max_new):
-    model = trained_model(4)
-    prompt = prompts(1, seed=4)[0]
-    result = BlockwiseDecoder(model, VanillaDrafter()).generate(prompt, max_new)
-    assert result.tokens == greedy_decode(model, prompt, max_new)
-    assert result.stats.serial_calls <= max_new
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_short_generations(setup, max_new, layout):
+    model, heads, lm = setup
+    ids = torch.tensor([PROMPTS[3]])
+    expected = greedy(model, ids, max_new_tokens=max_new)
+    for drafter in (LatticeDrafter(None, k=3, p=2), LatticeDrafter(lm, k=3, p=2, alpha=2.0)):
+        tokens, stats, out = run(Engine(model, heads, drafter, layout=layout), ids, max_new)
+        assert out.tolist() == expected.tolist()
+        assert stats.target_calls <= max_new and stats.new_tokens == max_new
 
 
-def test_bad_arguments_raise_clear_errors():
-    model = trained_model(2)
-    with pytest.raises(ValueError, match="verifier"):
-        BlockwiseDecoder(model, VanillaDrafter(), "beam")
-    with pytest.raises(ValueError, match="greedily"):
-        BlockwiseDecoder(model, VanillaDrafter(), "tree", SamplingConfig())
-    decoder = BlockwiseDecoder(model, VanillaDrafter())
-    with pytest.raises(ValueError, match="out of range"):
-        decoder.generate([VOCAB], 3)
-    with pytest.raises(ValueError, match="non-empty"):
-        decoder.generate([], 3)
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        decoder.generate([1], 0)
-    with pytest.raises(ValueError, match="max_seq_len"):
-        decoder.generate([1] * 100, 100)
-    with pytest.raises(ValueError, match="reference"):
-        BlockwiseDecoder(model, OracleDrafter([5, 5, 5])).generate([1, 2], 4)
-    with pytest.raises(ValueError, match="temperature"):
-        SamplingConfig(temperature=0)
+class Recording:
+    """Wraps a drafter and logs what the engine hands it: the heads' logits (propose) and each
+    row's context (finish), in the engine's order propose, finish, propose, ..."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.p = inner, inner.name, inner.p
+        self.heads: list[torch.Tensor] = []
+        self.contexts: list[list[list[int]]] = []
+
+    def propose(self, head_logits, sampling, draws):
+        self.heads.append(head_logits.clone())
+        return self.inner.propose(head_logits, sampling, draws)
+
+    def finish(self, proposal, host, contexts, device):
+        self.contexts.append([list(c) for c in contexts])
+        return self.inner.finish(proposal, host, contexts, device)
 
 
-class BadDrafter(VanillaDrafter):
-    def propose(self, head_logits, context):
-        return Drafts(torch.zeros(1, head_logits.shape[0] + 1, dtype=torch.int64))
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+@pytest.mark.parametrize("p", [1, 3])
+def test_cache_is_rolled_back_to_the_committed_tokens(setup, layout, p, monkeypatch):
+    """Every step's head logits (from the rolled-back cache, with holes and compaction) equal
+    the heads at a fresh forward over the row's committed tokens; the contexts are the prompt
+    (without padding), the output so far and the known next token."""
+    import draftlattice.decode.engine as engine_module
+
+    model, heads, lm = setup
+    ids, mask = left_padded([PROMPTS[1], PROMPTS[2], PROMPTS[3]])
+    prompts = unpadded(ids, mask)
+    for compact_holes in (0.5, 0.0):  # the default, and compaction at every step
+        monkeypatch.setattr(engine_module, "COMPACT_HOLES", compact_holes)
+        drafter = Recording(LatticeDrafter(lm, k=3, p=p, alpha=2.0))
+        expected = greedy(model, ids, mask, max_new_tokens=30)
+        _, stats, out = run(Engine(model, heads, drafter, layout=layout), ids, 30, mask)
+        assert out.tolist() == expected.tolist()
+        assert any(len(set(step)) > 1 for step in stats.accepted)
+        assert len(drafter.contexts) == stats.steps >= 5
+        checked = 0
+        for head_logits, contexts in zip(drafter.heads, drafter.contexts):
+            for b, context in enumerate(contexts):
+                new = len(context) - len(prompts[b])
+                assert context == prompts[b] + expected[b, ids.shape[1] :].tolist()[:new]
+                if new >= 30:
+                    continue  # the row has finished: its heads are no longer read
+                with torch.inference_mode():
+                    hidden = model.base_model(input_ids=torch.tensor([context[:-1]])).last_hidden_state[0, -1]
+                    fresh = heads.logits(hidden, model)
+                torch.testing.assert_close(head_logits[b], fresh, rtol=1e-4, atol=1e-4)
+                checked += 1
+        assert checked >= 3 * 5
 
 
-def test_a_drafter_returning_the_wrong_shape_is_reported():
-    with pytest.raises(ValueError, match="expected"):
-        BlockwiseDecoder(trained_model(2), BadDrafter()).generate([1, 2], 5)
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_several_drafts_match_and_need_no_more_steps(setup, layout):
+    model, heads, lm = setup
+    for prompt in PROMPTS[:3]:
+        ids = torch.tensor([prompt])
+        expected = greedy(model, ids, max_new_tokens=30)[0, len(prompt) :].tolist()
+        one, one_stats, _ = run(Engine(model, heads, LatticeDrafter(lm, k=4, p=1, alpha=1.0), layout=layout), ids, 30)
+        four, four_stats, _ = run(Engine(model, heads, LatticeDrafter(lm, k=4, p=4, alpha=1.0), layout=layout), ids, 30)
+        assert one == four == [expected]
+        assert four_stats.target_calls <= one_stats.target_calls
 
 
-def test_lattice_drafts_are_the_exact_p_best_of_the_rescored_lattice(ngram_dir):
+def test_lattice_drafts_are_the_exact_p_best_of_the_rescored_lattice(setup):
     """p-best drafts by brute force over all k**g drafts, scored with the LM's own scorer."""
-    import itertools
-
-    lm = markov_ngram(ngram_dir, order=3)
-    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(0)) * 2
-    context = [3, 7, 1]
-    drafter = LatticeDrafter(lm, k=3, p=5, alpha=0.7, bos=True)
-    lattice = drafter.lattice(logits)
+    _, _, lm = setup
+    logits = torch.randn(2, 3, 48, generator=torch.Generator().manual_seed(0)) * 2
+    contexts = [[3, 7, 1], [12]]
+    drafter = LatticeDrafter(lm, k=3, p=5, alpha=0.7)
+    proposal = drafter.propose(logits, None, 0)
+    drafts, sampled = drafter.finish(proposal, to_host(proposal.to_host), contexts, logits.device)
+    assert sampled is None and drafts.shape == (2, 5, 3)
     logp = torch.log_softmax(logits, -1)
-    totals = []
-    for ranks in itertools.product(range(3), repeat=3):
-        draft = [int(lattice.tokens[i, r]) for i, r in enumerate(ranks)]
-        lm_score = lm.score(draft, context=context, bos=True)
-        totals.append((float(sum(logp[i, t] for i, t in enumerate(draft))) + 0.7 * lm_score, draft))
-    best = [d for _, d in sorted(totals, key=lambda x: -x[0])[:5]]
-    assert drafter.propose(logits, context).tokens.tolist() == best
+    for b, context in enumerate(contexts):
+        top = logp[b].topk(3, dim=-1).indices
+        totals = []
+        for ranks in itertools.product(range(3), repeat=3):
+            draft = [int(top[i, r]) for i, r in enumerate(ranks)]
+            head_score = float(sum(logp[b, i, t] for i, t in enumerate(draft)))
+            totals.append((head_score + 0.7 * lm.score(draft, context=context), draft))
+        best = [d for _, d in sorted(totals, key=lambda x: -x[0])[:5]]
+        assert drafts[b].tolist() == best
 
 
-def test_lattice_drafter_rejects_bad_settings(ngram_dir):
-    lm = markov_ngram(ngram_dir, order=3)
-    for kwargs in ({"k": 0}, {"p": 0}, {"alpha": -1.0}):
+def test_bad_arguments_raise_clear_errors(setup):
+    from transformers import StaticCache
+
+    model, heads, lm = setup
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="layout must be one of"):
+        Engine(model, heads, LatticeDrafter(), layout="beam")
+    with pytest.raises(ValueError, match="sample_rule must be None"):
+        Engine(model, heads, LatticeDrafter(), sample_rule="multi-wor")
+    with pytest.raises(ValueError, match="no sampling mode"):
+        run(Engine(model, heads, NeuralDrafter(model), sample_rule="tree", sampling=Sampling()), ids, 5)
+    for kwargs in ({"k": 0}, {"p": 0}, {"alpha": -1.0}, {"sample_alpha": float("inf")}, {"k": True}):
         with pytest.raises(ValueError):
             LatticeDrafter(lm, **kwargs)
-
-
-def test_heads_are_evaluated_lazily_but_exactly():
-    """The decoder's fast path (head 1 everywhere, all heads at one position) equals forward()."""
-    from draftlattice.decode.loop import _StepOutput
-
-    model = trained_model(4)
-    ids = torch.tensor([prompts(1, seed=9)[0]])
-    with torch.inference_mode():
-        full = model(ids).logits
-        out = _StepOutput(model, ids, None)
-        torch.testing.assert_close(out.head1(), full[:, :, 0])
-        torch.testing.assert_close(out.heads(0, 3), full[0, 3])
-
-
-def algorithm2_reference(lm, head_logits, context, k, alpha):
-    """Kim et al. 2024, Algorithm 2, recomputing the LM on the whole sequence at every position."""
-    head_lp = torch.log_softmax(head_logits, -1)
-    chosen = []
-    for i in range(head_logits.shape[0]):
-        with torch.inference_mode():
-            lm_lp = torch.log_softmax(lm(torch.tensor([list(context) + chosen])).logits[0, -1, 0], -1)
-        cand_lp, cand = head_lp[i].topk(k)
-        chosen.append(int(cand[(cand_lp + alpha * lm_lp[cand]).argmax()]))
-    return chosen
-
-
-class CheckedNeural:
-    """Runs the (cache-reusing) NeuralDrafter and checks every proposal against Algorithm 2."""
-
-    name, num_drafts = "checked-neural", 1
-
-    def __init__(self, lm, k, alpha) -> None:
-        self.inner, self.lm, self.k, self.alpha, self.calls = NeuralDrafter(lm, k=k, alpha=alpha), lm, k, alpha, 0
-
-    def propose(self, head_logits, context):
-        drafts = self.inner.propose(head_logits, context)
-        assert drafts.tokens[0].tolist() == algorithm2_reference(self.lm, head_logits, context, self.k, self.alpha)
-        self.calls += 1
-        return drafts
-
-
-def test_neural_rescoring_is_algorithm_2_exactly():
-    model, lm = trained_model(4), trained_model(2, seed=1)
-    drafter = CheckedNeural(lm, k=3, alpha=2.0)
-    for prompt in prompts(2, seed=8):
-        result = BlockwiseDecoder(model, drafter, "greedy").generate(prompt, 20)
-        assert result.tokens == greedy_decode(model, prompt, 20)
-    assert drafter.calls >= 8
-
-
-def test_neural_rescorer_restarts_on_a_window_past_its_positions():
-    model = trained_model(4)
-    small = BlockwiseLM(
-        BlockwiseConfig(
-            vocab_size=VOCAB, n_layer=1, n_head=2, d_model=16, d_ff=32, num_heads=1, max_seq_len=12, head_hidden=16
-        )
-    )
-    prompt = prompts(1, seed=9, length=10)[0]
-    drafter = NeuralDrafter(small, k=3, alpha=1.0, window=5)
-    assert BlockwiseDecoder(model, drafter).generate(prompt, 20).tokens == greedy_decode(model, prompt, 20)
-    with pytest.raises(ValueError, match="window"):
-        NeuralDrafter(small, window=12)
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        OracleDrafter([[1, 2, 3]], k=0)
+    with pytest.raises(ValueError, match="no stopping criterion"):
+        RowStopper(ids, float("inf"), set(), [], 0)
+    with pytest.raises(ValueError, match="reference"):  # a reference that is not the greedy output
+        run(Engine(model, heads, OracleDrafter([[1, 2, 3, 5, 5, 5, 5, 5]])), ids, 5)
+    with pytest.raises(ValueError, match="2 references for a batch of 1"):
+        run(Engine(model, heads, OracleDrafter([[1], [2]])), ids, 5)
+    with pytest.raises(ValueError, match="no sampling mode"):
+        run(Engine(model, heads, OracleDrafter([[1, 2, 3]]), sample_rule="tree", sampling=Sampling()), ids, 5)
+    cache = StaticCache(config=model.config, max_cache_len=16)
+    with pytest.raises(ValueError, match="unsupported cache layer"):
+        Engine(model, heads, LatticeDrafter()).run(ids, RowStopper(ids, 4, set(), [], 0), cache=cache)

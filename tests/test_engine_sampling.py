@@ -1,212 +1,190 @@
-"""Sampling mode is lossless: the decoder's output law is the target's own sampling law.
+"""Sampling with the engine is lossless: its output law is the target's own sampling law.
 
-The target law of every 4-token continuation over a 3-token vocabulary is computed exactly (one
-batched forward over all 81 continuations); the decoder's empirical law over many seeded runs
-is compared with it by a chi-square test. A drafter that misreports q fails the same test, so
-the test has power.
+Monte-Carlo law test on a tiny vocabulary (V = 6): many rows of one prompt in one engine run, the
+empirical law of the 3 new tokens against the exact law enumerated from the model (one batched
+forward over all 216 continuations) with generate()'s warpers, by a chi-square test. This adds to
+tests/test_hf_sampling.py (the rules "multi", "tree" and "block" through ``generate()`` with
+temperature and top-k) what it lacks: the "token" rule, top-p, the "multi" rule with one draft,
+sampled drafts of an n-gram LM's lattice whose top-k support is below k, a drafter that
+misreports q under the one-draft rules (the test has power), top_k=1 (a point mass) giving
+greedy generate()'s output with the "token" rule, and the drafts' law against transformers' warpers.
 """
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
-import scipy.stats
 import torch
+from scipy.stats import chisquare
 
-from _decode_models import markov_ngram, ngram_dir, trained_model  # noqa: F401 (fixtures)
-from draftlattice.decode import BlockwiseDecoder, Drafts, LatticeDrafter, NeuralDrafter, SamplingConfig, VanillaDrafter
-from draftlattice.decode.sampling import seen_tokens
+import draftlattice.hf as dlhf
+from _hf_models import llama, ngram_over
+from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-VOCAB, NEW, H = 3, 4, 3
-PROMPT = [0, 1]
-RUNS = 1200
+V, NEW = 6, 3
+PROMPT = [1, 2, 3]
+ROWS = 6000
 
 
-def target_law(model, sampling: SamplingConfig) -> dict[tuple[int, ...], float]:
-    """Exact probability of every continuation of length NEW under the target's sampling."""
-    continuations = list(itertools.product(range(VOCAB), repeat=NEW))
+def warpers(sampling: Sampling):
+    """generate()'s warpers for ``sampling``, in generate()'s order."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    processors = LogitsProcessorList()
+    if sampling.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k:
+        processors.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p is not None and sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(sampling.top_p))
+    return processors
+
+
+def peaked_model():
+    """The tiny Llama with its output layer scaled up (a far-from-uniform law: test power) and
+    heads that disagree with it (drafts are accepted and rejected)."""
+    model = llama(vocab=V, seed=3)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
+    return model, heads
+
+
+def exact_law(model, sampling: Sampling) -> dict[tuple[int, ...], float]:
+    """P(x1 x2 x3 | prompt) under the warpers, every continuation in one forward."""
+    continuations = list(itertools.product(range(V), repeat=NEW))
     batch = torch.tensor([PROMPT + list(c) for c in continuations])
     with torch.inference_mode():
-        logits = model(batch).logits[:, len(PROMPT) - 1 : -1, 0]  # [81, NEW, V]
-    seen = torch.stack([seen_tokens(PROMPT, VOCAB, torch.tensor([c]))[0, :NEW] for c in continuations])
-    probs = sampling.distribution(logits.double(), seen)
-    steps = probs.gather(-1, batch[:, len(PROMPT) :, None]).squeeze(-1)  # [81, NEW]
+        logits = model(batch).logits[:, len(PROMPT) - 1 : -1].double()  # [216, NEW, V]
+    probs = sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
+    steps = probs.gather(-1, batch[:, len(PROMPT) :, None]).squeeze(-1)
     return {c: float(p) for c, p in zip(continuations, steps.prod(-1))}
 
 
-def decoder_counts(decoder, seed: int) -> dict[tuple[int, ...], int]:
-    generator = torch.Generator().manual_seed(seed)
+def engine_counts(model, heads, drafter, rule: str, sampling: Sampling, seed: int):
+    """ROWS rows of PROMPT decoded in one engine run: counts of each continuation, and the stats."""
+    torch.manual_seed(seed)
+    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=warpers(sampling))
+    ids = torch.tensor([PROMPT] * ROWS)
+    tokens, stats = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(PROMPT) + NEW)
     counts: dict[tuple[int, ...], int] = {}
-    for _ in range(RUNS):
-        out = tuple(decoder.generate(PROMPT, NEW, generator=generator).tokens)
-        counts[out] = counts.get(out, 0) + 1
-    return counts
+    for row in tokens:
+        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    return counts, stats
 
 
-def chi_square_pvalue(law: dict, counts: dict) -> float:
-    """Chi-square goodness of fit, outcomes with expected count < 5 pooled into one cell."""
-    assert sum(counts.values()) == RUNS
-    assert set(counts) <= {c for c, p in law.items() if p > 0}, "an impossible output was produced"
-    observed, expected, rest_obs, rest_exp = [], [], 0, 0.0
-    for outcome, p in law.items():
-        if p * RUNS >= 5:
-            observed.append(counts.get(outcome, 0))
-            expected.append(p * RUNS)
-        else:
-            rest_obs += counts.get(outcome, 0)
-            rest_exp += p * RUNS
-    if rest_exp > 0:
-        observed.append(rest_obs)
-        expected.append(rest_exp)
-    scale = sum(observed) / sum(expected)  # guards float round-off in sum(law) == 1
-    return float(scipy.stats.chisquare(observed, [e * scale for e in expected]).pvalue)
+def law_p_value(law, counts) -> float:
+    """Chi-square goodness of fit; outcomes of probability 0 must never occur, rare ones are pooled."""
+    assert sum(counts.values()) == ROWS
+    keys = sorted(law, key=law.get, reverse=True)
+    expected = np.array([law[k] * ROWS for k in keys])
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    impossible = expected == 0  # cut by top-k / top-p
+    assert observed[impossible].sum() == 0, "sampled a sequence of probability 0"
+    big = expected >= 5
+    rare = ~big & ~impossible
+    exp, obs = expected[big], observed[big]
+    if rare.any():
+        exp, obs = np.append(exp, expected[rare].sum()), np.append(obs, observed[rare].sum())
+    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
-def tiny_model():
-    return trained_model(H, seed=3, vocab=VOCAB)
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    """A bigram LM over the 6 token ids (drafts of its lattice differ from the heads' own)."""
+    return ngram_over(
+        tmp_path_factory.mktemp("engine-sampling"), [[(3 * i + j) % V for j in range(12)] for i in range(V)], order=2
+    )
 
 
-CASES = [
-    ("block", "vanilla", SamplingConfig()),
-    ("token", "vanilla", SamplingConfig(top_p=0.8)),
-    ("block", "neural", SamplingConfig(temperature=0.8)),
-    ("block", "vanilla", SamplingConfig(temperature=1.5, top_k=2)),
-    ("block", "ngram", SamplingConfig(temperature=0.9)),
-    ("token", "ngram", SamplingConfig(top_k=2)),
-    ("block", "vanilla", SamplingConfig(repetition_penalty=1.6)),
-    ("block", "ngram-top-k-only", SamplingConfig(temperature=0.9)),
-    ("multi", "vanilla-3", SamplingConfig(temperature=0.8)),
-    ("multi", "ngram-3", SamplingConfig(top_p=0.9, repetition_penalty=1.3)),
-    ("tree-sample", "ngram-3", SamplingConfig(temperature=1.2)),
-    ("multi-wor", "vanilla-3", SamplingConfig(top_k=2)),
-    ("multi-wor", "ngram-3", SamplingConfig(temperature=0.9, top_p=0.95)),
-    ("tree-sample", "vanilla", SamplingConfig(top_k=2, repetition_penalty=0.7)),
+CASES = [  # rule, LM, drafts per step (p), lattice k, warpers
+    ("token", False, 1, 4, Sampling(temperature=0.8, top_k=5)),
+    ("token", True, 1, 4, Sampling(top_p=0.8)),
+    ("block", True, 1, 4, Sampling(temperature=1.2, top_p=0.9)),
+    ("multi", True, 1, 4, Sampling(temperature=0.8, top_k=5)),  # one draft: block verification
+    ("multi", False, 3, 4, Sampling(top_p=0.9)),
+    ("multi", True, 3, 4, Sampling(top_k=3)),  # top-k support (3) below the lattice's k (4)
 ]
 
 
-@pytest.mark.parametrize(("verifier", "drafter_name", "sampling"), CASES)
-def test_sampling_preserves_the_target_distribution(verifier, drafter_name, sampling, ngram_dir):
-    model = tiny_model()
-    if drafter_name.startswith("vanilla"):
-        drafter = VanillaDrafter()
-    elif drafter_name == "neural":
-        drafter = NeuralDrafter(trained_model(2, seed=4, vocab=VOCAB), k=2, alpha=1.0)
-    else:  # exact samples from the lattice rescored by a trigram LM, k = 2 of 3 tokens
-        lm = markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB)
-        drafter = LatticeDrafter(lm, k=2, alpha=1.0, sample_alpha=1.0, full_support=drafter_name != "ngram-top-k-only")
-    if drafter_name.endswith("-3"):
-        drafter.num_drafts = 3
-    decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
-    counts = decoder_counts(decoder, seed=11)
-    assert chi_square_pvalue(target_law(model, sampling), counts) > 1e-3
+@pytest.mark.parametrize(("rule", "use_lm", "p", "k", "sampling"), CASES)
+def test_sampling_preserves_the_target_law(lm, rule, use_lm, p, k, sampling):
+    model, heads = peaked_model()
+    drafter = LatticeDrafter(lm if use_lm else None, k=k, p=p, alpha=1.0, sample_alpha=1.0)
+    counts, stats = engine_counts(model, heads, drafter, rule, sampling, seed=11)
+    assert stats.new_tokens == ROWS * NEW
+    assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
-class LyingDrafter(VanillaDrafter):
-    """Samples from the head but tells the verifier q is uniform: no longer lossless."""
+@pytest.mark.parametrize("rule", ["token", "block"])
+def test_a_drafter_that_misreports_q_is_detected(monkeypatch, rule):
+    """The law test catches one-draft rules fed a q that is not the law the draft came from."""
+    from draftlattice.decode.drafters import Proposal, SampledDrafts
 
-    def sample(self, head_logits, context, sampling, generator, n=1):
-        drafts = super().sample(head_logits, context, sampling, generator, n)
-        return Drafts(drafts.tokens, torch.full_like(drafts.q, 1.0 / VOCAB))
+    real = LatticeDrafter.propose
 
+    def lying(self, head_logits, sampling, draws):
+        proposal = real(self, head_logits, sampling, draws)
+        sampled = proposal.sampled
+        return Proposal(proposal.to_host, SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V)))
 
-@pytest.mark.parametrize("verifier", ["block", "multi"])
-def test_the_check_detects_a_drafter_that_misreports_q(verifier):
-    model = tiny_model()
-    drafter = LyingDrafter()
-    drafter.num_drafts = 2
-    decoder = BlockwiseDecoder(model, drafter, verifier, SamplingConfig())
-    counts = decoder_counts(decoder, seed=11)
-    # The lossless tests pass at p > 1e-3: a lie must fall far below that (multi: about 3e-6).
-    assert chi_square_pvalue(target_law(model, SamplingConfig()), counts) < 1e-4
-
-
-def test_drafts_are_accepted_in_sampling_mode():
-    decoder = BlockwiseDecoder(tiny_model(), VanillaDrafter(), "block", SamplingConfig())
-    generator = torch.Generator().manual_seed(0)
-    stats = sum(
-        (decoder.generate(PROMPT, 12, generator=generator).stats for _ in range(20)),
-        start=type(decoder.generate(PROMPT, 1).stats)(),
-    )
-    assert stats.block_efficiency > 1.2, stats.summary()
+    monkeypatch.setattr(LatticeDrafter, "propose", lying)
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.8, top_k=5)
+    counts, _ = engine_counts(model, heads, LatticeDrafter(None, k=4, p=1), rule, sampling, seed=13)
+    assert law_p_value(exact_law(model, sampling), counts) < 1e-3
 
 
-def test_sampling_mode_rejects_several_drafts():
-    class Two(VanillaDrafter):
-        def sample(self, head_logits, context, sampling, generator, n=1):
-            d = super().sample(head_logits, context, sampling, generator, n)
-            return Drafts(d.tokens.repeat(2, 1), d.q.repeat(2, 1, 1))
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_top_k_1_with_the_token_rule_is_greedy_on_padded_batches(tmp_path, use_lm):
+    """top_k=1 makes the target law a point mass: the token rule (sampled drafts, padded rows,
+    EOS, repetition penalty) must then give greedy generate()'s output."""
+    from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TopKLogitsWarper
 
-    with pytest.raises(ValueError, match="one draft"):
-        BlockwiseDecoder(tiny_model(), Two(), "block").generate(PROMPT, 4, generator=torch.Generator())
+    from _hf_models import greedy, left_padded, qwen2
 
-
-@pytest.mark.parametrize("penalty,T,top_k,top_p", [(1.3, 1.0, 0, 1.0), (0.8, 0.7, 5, 0.9), (2.0, 1.5, 0, 0.8)])
-def test_processing_matches_hugging_face(penalty, T, top_k, top_p):
-    """Repetition penalty, temperature, top-k, top-p: the same law as transformers' processors."""
-    from transformers import (
-        RepetitionPenaltyLogitsProcessor,
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
-    gen = torch.Generator().manual_seed(0)
-    V, context = 20, [3, 7, 7, 12, 0]
-    logits = torch.randn(1, V, generator=gen, dtype=torch.float64) * 2
-    ids = torch.tensor([context])
-    x = RepetitionPenaltyLogitsProcessor(penalty)(ids, logits.clone())
-    x = TemperatureLogitsWarper(T)(ids, x)
-    if top_k:
-        x = TopKLogitsWarper(top_k)(ids, x)
-    if top_p < 1:
-        x = TopPLogitsWarper(top_p)(ids, x)
-    ours = SamplingConfig(T, top_k, top_p, penalty).distribution(logits, seen_tokens(context, V))
-    torch.testing.assert_close(ours, x.softmax(-1))
-
-
-def test_seen_tokens_follow_each_draft_prefix():
-    seen = seen_tokens([1], 5, torch.tensor([[2, 3], [4, 2]]))
-    assert seen.shape == (2, 3, 5)
-    expected = [[{1}, {1, 2}, {1, 2, 3}], [{1}, {1, 4}, {1, 2, 4}]]
-    for i in range(2):
-        for j in range(3):
-            assert set(torch.nonzero(seen[i, j]).flatten().tolist()) == expected[i][j]
-    with pytest.raises(ValueError, match="seen"):
-        SamplingConfig(repetition_penalty=1.2).distribution(torch.zeros(3))
-    with pytest.raises(ValueError, match="repetition_penalty"):
-        SamplingConfig(repetition_penalty=0.0)
+    model = qwen2()
+    heads = dlhf.DraftHeads.for_model(model, horizon=4)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(6))
+    lm = ngram_over(tmp_path, [[(5 * i + j) % 48 for j in range(12)] for i in range(48)]) if use_lm else None
+    ids, mask = left_padded([[3, 4, 5], [7, 7, 7, 7, 9], [1]])
+    for penalty, eos in ((None, ()), (1.3, ()), (None, (5, 9))):
+        expected = greedy(
+            model, ids, mask, max_new_tokens=12, repetition_penalty=penalty, eos_token_id=list(eos) or None
+        )
+        processors = LogitsProcessorList([RepetitionPenaltyLogitsProcessor(penalty)] if penalty else [])
+        processors.append(TopKLogitsWarper(1))
+        engine = Engine(
+            model,
+            heads,
+            LatticeDrafter(lm, k=4, p=1),
+            sample_rule="token",
+            sampling=Sampling(top_k=1),
+            processors=processors,
+        )
+        stopper = RowStopper(ids, 12, set(eos), [], 0)
+        tokens, _ = engine.run(ids, stopper, attention_mask=mask, max_length=ids.shape[1] + 12)
+        assert stopper.output(ids, tokens).tolist() == expected.tolist(), (penalty, eos)
 
 
-@pytest.mark.parametrize("verifier", ["multi", "multi-wor", "tree-sample"])
-@pytest.mark.parametrize("kind", ["vanilla", "ngram"])
-def test_multi_draft_sampling_creates_every_tensor_on_the_target_device(verifier, kind, ngram_dir):
-    """The several-draft verifiers allocate nothing on the host by accident (tests/_fake_device.py)
-    and give the same draws as on the plain CPU."""
-    import copy
-
-    from _fake_device import FakeDevice
-
-    model = copy.deepcopy(trained_model(4, vocab=VOCAB))
-    prompt, sampling = [0, 1, 2, 1], SamplingConfig(temperature=0.8, top_k=2, repetition_penalty=1.2)
-
-    def run(fake: bool):
-        if kind == "vanilla":
-            drafter = VanillaDrafter()
-        else:
-            drafter = LatticeDrafter(markov_ngram(ngram_dir, order=3, seed=5, vocab=VOCAB), k=2, p=3)
-        drafter.num_drafts = 3
-        decoder = BlockwiseDecoder(model, drafter, verifier, sampling)
-        generator = torch.Generator().manual_seed(7)
-        if not fake:
-            return decoder.generate(prompt, 12, generator=generator).tokens, []
-        with FakeDevice(model) as device:
-            tokens = decoder.generate(prompt, 12, generator=generator).tokens
-        return tokens, device.violations
-
-    plain, _ = run(False)
-    faked, violations = run(True)
-    assert violations == []
-    assert faked == plain
+@pytest.mark.parametrize(
+    "T,top_k,top_p", [(1.0, None, None), (0.7, 5, None), (1.3, None, 0.8), (0.5, 7, 0.6), (2.0, 3, 0.99)]
+)
+def test_the_drafts_law_matches_transformers_warpers(T, top_k, top_p):
+    """The drafter's q and the exact laws above use sampling_distribution; the engine's target
+    law comes from generate()'s warpers: the two are the same law."""
+    logits = torch.randn(4, 20, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2
+    ids = torch.zeros(4, 1, dtype=torch.int64)
+    expected = warpers(Sampling(T, top_k, top_p))(ids, logits.clone()).softmax(-1)
+    torch.testing.assert_close(sampling_distribution(logits, T, top_k, top_p), expected)
