@@ -1,4 +1,10 @@
-"""Replay equals live blockwise decoding; hand-made traces with known block efficiencies."""
+"""Replay equals live decoding through the engine; hand-made traces with known block efficiencies.
+
+The live side is :class:`draftlattice.decode.Engine` on a tiny random Llama with heads distilled
+on its own greedy output (drafts often, not always, accepted); the replay side reads the trace
+recorded through the same engine. Equal per-step acceptance, target calls and tokens, for every
+drafter that has a replay twin.
+"""
 
 from __future__ import annotations
 
@@ -6,98 +12,131 @@ import numpy as np
 import pytest
 import torch
 
-from _decode_models import markov_corpus, prompts, trained_model  # noqa: F401
-from draftlattice import NgramLM
-from draftlattice.decode import BlockwiseDecoder, LatticeDrafter, NeuralDrafter, OracleDrafter, VanillaDrafter
+from _hf_models import greedy, llama, ngram_over
+from _tiny_target import distilled_heads
+from draftlattice.decode import Engine, LatticeDrafter, OracleDrafter, RowStopper
 from draftlattice.evaluate import drafting as D
 from draftlattice.evaluate.record import record_trace
 from draftlattice.evaluate.replay import replay
 from draftlattice.evaluate.trace import Trace
-from draftlattice.ngram.build import build_lm
 
 NEW_TOKENS = 30
+HORIZON = 4
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, one_thread):
-    model = trained_model(4)
-    ps = prompts(5, 0)
-    trace = record_trace(model, ps, NEW_TOKENS, top_k=8, progress=False)
-    corpus = markov_corpus(6000, 0).tolist()  # the model's own chain: a helpful LM
-    text = tmp_path_factory.mktemp("lm") / "chain.txt"
-    text.write_text("\n".join(" ".join(map(str, corpus[i : i + 30])) for i in range(0, len(corpus), 30)) + "\n")
-    arpa = text.with_suffix(".arpa")
-    build_lm(text, 3, out_path=arpa)
-    return model, ps, trace, NgramLM(arpa)
+    model = llama()
+    heads = distilled_heads(model, HORIZON)
+    gen = torch.Generator().manual_seed(5)
+    ps = [torch.randint(0, model.config.vocab_size, (6,), generator=gen).tolist() for _ in range(5)]
+    trace = record_trace(model, heads, ps, NEW_TOKENS, top_k=8, progress=False)
+    # An LM over the model's own greedy continuations of other prompts: a helpful LM.
+    others = torch.randint(0, model.config.vocab_size, (20, 4), generator=gen)
+    continuations = greedy(model, others, torch.ones_like(others), max_new_tokens=40).tolist()
+    return model, heads, ps, trace, ngram_over(tmp_path_factory.mktemp("lm"), continuations)
 
 
-def live(model, ps, make, trace):
+def live(setup, make):
+    """Each prompt decoded alone by the engine with drafter ``make(i, prompt)``; its stats."""
+    model, heads, ps, trace, _ = setup
     stats = []
     for i, prompt in enumerate(ps):
-        result = BlockwiseDecoder(model, make(i, prompt)).generate(prompt, NEW_TOKENS)
-        assert result.tokens == trace.tokens[i].tolist()  # greedy decoding = the trace's decode
-        stats.append(result.stats)
+        ids = torch.tensor([prompt])
+        engine = Engine(model, heads, make(i, prompt))
+        stopper = RowStopper(ids, NEW_TOKENS, set(), [], 0)
+        tokens, run = engine.run(ids, stopper, max_length=len(prompt) + NEW_TOKENS)
+        assert tokens[0] == trace.tokens[i].tolist()  # greedy decoding = the trace's decode
+        stats.append(run)
     return stats
 
 
+def committed_acceptance(accepted: list[list[int]], length: int) -> list[int]:
+    """The engine's accepted draft tokens per step of one row, cut at the length limit: the
+    engine counts every draft token its last verification accepted, also those past the limit
+    that the stopper drops; replay only sees the trace's tokens, so its last block ends there."""
+    out, n = [], 0  # n: index of the step's root, already committed
+    for (a,) in accepted:
+        out.append(min(a, length - n - 1))
+        n += 1 + out[-1]
+    # the decode ends at the last step (its next token may lie past the limit); only it is cut
+    assert n in (length - 1, length) and out[:-1] == [a for (a,) in accepted[:-1]]
+    return out
+
+
 def assert_identical(replayed, live_stats):
-    assert [s.block_sizes for s in replayed.per_prompt] == [s.block_sizes for s in live_stats]
-    assert [s.serial_calls for s in replayed.per_prompt] == [s.serial_calls for s in live_stats]
-    assert [s.new_tokens for s in replayed.per_prompt] == [s.new_tokens for s in live_stats]
+    assert len(replayed.per_prompt) == len(live_stats)
+    for rep, run in zip(replayed.per_prompt, live_stats):
+        assert (rep.target_calls, rep.prefill_calls, rep.new_tokens) == (run.target_calls, 1, NEW_TOKENS)
+        assert run.prefill_calls == 1 and run.new_tokens == NEW_TOKENS
+        assert [a for (a,) in rep.accepted] == committed_acceptance(run.accepted, NEW_TOKENS)
     total = sum(live_stats[1:], live_stats[0])
     assert replayed.block_efficiency == total.block_efficiency
 
 
 def test_recorded_tokens_are_the_greedy_decode(setup):
-    from draftlattice.decode import greedy_decode
-
-    model, ps, trace, _ = setup
+    model, _, ps, trace, _ = setup
     for i, prompt in enumerate(ps):
-        assert greedy_decode(model, prompt, NEW_TOKENS) == trace.tokens[i].tolist()
+        ids = torch.tensor([prompt])
+        out = greedy(model, ids, torch.ones_like(ids), max_new_tokens=NEW_TOKENS)
+        assert out[0, len(prompt) :].tolist() == trace.tokens[i].tolist()
+    assert trace.num_heads == HORIZON and trace.top_k == 8
 
 
-@pytest.mark.parametrize("k,p,alpha,bos", [(4, 1, 0.5, True), (4, 4, 2.0, False), (8, 3, 1.0, True), (3, 2, 0.0, True)])
-def test_ngram_replay_equals_live(setup, k, p, alpha, bos):
-    model, ps, trace, lm = setup
-    replayed = replay(trace, D.NgramRescore(lm, k, p, alpha, bos), progress=False)
-    assert_identical(replayed, live(model, ps, lambda i, _: LatticeDrafter(lm, k, p, alpha, bos), trace))
+@pytest.mark.parametrize("k,p,alpha", [(4, 1, 0.5), (4, 4, 2.0), (8, 3, 1.0), (3, 2, 0.0)])
+def test_ngram_replay_equals_live(setup, k, p, alpha):
+    _, _, _, trace, lm = setup
+    replayed = replay(trace, D.NgramRescore(lm, k, p, alpha, False), progress=False)
+    assert_identical(replayed, live(setup, lambda i, _: LatticeDrafter(lm, k, p, alpha)))
 
 
 def test_vanilla_and_oracle_replay_equal_live(setup):
-    model, ps, trace, _ = setup
+    _, _, ps, trace, _ = setup
     vanilla = replay(trace, D.Vanilla(), progress=False)
-    assert_identical(vanilla, live(model, ps, lambda i, _: VanillaDrafter(), trace))
+    assert_identical(vanilla, live(setup, lambda i, _: LatticeDrafter(k=1, p=1)))
+    refs = [list(p) + t.tolist() for p, t in zip(ps, trace.tokens)]
     for k in (1, 3, 8):
-        refs = [list(p) + t.tolist() for p, t in zip(ps, trace.tokens)]
         oracle = replay(trace, D.Oracle(k), progress=False)
-        assert_identical(oracle, live(model, ps, lambda i, _, refs=refs, k=k: OracleDrafter(refs[i], k), trace))
+        assert_identical(oracle, live(setup, lambda i, _, k=k: OracleDrafter([refs[i]], k)))
     assert replay(trace, D.Oracle(1), progress=False).block_efficiency == vanilla.block_efficiency
     assert oracle.block_efficiency > vanilla.block_efficiency > 1.0  # decoding is non-trivial
 
 
-def test_live_drafter_wrapper_replays_neural_rescoring(setup):
-    model, ps, trace, _ = setup
-    lm_model = trained_model(2, seed=0)  # a small neural LM over the same vocabulary
-    make = lambda i, _: NeuralDrafter(lm_model, k=4, alpha=0.7)  # noqa: E731
-    replayed = replay(trace, D.LiveDrafter(make(0, None)), progress=False)
-    assert_identical(replayed, live(model, ps, make, trace))
+@pytest.mark.parametrize("lm_weight", [None, 0.7])
+def test_live_drafter_wrapper_replays_engine_drafters(setup, lm_weight):
+    """Any engine drafter replays on the trace's pseudo-logits: the heads alone (p-best on the
+    device) and n-gram rescoring (the C++ core on the host)."""
+    lm = setup[4] if lm_weight is not None else None
+    make = lambda i, _: LatticeDrafter(lm, k=4, p=3, alpha=lm_weight or 0.0)  # noqa: E731
+    replayed = replay(setup[3], D.LiveDrafter(make(0, None)), progress=False)
+    assert_identical(replayed, live(setup, make))
 
 
 def test_adaptive_replay_equals_live_switching_drafter(setup):
     """Adaptive (k, p) per step = a live drafter that reads the entropies of its head logits."""
-    model, ps, trace, lm = setup
-    policy = lambda ent: (4, 3) if float(np.mean(ent)) > 0.5 else (2, 1)  # noqa: E731
+    _, _, _, trace, lm = setup
+    means = np.unique(np.concatenate([e[:, 1:].mean(1) for e in trace.entropy]))
+    threshold = float(means[len(means) // 2 - 1 : len(means) // 2 + 1].mean())  # between two recorded values
+    policy = lambda ent: (4, 3) if float(np.mean(ent)) > threshold else (2, 1)  # noqa: E731
 
     class Switching:
-        name, num_drafts = "switching", 3
+        name, p = "switching", 3
 
-        def propose(self, head_logits, context):
+        def __init__(self):
+            self.drafters = {}
+            self.current = None
+
+        def propose(self, head_logits, sampling, draws):
             logp = torch.log_softmax(head_logits.float(), -1)
-            k, p = policy((-(logp.exp() * logp).sum(-1)).numpy())
-            return LatticeDrafter(lm, k, p, 1.0, False).propose(head_logits, context)
+            k, p = policy((-(logp.exp() * logp).sum(-1))[0].numpy())
+            self.current = self.drafters.setdefault((k, p), LatticeDrafter(lm, k, p, 1.0))
+            return self.current.propose(head_logits, sampling, draws)
+
+        def finish(self, proposal, host, contexts, device):
+            return self.current.finish(proposal, host, contexts, device)
 
     replayed = replay(trace, D.Adaptive(lm, policy, 1.0, False), progress=False)
-    assert_identical(replayed, live(model, ps, lambda i, _: Switching(), trace))
+    assert_identical(replayed, live(setup, lambda i, _: Switching()))
     assert 1.0 < replayed.drafts_per_call < 3.0  # both branches were taken
 
 
@@ -117,23 +156,28 @@ def hand_trace(heads_top1: list[list[int]], greedy: list[int], vocab: int = 10) 
 
 
 def test_hand_made_trace_block_efficiency():
-    # y = 0 1 2 3 4 5 6 (T = 7), h = 3. At n = 0 heads 2, 3 propose (1, 2): both right -> commit 3
-    # (y0 y1 y2), pending y3. At n = 3 they propose (4, 0): one right -> commit 2, pending y5.
-    # n = 5: g = min(2, 7 - 5 - 2) = 0 -> commit y5 alone; then y6 is committed without a call.
+    # y = 0 1 2 3 4 5 6 (T = 7), h = 3. The prefill commits y0. At n = 0 heads 2, 3 propose
+    # (1, 2): both right -> commit 3 (y1 y2 y3). At n = 3 they propose (4, 0): one right ->
+    # commit 2 (y4 y5). At n = 5 (7, 7): none right -> commit y6 alone; the decode is complete.
     greedy = [0, 1, 2, 3, 4, 5, 6]
     heads = [[1, 2], [7, 7], [7, 7], [4, 0], [7, 7], [7, 7], [7, 7]]
     result = replay(hand_trace(heads, greedy), D.Vanilla(), progress=False)
+    assert result.stats.accepted == [[2], [1], [0]]
     assert result.stats.block_sizes == [0, 1, 1, 1]
-    assert result.stats.serial_calls == 4  # prefill + 3 steps
-    assert result.block_efficiency == 7 / 4
+    assert result.stats.target_calls == 4 and result.stats.prefill_calls == 1  # prefill + 3 steps
+    assert result.stats.new_tokens == 7 and result.block_efficiency == 7 / 4
     # oracle k=2: at n = 3 head 3's second candidate is 1 (not 5): still 2; n = 0 unchanged.
     assert replay(hand_trace(heads, greedy), D.Oracle(2), progress=False).block_efficiency == 7 / 4
     heads[3] = [4, 4]  # second candidate of head 3 is now 5 = y5: the oracle takes it
     oracle = replay(hand_trace(heads, greedy), D.Oracle(2), progress=False)
     assert oracle.stats.block_sizes == [0, 0, 0, 2] and oracle.block_efficiency == 7 / 3
+    # The last block is cut by the trace's end: at n = 5 only y6 remains for drafts of 2.
+    heads[5] = [6, 9]
+    cut = replay(hand_trace(heads, greedy), D.Vanilla(), progress=False)
+    assert cut.stats.accepted == [[2], [1], [1]] and cut.block_efficiency == 7 / 4
 
 
 def test_bad_k_is_refused(setup):
-    _, _, trace, lm = setup
+    _, _, _, trace, lm = setup
     with pytest.raises(ValueError, match="top_k"):
         replay(trace, D.NgramRescore(lm, 9, 1, 1.0), progress=False)
