@@ -112,6 +112,9 @@ def test_lm_perplexity_counts_end_of_document():
     assert ppl == pytest.approx(math.exp(2.0))
     with pytest.raises(ValueError, match="no tokens"):
         lm_perplexity(_SumLM(), [])
+    unknown = _SumLM()
+    unknown.token_scores = lambda tokens, *_: np.full(len(tokens) + 1, -1000.0)  # every token out of vocabulary
+    assert lm_perplexity(unknown, docs) == (math.inf, count)
 
 
 def test_cli_on_a_target_folder(tmp_path, capsys):

@@ -53,7 +53,10 @@ def documents(path, encode: Callable[[str], list[int]]) -> list[np.ndarray]:
 
 
 def lm_perplexity(lm, docs: Iterable[np.ndarray]) -> tuple[float, int]:
-    """(perplexity, predicted tokens) of an n-gram LM: each document from ``<s>``, ``</s>`` counted."""
+    """(perplexity, predicted tokens) of an n-gram LM: each document from ``<s>``, ``</s>`` counted.
+
+    Infinite when the mean log-probability is below what a float can exponentiate (an LM whose
+    vocabulary misses the tokens scores them -1000)."""
     total, count = 0.0, 0
     empty = np.zeros(0, dtype=np.int32)
     for doc in docs:
@@ -62,7 +65,10 @@ def lm_perplexity(lm, docs: Iterable[np.ndarray]) -> tuple[float, int]:
         count += len(scores)
     if count == 0:
         raise ValueError("no tokens to score (the text has no non-blank line)")
-    return math.exp(-total / count), count
+    try:
+        return math.exp(-total / count), count
+    except OverflowError:
+        return math.inf, count
 
 
 def _stream(docs: list[np.ndarray], eos_id: int) -> torch.Tensor:
