@@ -3,14 +3,16 @@
 The weight that drafts best in greedy mode is not the one that samples best: in sampling mode a
 draft is accepted with the overlap of its proposal law q and the target's law, so the LM helps
 only as far as it moves q towards the target. :func:`tune_sample_alpha` measures that directly on
-calibration prompts (held out from the prompts one reports on):
+calibration prompts (held out from the prompts one reports on), for a transformers causal LM and
+its :class:`~draftlattice.hf.DraftHeads`:
 
-1. the target's own sampled continuation of every prompt (lossless blockwise decoding with
-   vanilla drafts: an exact sample of the target's sampling law) gives contexts as decoding meets
-   them;
-2. at every ``stride``-th position of it, for every candidate weight, the drafter samples its
-   drafts (the decoder's ``"multi"`` rule: ``p`` drafts; ``"block"``: one) from the heads there,
-   with the same seed for every weight (common random numbers);
+1. the target's own sampled continuation of every prompt (the engine's lossless sampling with
+   one-token drafts and block verification: an exact sample of the target's sampling law) gives
+   contexts as decoding meets them;
+2. one forward of the base model over prompt + continuation gives the heads at every position;
+   at every ``stride``-th position, for every candidate weight, the drafter samples its drafts
+   (the engine's ``"multi"`` rule: ``p`` drafts; ``"block"``: one) from the heads there, with
+   the same seed for every weight (common random numbers);
 3. one batched target forward over all candidates' draft rows gives the target's law after every
    draft prefix, and the **expected** number of accepted tokens given the drafts is computed
    exactly from the rule's output law (``verify.multi_draft_verify_distribution`` or
@@ -19,7 +21,9 @@ calibration prompts (held out from the prompts one reports on):
 
 Block efficiency of decoding is about ``1 + E[accepted]`` per step, so this is the quantity to
 maximise. Cost: per evaluated position, ``len(alphas)`` lattice samplings and one forward over
-``len(alphas) * p`` rows of the whole context (no cache: calibration, not decoding).
+``len(alphas) * p`` rows of the whole context (no cache: calibration, not decoding). The random
+draws come from torch's generators, seeded from ``seed``; the caller's generator state is
+restored afterwards.
 """
 
 from __future__ import annotations
@@ -32,10 +36,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import verify
-from ..decode import BlockwiseDecoder, SamplingConfig, VanillaDrafter
-from ..decode.drafters import LatticeDrafter
-from ..decode.sampling import seen_tokens
-from ..decode.target import check_positions, check_target
+from ..decode import Engine, LatticeDrafter, RowStopper, Sampling
+from ..decode.drafters import to_host
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class SampleAlphaTuning:
     positions: int
     rule: str
     p: int
-    sampling: SamplingConfig
+    sampling: Sampling
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -90,9 +92,10 @@ class SampleAlphaTuning:
 
 def tune_sample_alpha(
     model,
+    heads,
     lm,
     prompts: Sequence[Sequence[int]],
-    sampling: SamplingConfig,
+    sampling: Sampling,
     alphas: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.5, 0.8),
     k: int = 8,
     p: int = 4,
@@ -106,21 +109,24 @@ def tune_sample_alpha(
     of accepted draft tokens (module docstring).
 
     Args:
-        model: the blockwise target (``BlockwiseLM`` or any ``BlockwiseTarget``).
-        lm: the n-gram LM of the drafter (``NgramLM`` over the model's tokenizer).
+        model: the target, a transformers causal LM (``*ForCausalLM``, decoder-only).
+        heads: its :class:`~draftlattice.hf.DraftHeads` (horizon h: drafts of h - 1 tokens).
+        lm: the n-gram LM of the drafter (``NgramLM`` over the model's token ids).
         prompts: calibration prompts (token ids), held out from any prompts reported on.
-        sampling: the target's sampling settings (temperature, top-k, top-p, penalty).
+        sampling: the target's sampling settings (temperature, top-k, top-p).
         alphas: candidate weights (>= 0, at least one).
         k: lattice candidates per head; p: drafts per step of the ``"multi"`` rule.
         rule: ``"multi"`` (p drafts, recursive rejection) or ``"block"`` (one draft).
         max_new_tokens: length of each prompt's sampled continuation.
         stride: evaluate every ``stride``-th position of the continuations.
-        seed: seeds the continuations and the drafts (prompt i, position t: ``seed + i``, ...).
+        seed: seeds the continuations (prompt i: ``torch.manual_seed(seed + i)``) and the drafts
+            (prompt i, position t: ``(seed + i) * 100_003 + t``, the same for every weight).
         progress: optional wrapper of an iterable (e.g. tqdm).
     """
-    check_target(model)
     if rule not in TUNE_RULES:
         raise ValueError(f"rule must be one of {TUNE_RULES}, got {rule!r}")
+    if not isinstance(sampling, Sampling):
+        raise ValueError(f"sampling must be a draftlattice.decode.Sampling, got {type(sampling).__name__}")
     alphas = [float(a) for a in alphas]
     if not alphas or any(not (a >= 0 and math.isfinite(a)) for a in alphas):
         raise ValueError(f"alphas must be finite weights >= 0, at least one, got {alphas}")
@@ -131,24 +137,34 @@ def tune_sample_alpha(
         raise ValueError("tune_sample_alpha needs at least one calibration prompt")
     n = p if rule == "multi" else 1
     drafters = [LatticeDrafter(lm, k=k, p=n, sample_alpha=a) for a in alphas]
-    h = model.config.num_heads
-    if h < 2:
-        raise ValueError("the model has one head: there is nothing to draft")
+    sampler = Engine(
+        model,
+        heads,
+        LatticeDrafter(None, k=1, p=1),
+        sample_rule="block",
+        sampling=sampling,
+        processors=warpers(sampling),
+    )
+    device = model.get_output_embeddings().weight.device
     samples: list[list[float]] = [[] for _ in alphas]
     wrap = progress or (lambda items, **_: items)
-    sampler = BlockwiseDecoder(model, VanillaDrafter(), "block", sampling)
     model.eval()
-    with torch.inference_mode():
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.inference_mode():
         for i, prompt in enumerate(wrap(list(prompts), desc="calibration")):
-            prompt = list(prompt)
-            check_positions(model, len(prompt) + max_new_tokens + h)
-            continuation = sampler.generate(prompt, max_new_tokens, generator=_generator(seed + i)).tokens
+            prompt = [int(t) for t in prompt]
+            if not prompt:
+                raise ValueError(f"calibration prompt {i} is empty")
+            _check_positions(model, len(prompt) + max_new_tokens + heads.horizon - 1)
+            torch.manual_seed(seed + i)
+            ids = torch.tensor([prompt], device=device)
+            stopper = RowStopper(ids, max_new_tokens, set(), [], 0)
+            continuation = sampler.run(ids, stopper, max_length=len(prompt) + max_new_tokens)[0][0]
             sequence = prompt + continuation
-            ids = torch.tensor([sequence], device=model.device)
-            heads = model.head_logits(model.trunk(ids))[0]  # [L, h, V]
+            hidden = model.base_model(input_ids=torch.tensor([sequence], device=device)).last_hidden_state[0]
+            head_logits = heads.logits(hidden, model)  # [L, h-1, V]: heads 2..h at every position
             for t in range(len(prompt), len(sequence), stride):
                 expected = _expected_accepted(
-                    model, drafters, rule, sequence[: t + 1], heads[t - 1, 1:], sampling, seed=(seed + i) * 100_003 + t
+                    model, drafters, rule, sequence[: t + 1], head_logits[t - 1], sampling, (seed + i) * 100_003 + t
                 )
                 for scores, value in zip(samples, expected):
                     scores.append(value)
@@ -161,33 +177,65 @@ def tune_sample_alpha(
     return tuning
 
 
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+def _check_positions(model, length: int) -> None:
+    """The calibration forwards read ``length`` positions (continuation and drafts, no clamping)."""
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    if limit and length > limit:
+        raise ValueError(
+            f"a calibration prompt, its continuation and a draft need {length} positions; the model has {limit}: "
+            "use shorter prompts or a smaller max_new_tokens"
+        )
+
+
+def warpers(sampling: Sampling):
+    """generate()'s logits warpers for ``sampling`` (temperature, top-k, top-p, in that order):
+    the target's law in the engine, the same law ``verify.sampling_distribution`` computes."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    processors = LogitsProcessorList()
+    if sampling.temperature != 1.0:
+        processors.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k:
+        processors.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p is not None and sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(sampling.top_p))
+    return processors
 
 
 def _expected_accepted(
-    model, drafters, rule: str, context: list[int], head_logits: torch.Tensor, sampling: SamplingConfig, seed: int
+    model, drafters, rule: str, context: list[int], head_logits: torch.Tensor, sampling: Sampling, seed: int
 ) -> list[float]:
     """Per drafter: E[accepted draft tokens | its drafts] after ``context`` (its last token
-    pending), drafts drawn with the same seed for every drafter."""
-    drawn = [d.sample(head_logits, context, sampling, _generator(seed), n=d.num_drafts) for d in drafters]
-    tokens = torch.cat([dr.tokens for dr in drawn]).to(model.device)  # [A*n, g]
+    decided, not yet in the cache), from the heads 2..h ``head_logits [h-1, V]`` that read the
+    hidden state before it; drafts drawn after the same ``torch.manual_seed(seed)`` for every
+    drafter (common random numbers)."""
+    device = head_logits.device
+    drawn = [_sampled_drafts(d, head_logits, context, sampling, seed) for d in drafters]
+    tokens = torch.cat([dr.tokens[0] for dr in drawn]).to(device)  # [A*n, g]
     rows, g = tokens.shape
-    prefix = torch.tensor(context, device=model.device).expand(rows, len(context))
-    z = model.trunk(torch.cat([prefix, tokens], dim=1))[:, len(context) - 1 :]  # [A*n, g+1, d]
-    logits = model.head1_logits(z).float()
-    probs = sampling.distribution(logits, seen_tokens(context, logits.shape[-1], tokens, device=logits.device))
+    prefix = torch.tensor(context, device=device).expand(rows, len(context))
+    z = model.base_model(input_ids=torch.cat([prefix, tokens], dim=1)).last_hidden_state[:, len(context) - 1 :]
+    logits = model.get_output_embeddings()(z).float()  # [A*n, g+1, V]
+    probs = verify.sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
     out, start = [], 0
     for dr in drawn:
-        n = dr.tokens.shape[0]
-        d, q, law = tokens[start : start + n], dr.q.to(probs), probs[start : start + n]
+        n = dr.tokens.shape[1]
+        d, q, law = tokens[start : start + n], dr.q[0].to(probs), probs[start : start + n]
         start += n
         if rule == "block":
-            accepted = verify.block_verify_distribution(d, q, law[:, : g + 1])[0].sum(-1)  # [g+1]
+            accepted = verify.block_verify_distribution(d, q, law)[0].sum(-1)  # [g+1]
         else:
             accepted = verify.multi_draft_verify_distribution(d[None], law[None], q[None])[0].sum((0, 2))
         out.append(float((accepted * torch.arange(g + 1, device=accepted.device)).sum()))
     return out
+
+
+def _sampled_drafts(drafter: LatticeDrafter, head_logits: torch.Tensor, context: list[int], sampling, seed: int):
+    """The drafter's sampled drafts of one row, both halves as the engine runs them."""
+    torch.manual_seed(seed)
+    proposal = drafter.propose(head_logits[None], sampling, drafter.p)
+    _, sampled = drafter.finish(proposal, to_host(proposal.to_host), [context], head_logits.device)
+    return sampled
 
 
 def _mean(values: list[float]) -> float:
