@@ -12,39 +12,30 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
+from _tiny_target import tiny_target
 from draftlattice.cli.main import main
 from draftlattice.evaluate.trace import save_trace
-from draftlattice.model import BlockwiseConfig, BlockwiseLM
-from draftlattice.model.io import save_model
 from test_trace import small_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT / "lm_models"
-KATZ2 = MODELS / "katz2.dlm"
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, one_thread):
     """Good inputs of every kind, and bad ones (empty / truncated / other kind) derived from them."""
     d = tmp_path_factory.mktemp("files")
-    torch.manual_seed(0)
-    config = BlockwiseConfig(
-        vocab_size=4096, n_layer=1, n_head=2, d_model=16, d_ff=32, num_heads=2, max_seq_len=64, head_hidden=16
-    )
-    save_model(BlockwiseLM(config), d / "model", tokenizer_path=MODELS / "tokenizer.json")
+    target = tiny_target(d / "target")  # a target folder (model/ + heads/) and an LM over its tokenizer
     save_trace(small_trace(), d / "good.dltrace")
     (d / "text.txt").write_text("The tower is 324 metres tall, about the same height as a building.\n" * 3)
     arpa = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\t-0.3\n-0.5\ta\n-0.5\t</s>\n\n\\end\\\n"
     (d / "lm.arpa").write_text(arpa)
     good = {
         "trace": d / "good.dltrace",
-        "lm": KATZ2,
+        "lm": target.lm,
         "arpa": d / "lm.arpa",
-        "model": d / "model",
+        "model": target.folder,
         "text": d / "text.txt",
-        "tokenizer": MODELS / "tokenizer.json",
         "npz": ROOT / "examples" / "wt2_lattice.npz",
         "vocab": ROOT / "examples" / "wt2_vocab.txt",
     }
@@ -55,11 +46,11 @@ def files(tmp_path_factory):
 
     def truncated(kind):
         source = good[kind]
-        if source.is_dir():  # a model folder with its weights cut in half
+        if source.is_dir():  # a target folder with the model's weights cut in half
             out = d / f"cut-{kind}"
             if not out.exists():
                 shutil.copytree(source, out)
-                weights = out / "model.safetensors"
+                weights = out / "model" / "model.safetensors"
                 weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
             return out
         out = d / f"cut-{source.name}"
@@ -72,7 +63,6 @@ def files(tmp_path_factory):
         "arpa": "trace",
         "model": "lm",
         "text": "lm",
-        "tokenizer": "lm",
         "npz": "arpa",
         "npy": "trace",
         "vocab": "lm",
@@ -90,11 +80,11 @@ COMMANDS = [
     ("demo --quick --lm {}", "lm"),
     ("trace record --model {} --prompts {text} -o {out}", "model"),
     ("trace record --model {model} --prompts {} --prompt-tokens 4 --max-new-tokens 2 -o {out}", "text"),
+    ("eval --live --model {} --prompts {text} --lm {lm} --k 2", "model"),
+    ("eval --live --model {model} --prompts {} --lm {lm} --k 2", "text"),
     ("model perplexity --text {} --model {model}", "text"),
     ("model perplexity --text {text} --model {}", "model"),
     ("model perplexity --text {text} --model {model} --lm {}", "lm"),
-    ("train {} --tokenizer {tokenizer} -o {out} --max-steps 1", "text"),
-    ("train {text} --tokenizer {} -o {out} --max-steps 1", "tokenizer"),
     ("tokenizer train {} --vocab-size 300 -o {out}", "text"),
     ("lm info {}", "lm"),
     ("lm score {} a", "lm"),

@@ -21,9 +21,11 @@ def load_target(folder: Path | None, dtype: str = "float32"):
 
         bundle = load_default(torch_dtype)
         return bundle.model, bundle.heads, bundle.folder / "tokenizer.json", str(bundle.folder)
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     from ..hf import DraftHeads
+    from ..hf.default import _quiet_transformers
 
     folder = Path(folder)
     for part in ("model", "heads"):
@@ -32,5 +34,12 @@ def load_target(folder: Path | None, dtype: str = "float32"):
     tokenizer_path = folder / "model" / "tokenizer.json"
     if not tokenizer_path.is_file():
         raise ValueError(f"{folder / 'model'}: missing tokenizer.json")
-    model = AutoModelForCausalLM.from_pretrained(folder / "model", dtype=torch_dtype).eval()
-    return model, DraftHeads.from_pretrained(folder / "heads", model), tokenizer_path, str(folder)
+    part = folder / "model"
+    try:  # damaged weights: one line naming the folder, not the loader's traceback
+        with _quiet_transformers():  # no "Loading weights" bar on stderr, as for the default model
+            model = AutoModelForCausalLM.from_pretrained(part, dtype=torch_dtype).eval()
+        part = folder / "heads"
+        heads = DraftHeads.from_pretrained(part, model)
+    except SafetensorError as error:
+        raise ValueError(f"{part}: damaged weights ({error})") from None
+    return model, heads, tokenizer_path, str(folder)
