@@ -5,9 +5,10 @@ empirical law of the 3 new tokens against the exact law enumerated from the mode
 forward over all 216 continuations) with generate()'s warpers, by a chi-square test. This adds to
 tests/test_hf_sampling.py (the rules "multi", "tree" and "block" through ``generate()`` with
 temperature and top-k) what it lacks: the "token" rule, top-p, the "multi" rule with one draft,
-sampled drafts of an n-gram LM's lattice whose top-k support is below k, a drafter that
-misreports q under the one-draft rules (the test has power), top_k=1 (a point mass) giving
-greedy generate()'s output with the "token" rule, and the drafts' law against transformers' warpers.
+sampled drafts of an n-gram LM's lattice whose top-k support is below k, left-padded rows in a
+batch with longer prompts, a drafter that misreports q under the one-draft rules (the test has
+power), top_k=1 (a point mass) giving greedy generate()'s output with the "token" rule, and the
+drafts' law against transformers' warpers.
 """
 
 from __future__ import annotations
@@ -122,6 +123,28 @@ def test_sampling_preserves_the_target_law(lm, rule, use_lm, p, k, sampling):
     counts, stats = engine_counts(model, heads, drafter, rule, sampling, seed=11)
     assert stats.new_tokens == ROWS * NEW
     assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
+@pytest.mark.parametrize("rule", ["multi", "token"])
+def test_left_padded_rows_keep_the_target_law(lm, rule):
+    """PROMPT's rows, left-padded in a batch with longer prompts (rows accept different lengths,
+    the cache has holes), still sample the target's law."""
+    from _hf_models import left_padded
+
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.8, top_k=5)
+    drafter = LatticeDrafter(lm if rule == "multi" else None, k=4, p=3 if rule == "multi" else 1, sample_alpha=1.0)
+    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=warpers(sampling))
+    ids, mask = left_padded([PROMPT] * ROWS + [[4, 0, 5, 2, 1, 1]] * (ROWS // 2))
+    torch.manual_seed(1)
+    tokens, stats = engine.run(
+        ids, RowStopper(ids, NEW, set(), [], 0), attention_mask=mask, max_length=ids.shape[1] + NEW
+    )
+    assert any(len(set(step)) > 1 for step in stats.accepted)
+    counts: dict[tuple[int, ...], int] = {}
+    for row in tokens[:ROWS]:
+        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
