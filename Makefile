@@ -66,8 +66,7 @@ fuzz-coverage:
 TSAN_BUILD ?= build/tsan
 # (Not tests/test_hardening_core.py: a test there writes the caller's array from a Python thread
 # while the core copies it, a race by design that the copy makes harmless.)
-TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafter.py tests/test_sample.py \
-  tests/test_hf_drafting.py
+TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafting.py tests/test_sample.py
 # Reports go to files (pytest would swallow stderr at the abort) and are printed on failure.
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 report_signal_unsafe=0 \
   log_path=$(abspath $(TSAN_BUILD))/tsan-report"

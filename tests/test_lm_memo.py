@@ -120,21 +120,24 @@ def test_the_memo_argument_must_be_a_memo(tmp_path):
         _core.draft_from_topk(tokens, logprobs, lm, lm.start([], False), [], 1, 1.0, "memo")
 
 
-def test_the_lattice_drafter_keeps_one_memo_and_uses_it(tmp_path):
+def test_the_lattice_drafter_keeps_one_memo_per_row_and_uses_it(tmp_path):
     import torch
 
     from draftlattice.decode import LatticeDrafter
+    from draftlattice.decode.drafters import to_host
 
     lm = _lm(tmp_path, 4, seed=7)
     drafter = LatticeDrafter(lm, k=3, p=2, alpha=0.5)
     rng = random.Random(0)
-    context = [1, 2, 3]
+    contexts = [[1, 2, 3], [4, 5]]
     generator = torch.Generator().manual_seed(1)
     for _ in range(30):
-        drafter.propose(torch.randn(4, 9, generator=generator), context)
-        context = context + [rng.randrange(9) for _ in range(rng.randint(1, 3))]
-    stats = drafter.memo.stats
-    assert stats["arc_hits"] > 0 and stats["pair_hits"] > 0
+        proposal = drafter.propose(torch.randn(2, 4, 9, generator=generator), None, 0)
+        drafter.finish(proposal, to_host(proposal.to_host), contexts, torch.device("cpu"))
+        contexts = [c + [rng.randrange(9) for _ in range(rng.randint(1, 3))] for c in contexts]
+    assert len(drafter.memos) == 2
+    for memo in drafter.memos:
+        assert memo.stats["arc_hits"] > 0 and memo.stats["pair_hits"] > 0
 
 
 def _batch_steps(seed: int, rows: int, n: int):
