@@ -33,6 +33,7 @@ from ..verify.sampled import SAMPLE_RULES
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
 from .forward import LAYOUTS, chain_forward, tree_forward
+from .processors import needs_context
 from .recording import StepObserver
 from .stats import DecodeStats
 from .stopping import RowStopper
@@ -138,6 +139,7 @@ class _Run:
         self.valid_count = [sum(ok_row) for ok_row in valid_host]  # valid cache slots per row
         self.new_tokens: list[list[int]] = [[] for _ in range(B)]
         self.stats = DecodeStats()
+        self._needs_context = needs_context(engine.processors)  # else no committed ids go to the device
 
     def decode(self) -> tuple[list[list[int]], DecodeStats]:
         engine, stopper, observer = self.engine, self.stopper, self.engine.observer
@@ -209,7 +211,7 @@ class _Run:
                 torch.tensor(self.rows_host[b] + self.new_tokens[b]).to(self.device, non_blocking=True)
                 for b in range(len(self.rows_host))
             ]
-            if engine.processors
+            if self._needs_context
             else []
         )
         self._past = target.cache.get_seq_length()
@@ -244,7 +246,6 @@ class _Run:
         """Hand each running row's committed tokens to its stopper (and the observer)."""
         observer, stopper = self.engine.observer, self.stopper
         active = [b for b in range(len(num_host)) if not stopper.done[b]]
-        self.stats.accepted.append([num_host[b] for b in active])
         before = [len(t) for t in self.new_tokens]
         roots = root.tolist() if observer is not None else None
         rescored = getattr(self.engine.drafter, "lm", None) is not None
@@ -253,8 +254,10 @@ class _Run:
             if observer is not None:
                 observer.committed(b, roots[b], drafts[b], num_host[b], committed, rescored)
             stopper.commit(b, committed, self.new_tokens, path.scores[b])
+        counts = [len(t) - n for t, n in zip(self.new_tokens, before)]
+        # Draft tokens each row kept: a stop inside the block (EOS, length) drops the rest of it.
+        self.stats.accepted.append([min(num_host[b], counts[b]) for b in active])
         if observer is not None:
-            counts = [len(t) - n for t, n in zip(self.new_tokens, before)]
             observer.path(path.hidden, counts, self._all_heads)
             observer.drafted(head_logits)
         self._stream(before)

@@ -23,7 +23,7 @@ from torch import Tensor
 from ..verify import build_tree
 from ..verify.tree import TokenTree
 from .cache import additive_mask, repeat_rows
-from .processors import process_scores
+from .processors import needs_context, process_scores, process_scores_only
 from .target import Target
 
 LAYOUTS = ("tree", "batch")
@@ -57,7 +57,9 @@ def tree_forward(
     tokens[:, 0] = root
     hidden = target.hidden(tokens, on_device.position_ids, additive_mask(kv_valid, on_device.ancestor, target.dtype))
     logits = target.logits(hidden)
-    if target.processors:
+    if target.processors and not needs_context(target.processors):
+        logits = process_scores_only(target.processors, logits)
+    elif target.processors:
         B, T = tree.tokens.shape
         g = drafts.shape[-1]
         # paths[b, n, j]: token of node n's ancestor at depth j + 1.
@@ -87,7 +89,9 @@ def chain_forward(
     causal = torch.ones(g + 1, g + 1, dtype=torch.bool, device=device).tril().expand(B * p, g + 1, g + 1)
     hidden = target.hidden(tokens, position_ids, additive_mask(kv_valid, causal, target.dtype))
     logits = target.logits(hidden)
-    if target.processors:
+    if target.processors and not needs_context(target.processors):
+        logits = process_scores_only(target.processors, logits)
+    elif target.processors:
         depth = [list(range(g + 1))] * (B * p)
         valid = [[True] * (g + 1)] * (B * p)
         paths = drafts.reshape(B * p, 1, g).expand(B * p, g + 1, g)

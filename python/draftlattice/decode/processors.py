@@ -12,6 +12,11 @@ import torch
 from torch import Tensor
 
 
+def needs_context(processors) -> bool:
+    """Whether some processor reads the sequence (e.g. a repetition penalty), not only the scores."""
+    return bool(processors) and not all(isinstance(proc, _context_free_processors()) for proc in processors)
+
+
 def process_scores(
     processors,
     sequences: list[Tensor],
@@ -23,15 +28,14 @@ def process_scores(
 ) -> Tensor:
     """Apply ``processors`` to the logits of every node.
 
-    ``sequences[s]``: committed ids of sequence s (1-d, device); row r belongs to sequence
+    ``sequences[s]``: committed ids of sequence s (1-d, device; only read when
+    :func:`needs_context`); row r belongs to sequence
     ``row_sequence[r]``; node n of row r has ``depth[r][n]`` path tokens ``paths[r, n, :depth]``.
     Nodes of one row and depth share a length, so they are processed together, through
     :func:`row_processors` (processors may hold per-row state).
     """
-    if all(isinstance(proc, _context_free_processors()) for proc in processors):
-        R, N, V = logits.shape  # one call over all nodes: these look at the scores only
-        dummy = torch.zeros(R * N, 1, dtype=torch.int64, device=logits.device)
-        return processors(dummy, logits.reshape(R * N, V)).view(R, N, V)
+    if not needs_context(processors):
+        return process_scores_only(processors, logits)
     scores = logits.clone()
     batch = len(sequences)
     for r, s in enumerate(row_sequence):
@@ -45,6 +49,13 @@ def process_scores(
             ids = torch.cat([seq, paths[r].index_select(0, index)[:, :d]], dim=1)
             scores[r, index] = row_processors(processors, s, batch, len(nodes))(ids, logits[r].index_select(0, index))
     return scores
+
+
+def process_scores_only(processors, logits: Tensor) -> Tensor:
+    """``processors`` that look at the scores only (warpers), in one call over all nodes."""
+    R, N, V = logits.shape
+    dummy = torch.zeros(R * N, 1, dtype=torch.int64, device=logits.device)
+    return processors(dummy, logits.reshape(R * N, V)).view(R, N, V)
 
 
 def _context_free_processors() -> tuple[type, ...]:

@@ -19,7 +19,8 @@ class DecodeStats:
     Attributes:
         target_calls: forwards of the base model on the critical path (prefills included).
         prefill_calls: how many of ``target_calls`` were prompt prefills.
-        accepted: per verification call, the draft tokens accepted in each row still running.
+        accepted: per verification call, the draft tokens each row still running accepted and
+            kept (a stop inside the block, at EOS or the length limit, drops the rest).
         new_tokens: tokens generated over all rows (EOS included, padding not).
         heads_seconds: the draft heads' logits at the accepted positions (heads 2..h).
         drafting_seconds: the drafter's two halves (top-k, p-best paths or draws on the device;
