@@ -69,9 +69,9 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM
 
+    from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf import DraftHeads, train_heads
     from draftlattice.hf.batches import RecordBatches
-    from draftlattice.hf.distill import DistilledCorpus
     from draftlattice.hf.fetch import fetch_default
 
     folder = args.model or fetch_default()

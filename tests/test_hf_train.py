@@ -17,7 +17,8 @@ import draftlattice.hf as dlhf
 from draftlattice import NgramLM
 from draftlattice.cli.main import main
 from draftlattice.hf.train import _own_continuations
-from draftlattice.ngram.build import TokenizerMismatchError, build_lm
+from draftlattice.ngram.build import build_lm
+from draftlattice.pairing import TokenizerMismatchError
 from draftlattice.tokenizer import train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

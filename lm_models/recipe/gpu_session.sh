@@ -39,7 +39,7 @@ mkdir -p $OUT/heads $OUT/heads-sampled
 cp /tmp/heads_out/heads/* $OUT/heads/ 2>/dev/null; cp /tmp/heads_out/heads-sampled/* $OUT/heads-sampled/ 2>/dev/null
 python3 - <<'PY'
 import os, numpy as np
-from draftlattice.hf.distill import DistilledCorpus
+from draftlattice.distilled_corpus import DistilledCorpus
 for name in ("greedy", "sampled"):  # only those made (or resumed) here
     try:
         c = DistilledCorpus.load(f".gpu/work/distill-{name}")

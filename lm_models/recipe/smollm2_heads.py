@@ -77,7 +77,8 @@ def main(argv=None) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from draftlattice.hf.distill import DistilledCorpus, distill
+    from draftlattice.distilled_corpus import DistilledCorpus
+    from draftlattice.hf.distill import distill
     from draftlattice.hf.fetch import fetch_default
     from draftlattice.hf.head_accuracy import head_accuracy
     from draftlattice.hf.heads import DraftHeads

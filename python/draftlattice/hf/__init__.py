@@ -12,11 +12,12 @@ Three lines add lattice-rescored multi-head drafting to a model's own ``generate
 * :class:`HFBlockwiseLM`: the model as a target of draftlattice's own ``BlockwiseDecoder``.
 """
 
+from ..tokenizer import folder_tokenizer
 from .adapter import HFBlockwiseLM, HFCache
 from .generate import generate
 from .heads import DraftHeads
 from .stats import DecodingStats, DraftGenerateOutput
-from .tokenizer import check_lm_for_model, folder_tokenizer, model_tokenizer_sha256
+from .tokenizer import check_lm_for_model, model_tokenizer_sha256
 from .train import TrainResult, train_heads
 
 __all__ = [
