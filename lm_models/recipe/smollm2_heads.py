@@ -78,12 +78,12 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from draftlattice.distilled_corpus import DistilledCorpus
-    from draftlattice.hf.distill import distill
     from draftlattice.hf.fetch import fetch_default
-    from draftlattice.hf.head_accuracy import head_accuracy
     from draftlattice.hf.heads import DraftHeads
-    from draftlattice.hf.prompts import Prompt, distillation_prompts
-    from draftlattice.hf.train import train_heads
+    from draftlattice.training.distill import distill
+    from draftlattice.training.distillation_prompts import Prompt, distillation_prompts
+    from draftlattice.training.head_accuracy import head_accuracy
+    from draftlattice.training.trainer import train_heads
 
     folder = args.model or fetch_default()
     tokenizer = AutoTokenizer.from_pretrained(str(folder))

@@ -1,6 +1,6 @@
 """The distilled-corpus format: the model's own answers to prompts, as token ids on disk.
 
-A corpus is a folder that :func:`draftlattice.hf.distill.distill` writes and the heads
+A corpus is a folder that :func:`draftlattice.training.distill.distill` writes and the heads
 trainer and ``lm build`` read (this module needs numpy only, so ``ngram/`` reads corpora without
 torch)::
 
@@ -38,7 +38,7 @@ class DistilledCorpus:
         folder = Path(folder)
         meta_path = folder / META
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{folder}: no {META}; not a distilled corpus (draftlattice hf distill)")
+            raise FileNotFoundError(f"{folder}: no {META}; not a distilled corpus (draftlattice.training.distill)")
         meta = json.loads(meta_path.read_text())
         if meta.get("format") != FORMAT:
             raise ValueError(f"{meta_path}: format {meta.get('format')!r} is not {FORMAT!r}")

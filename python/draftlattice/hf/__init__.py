@@ -8,8 +8,9 @@ Three lines add lattice-rescored multi-head drafting to a model's own ``generate
 
 * :class:`DraftHeads`: heads 2..h on the model's final hidden state (save/load, fixed format).
 * :func:`generate`: the ``custom_generate`` (also callable directly).
-* :func:`train_heads`: train the heads with the base model frozen (``draftlattice hf train-heads``).
 * :class:`HFBlockwiseLM`: the model as a target of draftlattice's own ``BlockwiseDecoder``.
+
+Heads are trained by :func:`draftlattice.training.train_heads` (``draftlattice hf train-heads``).
 """
 
 from ..tokenizer import folder_tokenizer
@@ -18,7 +19,6 @@ from .generate import generate
 from .heads import DraftHeads
 from .stats import DecodingStats, DraftGenerateOutput
 from .tokenizer import check_lm_for_model, model_tokenizer_sha256
-from .train import TrainResult, train_heads
 
 __all__ = [
     "DecodingStats",
@@ -26,10 +26,8 @@ __all__ = [
     "DraftHeads",
     "HFBlockwiseLM",
     "HFCache",
-    "TrainResult",
     "check_lm_for_model",
     "folder_tokenizer",
     "generate",
     "model_tokenizer_sha256",
-    "train_heads",
 ]

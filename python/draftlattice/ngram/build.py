@@ -232,7 +232,7 @@ def build_lm(
 
     Args:
       corpus_paths: one or more text files (one sentence per line; ``.xz``/``.gz``/``.bz2`` ok),
-        or distilled corpora (folders of :func:`draftlattice.hf.distill.distill`: token ids of
+        or distilled corpora (folders of :func:`draftlattice.training.distill.distill`: token ids of
         the model's own outputs, one sentence per record; needs ``tokenizer``).
       order: n-gram order N (1..8).
       out_path: output file; ``.arpa`` writes ARPA text, ``.dlm`` our binary format.

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..distilled_corpus import FORMAT, META, VERSION, write_shard
-from .prompts import Prompt, encode_prompt
+from .distillation_prompts import Prompt, encode_prompt
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from ..distilled_corpus import DistilledCorpus
+from ..hf.heads import DraftHeads, output_embeddings
 from .batches import RecordBatches
 from .head_loss import chunked_linear_ce
-from .heads import DraftHeads, output_embeddings
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ Head ``j`` (2..h) at position ``t`` learns token ``t + j`` by cross-entropy thro
 own (frozen) output projection, from the base model's final hidden state (computed without
 gradients: one frozen forward per batch, all heads trained together). Targets:
 
-* a distilled corpus (:func:`draftlattice.hf.distill.distill`, the way to train heads worth
+* a distilled corpus (:func:`draftlattice.training.distill.distill`, the way to train heads worth
   shipping): the model's own continuations of many prompts, learnt from each prompt's last
   position on, which is where decoding drafts;
 * ``"data"``: the corpus' own next-j tokens.
@@ -34,10 +34,10 @@ import torch
 from torch import Tensor
 
 from ..distilled_corpus import DistilledCorpus
+from ..hf.heads import DraftHeads, output_embeddings
 from ..tokenizer import corpus_lines, folder_tokenizer, load_tokenizer
 from .batches import ChunkBatches, RecordBatches
 from .head_loss import chunked_linear_ce
-from .heads import DraftHeads, output_embeddings
 
 logger = logging.getLogger(__name__)
 
