@@ -69,9 +69,9 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM
 
+    from draftlattice.default_model import fetch_default
     from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf import DraftHeads
-    from draftlattice.hf.fetch import fetch_default
     from draftlattice.training import train_heads
     from draftlattice.training.batches import RecordBatches
 

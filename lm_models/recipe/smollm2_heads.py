@@ -77,8 +77,8 @@ def main(argv=None) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from draftlattice.default_model import fetch_default
     from draftlattice.distilled_corpus import DistilledCorpus
-    from draftlattice.hf.fetch import fetch_default
     from draftlattice.hf.heads import DraftHeads
     from draftlattice.training.distill import distill
     from draftlattice.training.distillation_prompts import Prompt, distillation_prompts

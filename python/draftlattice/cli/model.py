@@ -66,17 +66,17 @@ def register(subparsers) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     import logging
 
-    from ..hf.fetch import FetchError, default_model_dir, fetch_default, is_fetched
+    from ..default_model.fetch import FetchError, default_model_dir, fetch_default, is_fetched
 
     out = args.dest or default_model_dir()
     if is_fetched(out) and not args.force:
         print(f"{out}: already fetched (--force fetches again)")
         return 0
     # The fetch logs its stages; show them (with the download bar on a terminal).
-    logging.getLogger("draftlattice.hf.fetch").setLevel(logging.INFO)
+    logging.getLogger("draftlattice.default_model.fetch").setLevel(logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    logging.getLogger("draftlattice.hf.fetch").addHandler(handler)
+    logging.getLogger("draftlattice.default_model.fetch").addHandler(handler)
     try:
         folder = fetch_default(args.source, force=args.force, destination=args.dest, progress=sys.stderr.isatty())
     except FetchError as error:
@@ -104,8 +104,8 @@ def run_perplexity(args: argparse.Namespace) -> int:
         raise OSError(f"text file not found: {args.text}")
     model_dir = args.model
     if model_dir is None:  # the default model (fetched on first use) with its shipped heads
+        from ..default_model import load_default
         from ..hf import HFBlockwiseLM
-        from ..hf.default import load_default
 
         bundle = load_default(torch.float32)
         model = HFBlockwiseLM(bundle.model, heads=bundle.heads)
