@@ -99,6 +99,8 @@ def test_draftlattice_has_no_import_cycle():
 
 
 def test_cycle_is_found_through_function_level_and_relative_imports(tmp_path):
+    """``leaf`` imports ``top`` inside a function; ``top`` imports ``leaf`` (and runs ``sub``'s
+    ``__init__``): the checker sees the cycle that the interpreter would only meet at run time."""
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text("")
@@ -116,7 +118,7 @@ def test_cycle_is_found_through_function_level_and_relative_imports(tmp_path):
 
 
 def test_cycle_through_a_package_init_is_found(tmp_path):
-    """``a.py`` imports ``pkg.b``, which runs ``pkg/__init__.py``, which re-exports from ``a``."""
+    """``a.py`` imports ``pkg.inner.b``, which runs ``pkg/inner/__init__.py`` first, which imports ``a``."""
     package = tmp_path / "pkg"
     (package / "inner").mkdir(parents=True)
     (package / "__init__.py").write_text("")
