@@ -20,8 +20,8 @@ import torch
 
 from draftlattice.assets import WIKITEXT_TEST, data_file
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper
+from draftlattice.default_model import load_default
 from draftlattice.evaluate.prompts import paragraph_prompts
-from draftlattice.hf.default import load_default
 from draftlattice.tokenizer import load_tokenizer
 
 

@@ -118,7 +118,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     import draftlattice.hf as dlhf
-    from draftlattice.hf.default import load_default
+    from draftlattice.default_model import load_default
 
     device = torch.device(args.device)
     bundle = load_default(getattr(torch, args.dtype), device)

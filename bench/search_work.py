@@ -62,8 +62,8 @@ def save_decoder(out: Path, prompts: int, tokens: int, k: int, alpha: float) -> 
 
     from draftlattice.assets import WIKITEXT_TEST, data_file
     from draftlattice.decode import Engine, LatticeDrafter, RowStopper
+    from draftlattice.default_model import load_default
     from draftlattice.evaluate.prompts import paragraph_prompts
-    from draftlattice.hf.default import load_default
     from draftlattice.tokenizer import load_tokenizer
 
     torch.manual_seed(0)

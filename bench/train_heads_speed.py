@@ -2,7 +2,7 @@
 
     python bench/train_heads_speed.py --corpus build/smollm2-heads/gpu2-greedy [--steps 8] [--threads 2]
 
-Times ``draftlattice.hf.train_heads`` (bf16 trunk, fp32 master heads under bf16 autocast, chunked
+Times ``draftlattice.training.train_heads`` (bf16 trunk, fp32 master heads under bf16 autocast, chunked
 cross-entropy through the frozen output layer) against a reference step measured in the same run:
 the plain recipe (the fp32 [N, V] logits of every head materialised, ``F.cross_entropy``, one
 backward). Both see the same batches (a distilled corpus, ``--batch-tokens`` tokens a step,
@@ -69,10 +69,11 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM
 
-    from draftlattice.hf import DraftHeads, train_heads
-    from draftlattice.hf.batches import RecordBatches
-    from draftlattice.hf.distill import DistilledCorpus
-    from draftlattice.hf.fetch import fetch_default
+    from draftlattice.default_model import fetch_default
+    from draftlattice.distilled_corpus import DistilledCorpus
+    from draftlattice.hf import DraftHeads
+    from draftlattice.training import train_heads
+    from draftlattice.training.batches import RecordBatches
 
     folder = args.model or fetch_default()
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).eval()
@@ -81,7 +82,7 @@ def main() -> int:
 
     batches = RecordBatches(corpus, args.batch_tokens, 1024, seed=0)
     sizes = [batches.next()[0].numel() for _ in range(steps)]
-    log = logging.getLogger("draftlattice.hf.train")
+    log = logging.getLogger("draftlattice.training.trainer")
     log.setLevel(logging.INFO)
     handler = StepClock()
     log.addHandler(handler)

@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import draftlattice.hf as dlhf
 from draftlattice import NgramLM
 from draftlattice.ngram.build import build_lm
+from draftlattice.training import train_heads
 
 
 def main() -> None:
@@ -41,7 +42,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(args.model_dir), local_files_only=True)
 
     print(f"1. training {args.horizon - 1} draft heads for {args.steps} steps -> {work / 'heads'}")
-    dlhf.train_heads(
+    train_heads(
         model,
         args.corpus,
         horizon=args.horizon,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-import draftlattice.hf as dlhf
 from _hf_models import greedy, llama, ngram_over
 from draftlattice.decode import Engine, RowStopper
+from draftlattice.training import train_heads
 
 PROMPTS = [[3, 4, 5], [7, 7, 7, 7, 9], [1], [10, 20, 30, 40, 11, 12], [5, 6]]
 
@@ -31,7 +31,7 @@ def trained(horizon: int = 4, seed: int = 0):
     torch.set_num_threads(1)  # tiny matrices: threads only add overhead on the shared machine
     try:
         settings = dict(steps=60, batch_size=8, seq_len=32, targets="greedy", prompt_len=4, lr=1e-2, log_every=10_000)
-        result = dlhf.train_heads(model, corpus, horizon=horizon, seed=seed, progress=False, **settings)
+        result = train_heads(model, corpus, horizon=horizon, seed=seed, progress=False, **settings)
     finally:
         torch.set_num_threads(threads)
     return model, result.heads.eval()

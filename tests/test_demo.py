@@ -16,7 +16,7 @@ import torch
 import draftlattice.hf as dlhf
 from _hf_models import TINY_DECODER
 from draftlattice.cli.main import main
-from draftlattice.hf.fetch import FetchError, fetch_default
+from draftlattice.default_model import FetchError, fetch_default
 
 GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree"]
 SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree"]

@@ -16,9 +16,11 @@ from transformers import (
 import draftlattice.hf as dlhf
 from draftlattice import NgramLM
 from draftlattice.cli.main import main
-from draftlattice.hf.train import _own_continuations
-from draftlattice.ngram.build import TokenizerMismatchError, build_lm
+from draftlattice.ngram.build import build_lm
+from draftlattice.pairing import TokenizerMismatchError
 from draftlattice.tokenizer import train_tokenizer
+from draftlattice.training import train_heads
+from draftlattice.training.trainer import _own_continuations
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -50,7 +52,7 @@ def test_training_lowers_the_loss_and_resumes(model_dir, tmp_path):
     folder, corpus = model_dir
     model = load(folder)
     out = tmp_path / "heads"
-    first = dlhf.train_heads(
+    first = train_heads(
         model,
         corpus,
         horizon=3,
@@ -66,7 +68,7 @@ def test_training_lowers_the_loss_and_resumes(model_dir, tmp_path):
     assert sum(first.losses[-8:]) / 8 < sum(first.losses[:8]) / 8 - 0.1
     assert json.loads((out / "config.json").read_text())["horizon"] == 3
     assert all(not p.requires_grad for p in model.parameters())
-    more = dlhf.train_heads(model, corpus, steps=44, batch_size=4, seq_len=32, output_dir=out, progress=False)
+    more = train_heads(model, corpus, steps=44, batch_size=4, seq_len=32, output_dir=out, progress=False)
     assert more.steps == 44 and len(more.losses) == 4  # resumed at step 40
     loaded = dlhf.DraftHeads.from_pretrained(out, model)
     for a, b in zip(loaded.parameters(), more.heads.parameters()):
@@ -81,16 +83,16 @@ def test_self_distillation_targets_are_own_continuations(model_dir):
     expected = model.generate(chunks[:, :8], max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)
     assert expected.shape == (3, 20)
     assert torch.equal(got, expected)
-    result = dlhf.train_heads(
+    result = train_heads(
         model, corpus, horizon=3, steps=3, batch_size=2, seq_len=24, targets="greedy", prompt_len=8, progress=False
     )
     assert result.steps == 3
-    result = dlhf.train_heads(
+    result = train_heads(
         model, corpus, horizon=3, steps=2, batch_size=2, seq_len=24, targets="sampled", prompt_len=8, progress=False
     )
     assert result.steps == 2
     with pytest.raises(ValueError, match="targets"):
-        dlhf.train_heads(model, corpus, targets="teacher", progress=False)
+        train_heads(model, corpus, targets="teacher", progress=False)
 
 
 def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_path, capsys):

@@ -10,14 +10,8 @@ import pytest
 
 from draftlattice import FormatError
 from draftlattice.cli.lm_build import register_build
-from draftlattice.ngram.build import (
-    TOKENIZER_SHA256_KEY,
-    TokenizerMismatchError,
-    build_lm,
-    check_lm_tokenizer,
-    read_arpa_metadata,
-    tokenizer_sha256,
-)
+from draftlattice.ngram.build import TOKENIZER_SHA256_KEY, build_lm, read_arpa_metadata, tokenizer_sha256
+from draftlattice.pairing import TokenizerMismatchError, check_lm_tokenizer
 from lm_helpers import KATZ_REF
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "lm_models" / "tokenizer.json"

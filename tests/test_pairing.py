@@ -127,7 +127,7 @@ def test_a_tokenizer_larger_than_the_model_is_refused(tiny_models, tmp_path, cap
 
 
 def test_demo_refuses_a_mismatched_lm(tiny_models, capsys):
-    from draftlattice.hf.fetch import FetchError, fetch_default
+    from draftlattice.default_model.fetch import FetchError, fetch_default
 
     try:
         fetch_default()

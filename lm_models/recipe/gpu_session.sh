@@ -17,7 +17,7 @@ cp .gpu/ext/_core*.so python/draftlattice/
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 -c "import draftlattice, torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.is_available())"
 stamp convert
-python3 -c "from draftlattice.hf.fetch import fetch_default; print(fetch_default('/tmp/SmolLM2-135M-Instruct.Q4_1.gguf'))" 2>&1 | tail -1
+python3 -c "from draftlattice.default_model import fetch_default; print(fetch_default('/tmp/SmolLM2-135M-Instruct.Q4_1.gguf'))" 2>&1 | tail -1
 model=/tmp/dlcache/SmolLM2-135M-Instruct
 if [ -f .gpu/corpus-greedy.npz ]; then  # a later session: the earlier sessions' greedy corpus, resumed
   python3 lm_models/recipe/corpus_shards.py .gpu/corpus-greedy.npz .gpu/work/distill-greedy --model "$model" --shard 1024
@@ -39,7 +39,7 @@ mkdir -p $OUT/heads $OUT/heads-sampled
 cp /tmp/heads_out/heads/* $OUT/heads/ 2>/dev/null; cp /tmp/heads_out/heads-sampled/* $OUT/heads-sampled/ 2>/dev/null
 python3 - <<'PY'
 import os, numpy as np
-from draftlattice.hf.distill import DistilledCorpus
+from draftlattice.distilled_corpus import DistilledCorpus
 for name in ("greedy", "sampled"):  # only those made (or resumed) here
     try:
         c = DistilledCorpus.load(f".gpu/work/distill-{name}")

@@ -77,12 +77,13 @@ def main(argv=None) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from draftlattice.hf.distill import DistilledCorpus, distill
-    from draftlattice.hf.fetch import fetch_default
-    from draftlattice.hf.head_accuracy import head_accuracy
+    from draftlattice.default_model import fetch_default
+    from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf.heads import DraftHeads
-    from draftlattice.hf.prompts import Prompt, distillation_prompts
-    from draftlattice.hf.train import train_heads
+    from draftlattice.training.distill import distill
+    from draftlattice.training.distillation_prompts import Prompt, distillation_prompts
+    from draftlattice.training.head_accuracy import head_accuracy
+    from draftlattice.training.trainer import train_heads
 
     folder = args.model or fetch_default()
     tokenizer = AutoTokenizer.from_pretrained(str(folder))

@@ -5,7 +5,7 @@ same ids under another tokenizer are other words, and rescoring with it silently
 draft. LMs built by draftlattice record the sha256 of their tokenizer.json (metadata key
 ``draftlattice-tokenizer-sha256``); model directories carry their tokenizer.json, and traces
 record its sha256. ``demo``, ``eval`` (live and on a trace) and the drafters they build call
-:func:`check_lm_tokenizer_pair`; a mismatch, or an LM that records no tokenizer, is a
+:func:`check_lm_tokenizer_pair` (:func:`check_lm_tokenizer` for an LM file); a mismatch, or an LM that records no tokenizer, is a
 :class:`TokenizerMismatchError` unless ``allow_mismatch`` is set (``--allow-mismatch``: a
 word-level LM with a ``vocab`` mapping, used on purpose), which logs a warning instead.
 :func:`check_tokenizer_fits` checks the tokenizer against the model (``demo``, ``trace record``).
@@ -14,10 +14,12 @@ word-level LM with a ``vocab`` mapping, used on purpose), which logs a warning i
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .ngram.build import TOKENIZER_SHA256_KEY, TokenizerMismatchError
+from .ngram.build import TOKENIZER_SHA256_KEY, read_arpa_metadata
+from .ngram.model import NgramLM
 from .tokenizer import tokenizer_sha256
 
 logger = logging.getLogger(__name__)
@@ -25,6 +27,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ALLOW_MISMATCH_HELP",
     "TokenizerMismatchError",
+    "check_lm_tokenizer",
     "check_lm_tokenizer_pair",
     "check_same_tokenizer",
     "check_tokenizer_fits",
@@ -35,6 +38,10 @@ ALLOW_MISMATCH_HELP = (
     "use the LM even if it was not built over the model's tokenizer (e.g. a word-level LM "
     "with a vocab mapping, on purpose)"
 )
+
+
+class TokenizerMismatchError(ValueError):
+    """An LM is used with a tokenizer other than the one it was built over."""
 
 
 def check_lm_tokenizer_pair(
@@ -68,6 +75,19 @@ def check_lm_tokenizer_pair(
     else:
         return
     _report(problem, allow_mismatch)
+
+
+def check_lm_tokenizer(lm_path: str | os.PathLike[str], tokenizer: str | os.PathLike[str]) -> None:
+    """Raises TokenizerMismatchError unless the LM at ``lm_path`` was built over ``tokenizer``.
+
+    ``lm_path`` is an ARPA file (possibly compressed) or a ``.dlm`` binary LM.
+    """
+    lm = Path(lm_path)
+    if lm.suffix.lower() == ".dlm":
+        metadata = dict(NgramLM(str(lm)).metadata)
+    else:
+        metadata = read_arpa_metadata(lm)
+    check_lm_tokenizer_pair(metadata, tokenizer_sha256(tokenizer), lm_name=str(lm), tokenizer_name=str(tokenizer))
 
 
 def check_same_tokenizer(expected_sha: str, path: str | Path, *, owner: str, allow_mismatch: bool = False) -> None:

@@ -1,14 +1,18 @@
-"""Byte-level BPE tokenizers (the `tokenizers` package), trained offline on a text corpus.
+"""Byte-level BPE tokenizers (the `tokenizers` package): training, loading, and the hash LMs record.
 
 A byte-level BPE covers every UTF-8 string (no unknown tokens), so n-gram LMs and the blockwise
 model built over it see every corpus line. Corpus lines are read as documents: line-edge spaces
 are stripped and blank lines dropped, the convention of the WikiText-2 recipes in lm_models/.
+
+A tokenizer is a ``tokenizer.json`` or a transformers model folder (:func:`folder_tokenizer`); its
+sha256 is what n-gram LMs built over it record (``draftlattice.pairing`` compares them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -114,3 +118,27 @@ def load_tokenizer(path: str | Path):
 def tokenizer_sha256(path: str | Path) -> str:
     """Hex sha256 of the tokenizer.json bytes (what n-gram LMs record to detect a mismatch)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def folder_tokenizer(folder: str | os.PathLike[str]):
+    """``(tokenizers.Tokenizer, sha256 hex)`` of a transformers model folder's tokenizer (offline).
+
+    The hash is that of the folder's ``tokenizer.json`` bytes when it has one (so it equals
+    :func:`tokenizer_sha256` of ``FOLDER/tokenizer.json``), otherwise of the JSON that
+    transformers' fast tokenizer serialises to. Raises ValueError when the folder holds no fast
+    tokenizer transformers can load.
+    """
+    folder = Path(folder)
+    json_file = folder / "tokenizer.json"
+    if json_file.is_file():
+        return load_tokenizer(json_file), tokenizer_sha256(json_file)
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{folder}: no tokenizer transformers can load ({error})") from None
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"{folder}: {type(tok).__name__} is not a fast tokenizer; draftlattice needs one")
+    return backend, hashlib.sha256(backend.to_str().encode()).hexdigest()

@@ -17,15 +17,15 @@ def load_target(folder: Path | None, dtype: str = "float32"):
 
     torch_dtype = getattr(torch, dtype)
     if folder is None:
-        from ..hf.default import load_default
+        from ..default_model import load_default
 
         bundle = load_default(torch_dtype)
         return bundle.model, bundle.heads, bundle.folder / "tokenizer.json", str(bundle.folder)
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
+    from ..default_model.load import _quiet_transformers
     from ..hf import DraftHeads
-    from ..hf.default import _quiet_transformers
 
     folder = Path(folder)
     for part in ("model", "heads"):

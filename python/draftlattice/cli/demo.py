@@ -64,9 +64,8 @@ def _demo(args: argparse.Namespace) -> int:
     from ..apps.demo_prompts import demo_prompts
     from ..apps.demo_report import DemoReport
     from ..assets import WIKITEXT_RAW_TEST, data_file
+    from ..default_model import FetchError, load_default
     from ..filekinds import expect_lm, expect_text
-    from ..hf.default import load_default
-    from ..hf.fetch import FetchError
 
     if args.quick:
         args.chat, args.text, args.max_new_tokens = 1, 1, 16

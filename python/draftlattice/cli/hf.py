@@ -65,7 +65,7 @@ def run_train_heads(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..hf import train_heads
+    from ..training import train_heads
 
     if not args.model.is_dir():
         raise ValueError(f"model folder not found: {args.model}")

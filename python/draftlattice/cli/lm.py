@@ -118,7 +118,8 @@ def _score_tokenizer(args: argparse.Namespace, lm: Any) -> Any:
     """The tokenizer that turns text into the LM's token ids, or None when words are scored as
     words (or --ids). An LM built over a tokenizer needs it (--tokenizer) or --ids: its words
     are token ids, and scoring raw words against them would count every word as unknown."""
-    from draftlattice.ngram.build import TOKENIZER_SHA256_KEY, check_lm_tokenizer
+    from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
+    from draftlattice.pairing import check_lm_tokenizer
 
     recorded = lm.metadata.get(TOKENIZER_SHA256_KEY)
     if args.tokenizer is None:

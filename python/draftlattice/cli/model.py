@@ -65,22 +65,26 @@ def register(subparsers) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     import logging
 
-    from ..hf.fetch import FetchError, default_model_dir, fetch_default, is_fetched
+    from ..default_model.fetch import FetchError, default_model_dir, fetch_default, is_fetched
 
     out = args.dest or default_model_dir()
     if is_fetched(out) and not args.force:
         print(f"{out}: already fetched (--force fetches again)")
         return 0
-    # The fetch logs its stages; show them (with the download bar on a terminal).
-    logging.getLogger("draftlattice.hf.fetch").setLevel(logging.INFO)
+    # The fetch logs its stages; show them (with the download bar on a terminal) for this call
+    # only: a handler left behind would write to a stderr that may be gone by the next call.
+    fetch_logger = logging.getLogger("draftlattice.default_model.fetch")
+    fetch_logger.setLevel(logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    logging.getLogger("draftlattice.hf.fetch").addHandler(handler)
+    fetch_logger.addHandler(handler)
     try:
         folder = fetch_default(args.source, force=args.force, destination=args.dest, progress=sys.stderr.isatty())
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
+    finally:
+        fetch_logger.removeHandler(handler)
     print(f"{folder}: the default model is ready")
     return 0
 

@@ -9,23 +9,22 @@ Three lines add lattice-rescored multi-head drafting to a model's own ``generate
 * :class:`DraftHeads`: heads 2..h on the model's final hidden state (save/load, fixed format).
 * :func:`generate`: the ``custom_generate`` (also callable directly); it maps generate()'s
   arguments onto draftlattice's one decoding engine (:mod:`draftlattice.decode`).
-* :func:`train_heads`: train the heads with the base model frozen (``draftlattice hf train-heads``).
+
+Heads are trained by :func:`draftlattice.training.train_heads` (``draftlattice hf train-heads``).
 """
 
 from ..decode.stats import DecodeStats
+from ..tokenizer import folder_tokenizer
 from .generate import DraftGenerateOutput, generate
 from .heads import DraftHeads
-from .tokenizer import check_lm_for_model, folder_tokenizer, model_tokenizer_sha256
-from .train import TrainResult, train_heads
+from .tokenizer import check_lm_for_model, model_tokenizer_sha256
 
 __all__ = [
     "DecodeStats",
     "DraftGenerateOutput",
     "DraftHeads",
-    "TrainResult",
     "check_lm_for_model",
     "folder_tokenizer",
     "generate",
     "model_tokenizer_sha256",
-    "train_heads",
 ]

@@ -107,7 +107,7 @@ class DraftHeads(nn.Module):
         """New heads 2..horizon for ``model``, on its device and dtype.
 
         Every new head reproduces the model's next-token distribution (zero residual); train
-        them with :func:`draftlattice.hf.train_heads`. ``head_hidden`` defaults to the model's
+        them with :func:`draftlattice.training.train_heads`. ``head_hidden`` defaults to the model's
         hidden size.
         """
         facts = model_facts(model)

@@ -1,8 +1,8 @@
 """Backoff n-gram LMs: loading and scoring (:mod:`.model`) and building them from text (:mod:`.build`).
 
 ``NgramLM`` is the model the rescoring core composes with lattices; ``build_lm`` counts, estimates
-(Katz, OpenGrm-compatible), prunes and writes LMs; ``check_lm_tokenizer`` verifies that an LM was
-built over a given tokenizer.
+(Katz, OpenGrm-compatible), prunes and writes LMs, recording the tokenizer they were built over
+(``draftlattice.pairing.check_lm_tokenizer`` verifies it).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Corpus conventions:
 - Tokenizer mode: each stripped line is encoded with a Hugging Face ``tokenizer.json`` (without
   special tokens); the ARPA words are decimal token ids, and the ARPA records
   ``# draftlattice-tokenizer-sha256: HEX`` so that using the LM with another tokenizer is detected
-  (:func:`check_lm_tokenizer`).
+  (:func:`draftlattice.pairing.check_lm_tokenizer`).
 - Files ending in ``.xz``, ``.gz`` or ``.bz2`` are decompressed as a stream, at most
   ``max_decompressed_bytes`` per file (default 16 GiB, ``draftlattice._compressed``): more is a
   FormatError naming the file and the limit (a decompression bomb stops there). A NUL byte,
@@ -40,16 +40,15 @@ import numpy as np
 from .. import _core
 from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, compression_of_name, open_input
 from .._core import FormatError
-from ..tokenizer import load_tokenizer, tokenizer_sha256
+from ..distilled_corpus import DistilledCorpus
+from ..tokenizer import folder_tokenizer, load_tokenizer, tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "TOKENIZER_SHA256_KEY",
     "LmBuildResult",
-    "TokenizerMismatchError",
     "build_lm",
-    "check_lm_tokenizer",
     "read_arpa_metadata",
     "tokenizer_sha256",
 ]
@@ -82,10 +81,6 @@ def _first_long_line(chunk: bytes) -> int:
             return start
         start = end + 1
     return -1
-
-
-class TokenizerMismatchError(ValueError):
-    """An LM is used with a tokenizer other than the one it was built over."""
 
 
 @dataclasses.dataclass
@@ -193,10 +188,8 @@ def _make_progress(total: int | None, desc: str) -> Any:
 
 
 def _count_distilled(counter: Any, folder: Path) -> None:
-    """A distilled corpus (:mod:`draftlattice.hf.distill`): each record, prompt and the model's
+    """A distilled corpus (:mod:`draftlattice.distilled_corpus`): each record, prompt and the model's
     continuation, is one sentence of token ids (no re-tokenization: the model's own tokens)."""
-    from ..hf.distill import DistilledCorpus
-
     corpus = DistilledCorpus.load(folder)
     counter.add_token_batch(np.ascontiguousarray(corpus.tokens, dtype=np.int32), corpus.offsets.astype(np.int64))
 
@@ -239,7 +232,7 @@ def build_lm(
 
     Args:
       corpus_paths: one or more text files (one sentence per line; ``.xz``/``.gz``/``.bz2`` ok),
-        or distilled corpora (folders of :func:`draftlattice.hf.distill.distill`: token ids of
+        or distilled corpora (folders of :func:`draftlattice.training.distill.distill`: token ids of
         the model's own outputs, one sentence per record; needs ``tokenizer``).
       order: n-gram order N (1..8).
       out_path: output file; ``.arpa`` writes ARPA text, ``.dlm`` our binary format.
@@ -292,9 +285,7 @@ def build_lm(
     tok_sha = None
     if tokenizer is not None:
         tok_path = Path(tokenizer)
-        if tok_path.is_dir():  # a transformers model folder (hash: see draftlattice.hf.tokenizer)
-            from ..hf.tokenizer import folder_tokenizer
-
+        if tok_path.is_dir():  # a transformers model folder
             tok, tok_sha = folder_tokenizer(tok_path)
         else:
             tok = load_tokenizer(tok_path)
@@ -388,20 +379,3 @@ def read_arpa_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
                 key, value = line[1:].split(":", 1)
                 metadata[key.strip()] = value.strip()
     return metadata
-
-
-def check_lm_tokenizer(lm_path: str | os.PathLike[str], tokenizer: str | os.PathLike[str]) -> None:
-    """Raises TokenizerMismatchError unless the LM at ``lm_path`` was built over ``tokenizer``.
-
-    ``lm_path`` is an ARPA file (possibly compressed) or a ``.dlm`` binary LM.
-    """
-    lm = Path(lm_path)
-    if lm.suffix.lower() == ".dlm":
-        from .model import NgramLM
-
-        metadata = dict(NgramLM(str(lm)).metadata)
-    else:
-        metadata = read_arpa_metadata(lm)
-    from ..pairing import check_lm_tokenizer_pair  # the one comparison (pairing imports this module)
-
-    check_lm_tokenizer_pair(metadata, tokenizer_sha256(tokenizer), lm_name=str(lm), tokenizer_name=str(tokenizer))

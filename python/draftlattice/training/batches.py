@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .distill import DistilledCorpus
+from ..distilled_corpus import DistilledCorpus
 
 
 class ChunkBatches:

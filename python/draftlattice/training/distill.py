@@ -2,7 +2,7 @@
 
 :func:`distill` runs the model's ``generate()`` over prompts in large left-padded batches
 (greedy, or sampled with a temperature) and writes the prompts with their continuations as
-shards of a :class:`DistilledCorpus` folder::
+shards of a :class:`~draftlattice.distilled_corpus.DistilledCorpus` folder::
 
     meta.json            {"format": "draftlattice-distilled", "version": 1, "model", "mode", ...}
     shard-00000.npz      tokens int32 [N] (records back to back), offsets int64 [R + 1],
@@ -19,61 +19,15 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .prompts import Prompt, encode_prompt
+from ..distilled_corpus import FORMAT, META, VERSION, write_shard
+from .distillation_prompts import Prompt, encode_prompt
 
 logger = logging.getLogger(__name__)
-
-FORMAT = "draftlattice-distilled"
-VERSION = 1
-META = "meta.json"
-
-
-@dataclass
-class DistilledCorpus:
-    """Records (prompt + the model's continuation) loaded from a :func:`distill` folder."""
-
-    tokens: np.ndarray  #: int32 [N], records back to back
-    offsets: np.ndarray  #: int64 [R + 1]
-    prompt_lens: np.ndarray  #: int32 [R]
-    meta: dict
-
-    @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> DistilledCorpus:
-        folder = Path(folder)
-        meta_path = folder / META
-        if not meta_path.is_file():
-            raise FileNotFoundError(f"{folder}: no {META}; not a distilled corpus (draftlattice hf distill)")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"{meta_path}: format {meta.get('format')!r} is not {FORMAT!r}")
-        shards = sorted(folder.glob("shard-*.npz"))
-        if not shards:
-            raise ValueError(f"{folder}: no shards yet")
-        tokens, offsets, prompt_lens = [], [np.zeros(1, np.int64)], []
-        base = 0
-        for shard in shards:
-            with np.load(shard) as data:
-                tokens.append(data["tokens"].astype(np.int32))
-                offsets.append(data["offsets"][1:].astype(np.int64) + base)
-                prompt_lens.append(data["prompt_lens"].astype(np.int32))
-                base += int(data["offsets"][-1])
-        return cls(np.concatenate(tokens), np.concatenate(offsets), np.concatenate(prompt_lens), meta)
-
-    def __len__(self) -> int:
-        return len(self.prompt_lens)
-
-    def record(self, i: int) -> np.ndarray:
-        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
-
-    @property
-    def generated_tokens(self) -> int:
-        return int(self.offsets[-1]) - int(self.prompt_lens.sum())
 
 
 def distill(
@@ -140,7 +94,7 @@ def distill(
         records = _generate_records(
             model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed
         )
-        _write_shard(path, records)
+        write_shard(path, records)
         done_tokens += sum(len(r) - p for r, p in records)
         elapsed = time.monotonic() - started
         remaining = n_shards - shard - 1
@@ -203,13 +157,3 @@ def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, t
                     break
             records[i] = (np.asarray(encoded[i] + new, dtype=np.int32), len(encoded[i]))
     return records
-
-
-def _write_shard(path: Path, records) -> None:
-    tokens = np.concatenate([r for r, _ in records]).astype(np.int32)
-    offsets = np.zeros(len(records) + 1, np.int64)
-    offsets[1:] = np.cumsum([len(r) for r, _ in records])
-    prompt_lens = np.asarray([p for _, p in records], np.int32)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, tokens=tokens, offsets=offsets, prompt_lens=prompt_lens)
-    os.replace(tmp, path)

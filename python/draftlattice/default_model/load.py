@@ -19,6 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..assets import model_asset
+from ..ngram import NgramLM
+from .fetch import fetch_default
+
 logger = logging.getLogger(__name__)
 
 ARTIFACTS = "smollm2"
@@ -63,8 +67,6 @@ def _quiet_transformers() -> Iterator[None]:
 
 def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
     """``lm_models/smollm2`` (or ``models/smollm2``), checked to hold the heads and the LM."""
-    from ..assets import model_asset
-
     folder = model_asset(ARTIFACTS, base=Path(models) if models is not None else None)
     for name in (HEADS, SAMPLING_HEADS, LM):
         if not (folder / name).exists():
@@ -95,16 +97,15 @@ def load_default(
         allow_mismatch: accept an LM built over another tokenizer (a warning; default: error).
 
     Raises:
-        FetchError: the model is not in the cache and cannot be fetched.
+        FetchError: the model is not in the cache and cannot be fetched (:mod:`.fetch`).
         TokenizerMismatchError: the LM or the heads do not fit the model's tokenizer.
     """
+    # torch, transformers and the plug-in load only here: finding or fetching the model needs none
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ..ngram import NgramLM
-    from .fetch import fetch_default
-    from .heads import DraftHeads
-    from .tokenizer import check_lm_for_model
+    from ..hf.heads import DraftHeads
+    from ..hf.tokenizer import check_lm_for_model
 
     dtype = dtype if dtype is not None else torch.bfloat16
     device = torch.device(device) if device is not None else torch.device("cpu")

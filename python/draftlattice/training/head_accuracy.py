@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from ..distilled_corpus import DistilledCorpus
+from ..hf.heads import DraftHeads, output_embeddings
 from .batches import RecordBatches
-from .distill import DistilledCorpus
 from .head_loss import chunked_linear_ce
-from .heads import DraftHeads, output_embeddings
 
 
 @torch.no_grad()

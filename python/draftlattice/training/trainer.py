@@ -4,7 +4,7 @@ Head ``j`` (2..h) at position ``t`` learns token ``t + j`` by cross-entropy thro
 own (frozen) output projection, from the base model's final hidden state (computed without
 gradients: one frozen forward per batch, all heads trained together). Targets:
 
-* a distilled corpus (:func:`draftlattice.hf.distill.distill`, the way to train heads worth
+* a distilled corpus (:func:`draftlattice.training.distill.distill`, the way to train heads worth
   shipping): the model's own continuations of many prompts, learnt from each prompt's last
   position on, which is where decoding drafts;
 * ``"data"``: the corpus' own next-j tokens.
@@ -33,10 +33,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..distilled_corpus import DistilledCorpus
+from ..hf.heads import DraftHeads, output_embeddings
+from ..tokenizer import corpus_lines, folder_tokenizer, load_tokenizer
 from .batches import ChunkBatches, RecordBatches
-from .distill import DistilledCorpus
 from .head_loss import chunked_linear_ce
-from .heads import DraftHeads, output_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +63,6 @@ def corpus_ids(data, model, tokenizer=None) -> Tensor:
         return data.reshape(-1).to(torch.int64).cpu()
     if isinstance(data, (list, tuple)) and data and isinstance(data[0], int):
         return torch.tensor(data, dtype=torch.int64)
-    from ..tokenizer import corpus_lines, load_tokenizer
-    from .tokenizer import folder_tokenizer
-
     files = [data] if isinstance(data, (str, os.PathLike)) else list(data)
     source = tokenizer if tokenizer is not None else getattr(model.config, "name_or_path", None)
     if source is None or source == "":

@@ -1,0 +1,18 @@
+"""Training draft heads for a transformers model, and the self-distilled data they learn from.
+
+The path of ``lm_models/recipe/smollm2_heads.py``, in data-flow order:
+
+* :mod:`.distillation_prompts`: chat questions and text openings drawn from an English corpus;
+* :mod:`.distill`: the model's own answers to them, written as a distilled corpus
+  (:mod:`draftlattice.distilled_corpus`, the on-disk format);
+* :mod:`.batches` -> :mod:`.head_loss` -> :mod:`.trainer`: :func:`train_heads` trains
+  :class:`draftlattice.hf.DraftHeads` with the base model frozen (``draftlattice hf train-heads``);
+* :mod:`.head_accuracy`: how often each head's top token is the one the model wrote (held out).
+"""
+
+from .distill import distill
+from .distillation_prompts import Prompt, distillation_prompts
+from .head_accuracy import head_accuracy
+from .trainer import TrainResult, train_heads
+
+__all__ = ["Prompt", "TrainResult", "distill", "distillation_prompts", "head_accuracy", "train_heads"]
