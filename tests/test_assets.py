@@ -36,5 +36,5 @@ def test_models_variable_and_explicit_directory(tmp_path, monkeypatch):
 def test_default_search_finds_the_checkout(monkeypatch):
     monkeypatch.delenv("DRAFTLATTICE_MODELS", raising=False)
     monkeypatch.delenv("DRAFTLATTICE_DATA", raising=False)
-    assert (model_asset("default") / "config.json").is_file()
+    assert (model_asset("smollm2/heads") / "config.json").is_file()
     assert data_file("wikitext-2/test.txt").is_file()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from _tiny_target import tiny_target
 from draftlattice.apps.demo import check_candidates
 from draftlattice.cli._output import atomic_dir, atomic_file, check_output
 from draftlattice.cli.main import main
 from draftlattice.filekinds import describe, expect
-from test_cli_eval import model_dir  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 KATZ2 = str(ROOT / "lm_models" / "katz2.dlm")
@@ -78,20 +78,22 @@ def test_tokenizer_train_refuses_to_overwrite_its_corpus(tmp_path, capsys):
     assert "also an input" in capsys.readouterr().err and corpus.read_text().startswith("some words")
 
 
-def test_train_refuses_an_existing_model_folder(tmp_path, capsys):
-    out = tmp_path / "model"
-    out.mkdir()
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("x\n")
-    assert main(["train", str(corpus), "--tokenizer", str(ROOT / "lm_models" / "tokenizer.json"), "-o", str(out)]) == 1
-    assert "model: exists (use --force" in capsys.readouterr().err
-
-
 # --- trace record / eval end to end ----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def trace_path(model_dir, tmp_path_factory):  # noqa: F811
+def target(tmp_path_factory, one_thread):
+    """A tiny target folder (transformers model + heads) and an LM over its tokenizer."""
+    return tiny_target(tmp_path_factory.mktemp("target"))
+
+
+@pytest.fixture(scope="module")
+def model_dir(target):
+    return target.folder
+
+
+@pytest.fixture(scope="module")
+def trace_path(model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
     prompts = folder / "prompts.txt"
     prompts.write_text("The tower is 324 metres tall, about the same height as an 81-storey building.\n")
@@ -120,20 +122,20 @@ def trace_path(model_dir, tmp_path_factory):  # noqa: F811
     return path
 
 
-def test_trace_record_refuses_to_overwrite(trace_path, model_dir, capsys):  # noqa: F811
+def test_trace_record_refuses_to_overwrite(trace_path, model_dir, capsys):
     before = trace_path.read_bytes()
     assert main(["trace", "record", "--model", str(model_dir), "--wikitext-test", "1", "-o", str(trace_path)]) == 1
     assert "exists (use --force" in capsys.readouterr().err and trace_path.read_bytes() == before
 
 
-def _eval(trace_path, *extra):
+def _eval(trace_path, lm, *extra):
     return main(
         [
             "eval",
             "--trace",
             str(trace_path),
             "--lm",
-            KATZ2,
+            str(lm),
             "--k",
             "4",
             "--p",
@@ -148,29 +150,29 @@ def _eval(trace_path, *extra):
     )
 
 
-def test_eval_writes_results_without_matplotlib(trace_path, tmp_path, capsys, monkeypatch):
+def test_eval_writes_results_without_matplotlib(trace_path, target, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     out = tmp_path / "report"
-    assert _eval(trace_path, "-o", str(out)) == 0
+    assert _eval(trace_path, target.lm, "-o", str(out)) == 0
     assert "figures skipped: plots need matplotlib: pip install 'draftlattice[plot]'" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["results.json", "tables.txt"]
     assert "table4" in json.loads((out / "results.json").read_text())
 
 
-def test_eval_output_policy(trace_path, tmp_path, capsys):
+def test_eval_output_policy(trace_path, target, tmp_path, capsys):
     out = tmp_path / "report"
     out.mkdir()
     (out / "keep").write_text("x")
-    assert _eval(trace_path, "-o", str(out)) == 1
+    assert _eval(trace_path, target.lm, "-o", str(out)) == 1
     assert "exists (use --force" in capsys.readouterr().err and (out / "keep").exists()
-    assert _eval(trace_path, "-o", str(trace_path), "--force") == 1
+    assert _eval(trace_path, target.lm, "-o", str(trace_path), "--force") == 1
     assert "also an input" in capsys.readouterr().err
-    assert _eval(trace_path, "-o", str(out), "--force") == 0
+    assert _eval(trace_path, target.lm, "-o", str(out), "--force") == 0
     assert (out / "figure6_oracle.png").is_file() and not (out / "keep").exists()
 
 
-def test_eval_k_beyond_the_trace_is_an_error(trace_path, capsys):
-    assert main(["eval", "--trace", str(trace_path), "--lm", KATZ2, "--k", "5000"]) == 1
+def test_eval_k_beyond_the_trace_is_an_error(trace_path, target, capsys):
+    assert main(["eval", "--trace", str(trace_path), "--lm", str(target.lm), "--k", "5000"]) == 1
     assert "k=5000 candidates per head: the trace records only the top 4" in capsys.readouterr().err
 
 
@@ -198,7 +200,7 @@ def test_demo_k_beyond_the_vocabulary_is_one_line(capsys):
 # --- what a file is --------------------------------------------------------------------------
 
 
-def test_describe_names_the_kinds(tmp_path, trace_path):
+def test_describe_names_the_kinds(tmp_path, trace_path, target):
     arpa = tmp_path / "a.arpa"
     arpa.write_text("\n\\data\\\nngram 1=1\n")
     empty = tmp_path / "e"
@@ -206,11 +208,12 @@ def test_describe_names_the_kinds(tmp_path, trace_path):
     assert describe(arpa) == "an ARPA n-gram LM"
     assert describe(KATZ2).startswith("a draftlattice binary n-gram LM")
     assert describe(trace_path) == "a draftlattice decoding trace"
-    assert describe(ROOT / "lm_models" / "default") == "a model folder (config.json)"
-    assert describe(ROOT / "lm_models" / "default" / "model.safetensors") == "a safetensors weights file"
+    model = target.folder / "model"
+    assert describe(model) == "a model folder (config.json)"
+    assert describe(model / "model.safetensors") == "a safetensors weights file"
     assert describe(empty) == "an empty file" and describe(tmp_path / "nothing") == "missing"
-    with pytest.raises(ValueError, match="default: is a model folder .config.json., expected an LM"):
-        expect(ROOT / "lm_models" / "default", "an LM", ("an ARPA",))
+    with pytest.raises(ValueError, match="model: is a model folder .config.json., expected an LM"):
+        expect(model, "an LM", ("an ARPA",))
 
 
 def test_lm_compile_and_build_never_write_over_their_inputs(tmp_path, capsys):
