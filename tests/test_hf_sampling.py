@@ -178,3 +178,62 @@ def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm, rul
                 **{"eos_token_id": None, **extra},
             )
         assert out.tolist() == expected.tolist(), extra
+
+
+def topk_law(model, prompt: list[int], new: int, top_k: int) -> dict[tuple[int, ...], float]:
+    """P(x1..x_new | prompt) under temperature T and top-k, enumerated over each position's
+    top-k support only (the rest has probability 0): feasible at any vocabulary size."""
+    law: dict[tuple[int, ...], float] = {}
+
+    def walk(prefix: list[int], prob: float) -> None:
+        if len(prefix) == new:
+            law[tuple(prefix)] = prob
+            return
+        logits = model(torch.tensor([prompt + prefix])).logits[0, -1].float()
+        p = sampling_distribution(logits, T, top_k)
+        for token in torch.nonzero(p).flatten().tolist():
+            walk(prefix + [token], prob * float(p[token]))
+
+    with torch.inference_mode():
+        walk([], 1.0)
+    return law
+
+
+@pytest.mark.parametrize("rule,use_lm", [("multi", True), ("block", False), ("token", True)])
+def test_sampling_law_at_the_default_models_vocabulary(tmp_path, rule, use_lm):
+    """V = 49,152 (SmolLM2's): the full-support lattice at that size (top-k and the mass outside
+    it to the host, the law outside it on the device) keeps the target's law exactly."""
+    vocab, top_k, n, batch = 49_152, 4, 1200, 200
+    model = llama(vocab=vocab, seed=3)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
+    law = topk_law(model, PROMPT, NEW, top_k)
+    support = sorted({t for seq in law for t in seq})
+    lm = ngram_over(tmp_path, [[support[(3 * i + j) % len(support)] for j in range(12)] for i in range(8)], order=2)
+    torch.manual_seed(12)
+    counts: dict[tuple[int, ...], int] = {}
+    for _ in range(n // batch):
+        with torch.inference_mode():
+            out = model.generate(
+                torch.tensor([PROMPT] * batch),
+                do_sample=True,
+                temperature=T,
+                top_k=top_k,
+                max_new_tokens=NEW,
+                pad_token_id=0,
+                eos_token_id=None,
+                custom_generate=dlhf.generate,
+                draft_heads=heads,
+                draft_lm=lm if use_lm else None,
+                draft_sample_alpha=1.0,
+                draft_k=6,
+                draft_p=3,
+                draft_sample=rule,
+            )
+        for row in out[:, len(PROMPT) :].tolist():
+            counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    assert law_p_value(law, counts, n) > 1e-3
