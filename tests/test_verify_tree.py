@@ -142,7 +142,7 @@ def test_tree_decoding_with_kv_cache_equals_greedy(seed):
     plain greedy decoding; logits from the gathered cache equal a fresh forward."""
     from transformers import DynamicCache
 
-    from draftlattice.hf.verification import cache_keyword
+    from draftlattice.decode.target import cache_keyword
 
     model = tiny_llama(seed)
     kw = cache_keyword(model)  # transformers 5.24 deprecates past_key_values
