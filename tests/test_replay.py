@@ -168,3 +168,20 @@ def test_bad_k_is_refused(setup):
     _, _, _, trace, lm = setup
     with pytest.raises(ValueError, match="top_k"):
         replay(trace, D.NgramRescore(lm, 9, 1, 1.0), progress=False)
+
+
+def test_trace_recorder_lists_the_committed_token_first_on_a_tie():
+    """Head 1's top-1 in a trace is the committed token: on an exact tie (frequent in bfloat16)
+    topk may order the tied ids either way; the recorder puts the engine's choice first."""
+    from draftlattice.evaluate.record import TraceRecorder
+
+    scores = torch.full((1, 1, 10), -5.0)
+    scores[0, 0, 3] = scores[0, 0, 7] = 2.0  # argmax: 3; topk may list 7 first
+    recorder = TraceRecorder(1, 4)
+    for token in (3, 7):
+        recorder.path(torch.zeros(1, 1, 2), scores, [[token]], lambda hidden: scores[..., None, :].expand(1, 1, 2, 10))
+    ids, logprobs, _ = recorder.arrays(0)
+    assert ids[:, 0, 0].tolist() == [3, 7] and sorted(ids[0, 0, :2].tolist()) == [3, 7]
+    assert logprobs[0, 0, 0] == logprobs[0, 0, 1]
+    with pytest.raises(ValueError, match="not a maximum"):
+        recorder.path(torch.zeros(1, 1, 2), scores, [[0]], lambda hidden: scores[..., None, :].expand(1, 1, 2, 10))

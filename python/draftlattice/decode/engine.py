@@ -198,7 +198,7 @@ class _Run:
         for b, token in enumerate(first.tolist()):
             self.stopper.commit(b, [token], self.new_tokens, scores[b : b + 1])
         if engine.observer is not None:
-            engine.observer.path(hidden, [len(t) for t in self.new_tokens], self._all_heads)
+            engine.observer.path(hidden, scores[:, None], [list(t) for t in self.new_tokens], self._draft_heads)
             engine.observer.drafted(head_logits)
         self._stream([0])
         return root, proposal, draft_host
@@ -258,14 +258,14 @@ class _Run:
         # Draft tokens each row kept: a stop inside the block (EOS, length) drops the rest of it.
         self.stats.accepted.append([min(num_host[b], counts[b]) for b in active])
         if observer is not None:
-            observer.path(path.hidden, counts, self._all_heads)
+            committed = [t[n:] for t, n in zip(self.new_tokens, before)]
+            observer.path(path.hidden, path.scores, committed, self._draft_heads)
             observer.drafted(head_logits)
         self._stream(before)
 
-    def _all_heads(self, hidden: Tensor) -> Tensor:
-        """Logits of all h heads ``[..., h, V]`` at ``hidden [..., d]`` (head 1 = the model's)."""
-        head1 = self.target.logits(hidden).unsqueeze(-2)
-        return torch.cat([head1, self.engine.heads.logits(hidden, self.engine.model).float()], dim=-2)
+    def _draft_heads(self, hidden: Tensor) -> Tensor:
+        """Float32 logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``."""
+        return self.engine.heads.logits(hidden, self.engine.model).float()
 
     def _stream(self, before: list[int]) -> None:
         streamer = self.engine.streamer

@@ -29,10 +29,12 @@ class StepObserver:
         """Row ``row``'s step: its root, verified ``drafts [p, g]``, ``num`` accepted draft
         tokens and the committed tokens (accepted + the target's next one), before stopping."""
 
-    def path(self, hidden: Tensor, counts: list[int], all_heads) -> None:
-        """Hidden states ``[B, n, d]`` along the committed path: ``hidden[b, j]`` chose the
-        j-th token row b committed in this call (``counts[b]`` of them, after stopping);
-        ``all_heads(hidden) -> [..., h, V]`` gives every head's logits there."""
+    def path(self, hidden: Tensor, scores: Tensor, committed: list[list[int]], draft_heads) -> None:
+        """The committed path of this call: ``committed[b]`` are the tokens row b committed
+        (after stopping); ``hidden[b, j]`` ``[B, n, d]`` is the hidden state that chose
+        ``committed[b][j]`` and ``scores[b, j]`` ``[B, n, V]`` the target's float32 scores that
+        chose it (after the logits processors); ``draft_heads(hidden) -> [..., h-1, V]`` gives
+        heads 2..h there."""
 
     def finished(self, row: int, token: int) -> None:
         """The run ended; ``token`` is row ``row``'s last root."""

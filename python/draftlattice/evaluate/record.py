@@ -23,28 +23,50 @@ logger = logging.getLogger(__name__)
 
 
 class TraceRecorder(StepObserver):
-    """Top-K ids, log-probabilities and entropies of all heads at every committed position."""
+    """Top-K ids, log-probabilities and entropies of all heads at every committed position.
+
+    Head 1's row comes from the very scores that chose each token (the engine's argmax), so
+    its top-1 is the committed token even where another matmul shape would round differently
+    (bfloat16); on an exact tie the committed token is listed first."""
 
     def __init__(self, rows: int, top_k: int) -> None:
         self.top_k = top_k
         self.rows: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(rows)]
 
-    def path(self, hidden: torch.Tensor, counts: list[int], all_heads) -> None:
-        n = max(counts, default=0)
+    def path(self, hidden: torch.Tensor, scores: torch.Tensor, committed: list[list[int]], draft_heads) -> None:
+        n = max(map(len, committed), default=0)
         if n == 0:
             return
-        logp = torch.log_softmax(all_heads(hidden[:, :n]).float(), dim=-1)  # [B, n, h, V]
+        logits = torch.cat([scores[:, :n].unsqueeze(2), draft_heads(hidden[:, :n])], dim=2)  # [B, n, h, V]
+        logp = torch.log_softmax(logits.float(), dim=-1)
         entropy = -(logp.exp() * logp).sum(-1)  # [B, n, h] nats
         values, ids = logp.topk(self.top_k, dim=-1)
         ids, values, entropy = ids.cpu().numpy(), values.cpu().numpy(), entropy.cpu().numpy()
-        for b, count in enumerate(counts):
-            if count:
+        for b, tokens in enumerate(committed):
+            for j, token in enumerate(tokens):
+                _put_first(ids[b, j, 0], values[b, j, 0], token)
+            if tokens:
+                count = len(tokens)
                 self.rows[b].append((ids[b, :count], values[b, :count], entropy[b, :count]))
 
     def arrays(self, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(ids [T, h, K] int32, logprobs [T, h, K] float32, entropy [T, h] float32)``."""
         ids, values, entropy = (np.concatenate(parts) for parts in zip(*self.rows[row]))
         return ids.astype(np.int32), values.astype(np.float32), entropy.astype(np.float32)
+
+
+def _put_first(ids: np.ndarray, values: np.ndarray, token: int) -> None:
+    """Move ``token`` to the front of head 1's top-K (in place): it ties with the first entry
+    (the engine picked it by argmax over the same scores)."""
+    if ids[0] == token:
+        return
+    where = np.flatnonzero(ids == token)
+    if len(where) == 0 or values[where[0]] != values[0]:
+        raise ValueError(f"committed token {token} is not a maximum of the scores that chose it")
+    i = int(where[0])
+    ids[1 : i + 1] = ids[0:i].copy()
+    values[1 : i + 1] = values[0:i].copy()
+    ids[0], values[0] = token, values[1]
 
 
 @torch.inference_mode()
