@@ -10,11 +10,10 @@ are often, but not always, accepted, so acceptance, rejection and cache rollback
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import torch
 
-from _hf_models import greedy, llama, ngram_over
+from _hf_models import llama
 from draftlattice.decode import Engine, RowStopper
 from draftlattice.training import train_heads
 
@@ -35,18 +34,6 @@ def trained(horizon: int = 4, seed: int = 0):
     finally:
         torch.set_num_threads(threads)
     return model, result.heads.eval()
-
-
-def own_ngram(model, directory: Path):
-    """A trigram LM over the model's greedy continuations of random prompts and of PROMPTS: its
-    drafts are often right, not always."""
-    continuations = []
-    for seed in range(12):
-        prompt = torch.randint(0, model.config.vocab_size, (1, 3), generator=torch.Generator().manual_seed(seed))
-        continuations.append(greedy(model, prompt, max_new_tokens=24)[0].tolist())
-    for prompt in PROMPTS:
-        continuations.append(greedy(model, torch.tensor([prompt]), max_new_tokens=12)[0].tolist())
-    return ngram_over(directory, continuations)
 
 
 def run(engine: Engine, ids, max_new_tokens: int, mask=None, eos=(), pad: int = 0):

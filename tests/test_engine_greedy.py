@@ -15,8 +15,8 @@ import itertools
 import pytest
 import torch
 
-from _engine_models import PROMPTS, own_ngram, run, trained, unpadded
-from _hf_models import greedy, left_padded, llama
+from _engine_models import PROMPTS, run, trained, unpadded
+from _hf_models import greedy, left_padded, llama, own_ngram
 from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter, RowStopper, Sampling
 from draftlattice.decode.drafters import to_host
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     model, heads = trained()
-    return model, heads, own_ngram(model, tmp_path_factory.mktemp("engine-greedy"))
+    return model, heads, own_ngram(model, tmp_path_factory.mktemp("engine-greedy"), PROMPTS)
 
 
 def drafters(lm, references, model):

@@ -21,7 +21,7 @@ import torch
 from scipy.stats import chisquare
 
 import draftlattice.hf as dlhf
-from _hf_models import llama, ngram_over
+from _hf_models import llama, misreporting_propose, ngram_over
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.verify import sampling_distribution
 
@@ -30,20 +30,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 V, NEW = 6, 3
 PROMPT = [1, 2, 3]
 ROWS = 6000
-
-
-def warpers(sampling: Sampling):
-    """generate()'s warpers for ``sampling``, in generate()'s order."""
-    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
-    processors = LogitsProcessorList()
-    if sampling.temperature != 1.0:
-        processors.append(TemperatureLogitsWarper(sampling.temperature))
-    if sampling.top_k:
-        processors.append(TopKLogitsWarper(sampling.top_k))
-    if sampling.top_p is not None and sampling.top_p < 1.0:
-        processors.append(TopPLogitsWarper(sampling.top_p))
-    return processors
 
 
 def peaked_model():
@@ -73,7 +59,7 @@ def exact_law(model, sampling: Sampling) -> dict[tuple[int, ...], float]:
 def engine_counts(model, heads, drafter, rule: str, sampling: Sampling, seed: int):
     """ROWS rows of PROMPT decoded in one engine run: counts of each continuation, and the stats."""
     torch.manual_seed(seed)
-    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=warpers(sampling))
+    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=sampling.processors())
     ids = torch.tensor([PROMPT] * ROWS)
     tokens, stats = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(PROMPT) + NEW)
     counts: dict[tuple[int, ...], int] = {}
@@ -135,7 +121,7 @@ def test_left_padded_rows_keep_the_target_law(lm, rule):
     model, heads = peaked_model()
     sampling = Sampling(temperature=0.8, top_k=5)
     drafter = LatticeDrafter(lm if rule == "multi" else None, k=4, p=3 if rule == "multi" else 1, sample_alpha=1.0)
-    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=warpers(sampling))
+    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=sampling.processors())
     ids, mask = left_padded([PROMPT] * ROWS + [[4, 0, 5, 2, 1, 1]] * (ROWS // 2))
     torch.manual_seed(1)
     tokens, stats = engine.run(
@@ -151,16 +137,7 @@ def test_left_padded_rows_keep_the_target_law(lm, rule):
 @pytest.mark.parametrize("rule", ["token", "block"])
 def test_a_drafter_that_misreports_q_is_detected(monkeypatch, rule):
     """The law test catches one-draft rules fed a q that is not the law the draft came from."""
-    from draftlattice.decode.drafters import Proposal, SampledDrafts
-
-    real = LatticeDrafter.propose
-
-    def lying(self, head_logits, sampling, draws):
-        proposal = real(self, head_logits, sampling, draws)
-        sampled = proposal.sampled
-        return Proposal(proposal.to_host, SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V)))
-
-    monkeypatch.setattr(LatticeDrafter, "propose", lying)
+    monkeypatch.setattr(LatticeDrafter, "propose", misreporting_propose(V))
     model, heads = peaked_model()
     sampling = Sampling(temperature=0.8, top_k=5)
     counts, _ = engine_counts(model, heads, LatticeDrafter(None, k=4, p=1), rule, sampling, seed=13)
@@ -209,5 +186,5 @@ def test_the_drafts_law_matches_transformers_warpers(T, top_k, top_p):
     law comes from generate()'s warpers: the two are the same law."""
     logits = torch.randn(4, 20, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2
     ids = torch.zeros(4, 1, dtype=torch.int64)
-    expected = warpers(Sampling(T, top_k, top_p))(ids, logits.clone()).softmax(-1)
+    expected = Sampling(T, top_k, top_p).processors()(ids, logits.clone()).softmax(-1)
     torch.testing.assert_close(sampling_distribution(logits, T, top_k, top_p), expected)

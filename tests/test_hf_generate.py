@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from _hf_models import MODELS, greedy, left_padded, ngram_over
+from _hf_models import MODELS, greedy, left_padded, own_ngram
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -18,14 +18,7 @@ def setup(request, tmp_path_factory):
     """(model, heads, LM over the model's own greedy continuations: drafts often right, not always)."""
     model = MODELS[request.param]()
     heads = dlhf.DraftHeads.for_model(model, horizon=4)
-    continuations = []
-    for seed in range(12):
-        prompt = torch.randint(0, model.config.vocab_size, (1, 3), generator=torch.Generator().manual_seed(seed))
-        continuations.append(greedy(model, prompt, max_new_tokens=24)[0].tolist())
-    for prompt in PROMPTS:
-        continuations.append(greedy(model, torch.tensor([prompt]), max_new_tokens=12)[0].tolist())
-    lm = ngram_over(tmp_path_factory.mktemp(request.param), continuations)
-    return model, heads, lm
+    return model, heads, own_ngram(model, tmp_path_factory.mktemp(request.param), PROMPTS)
 
 
 def count_forwards(model):

@@ -18,7 +18,7 @@ import torch
 from scipy.stats import chisquare
 
 import draftlattice.hf as dlhf
-from _hf_models import llama, ngram_over
+from _hf_models import llama, misreporting_propose, ngram_over
 from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,14 +47,14 @@ def exact_law(model) -> dict[tuple[int, ...], float]:
     return law
 
 
-def sampled_counts(model, heads, n, **kwargs) -> tuple[dict[tuple[int, ...], int], object]:
+def sampled_counts(model, heads, n, top_k=TOP_K, **kwargs) -> tuple[dict[tuple[int, ...], int], object]:
     ids = torch.tensor([PROMPT] * n)
     with torch.inference_mode():
         out = model.generate(
             ids,
             do_sample=True,
             temperature=T,
-            top_k=TOP_K,
+            top_k=top_k,
             max_new_tokens=NEW,
             pad_token_id=0,
             eos_token_id=None,
@@ -104,16 +104,9 @@ def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
 
 def test_misreported_proposal_law_is_detected(monkeypatch):
     """The law test catches a sampling path whose q is not the law the drafts came from."""
-    from draftlattice.decode.drafters import LatticeDrafter, Proposal, SampledDrafts
+    from draftlattice.decode.drafters import LatticeDrafter
 
-    real = LatticeDrafter.propose
-
-    def lying(self, head_logits, sampling, draws):
-        proposal = real(self, head_logits, sampling, draws)
-        sampled = proposal.sampled
-        return Proposal(proposal.to_host, SampledDrafts(sampled.tokens, torch.full_like(sampled.q, 1.0 / V)))
-
-    monkeypatch.setattr(LatticeDrafter, "propose", lying)
+    monkeypatch.setattr(LatticeDrafter, "propose", misreporting_propose(V))
     model = peaked_model()
     heads = dlhf.DraftHeads.for_model(model, horizon=3)
     torch.manual_seed(13)
@@ -216,24 +209,18 @@ def test_sampling_law_at_the_default_models_vocabulary(tmp_path, rule, use_lm):
     lm = ngram_over(tmp_path, [[support[(3 * i + j) % len(support)] for j in range(12)] for i in range(8)], order=2)
     torch.manual_seed(12)
     counts: dict[tuple[int, ...], int] = {}
-    for _ in range(n // batch):
-        with torch.inference_mode():
-            out = model.generate(
-                torch.tensor([PROMPT] * batch),
-                do_sample=True,
-                temperature=T,
-                top_k=top_k,
-                max_new_tokens=NEW,
-                pad_token_id=0,
-                eos_token_id=None,
-                custom_generate=dlhf.generate,
-                draft_heads=heads,
-                draft_lm=lm if use_lm else None,
-                draft_sample_alpha=1.0,
-                draft_k=6,
-                draft_p=3,
-                draft_sample=rule,
-            )
-        for row in out[:, len(PROMPT) :].tolist():
-            counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    for _ in range(n // batch):  # batches: the scores of every row's drafts are [rows, V] each
+        part, _ = sampled_counts(
+            model,
+            heads,
+            batch,
+            top_k,
+            draft_lm=lm if use_lm else None,
+            draft_sample_alpha=1.0,
+            draft_k=6,
+            draft_p=3,
+            draft_sample=rule,
+        )
+        for seq, count in part.items():
+            counts[seq] = counts.get(seq, 0) + count
     assert law_p_value(law, counts, n) > 1e-3

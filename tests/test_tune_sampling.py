@@ -10,8 +10,9 @@ import math
 import pytest
 import torch
 
-from _engine_models import PROMPTS, own_ngram, trained
-from draftlattice.apps.tune_sampling import _expected_accepted, _sampled_drafts, tune_sample_alpha, warpers
+from _engine_models import PROMPTS, trained
+from _hf_models import own_ngram
+from draftlattice.apps.tune_sampling import _expected_accepted, _sampled_drafts, tune_sample_alpha
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.decode.drafters import Proposal, SampledDrafts
 
@@ -23,7 +24,7 @@ RUNS = 1500
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     model, heads = trained()
-    return model, heads, own_ngram(model, tmp_path_factory.mktemp("tune-sampling"))
+    return model, heads, own_ngram(model, tmp_path_factory.mktemp("tune-sampling"), PROMPTS)
 
 
 class FixedDrafts:
@@ -79,7 +80,7 @@ def test_expected_accepted_equals_the_engines_mean_acceptance(setup, rule, p):
     for drafter, want in zip(drafters, expected):
         with torch.inference_mode():
             drafts = _sampled_drafts(drafter, head_logits, context, sampling, seed=5)
-        processors = LogitsProcessorList([Force(len(context) - 1, context[-1]), *warpers(sampling)])
+        processors = LogitsProcessorList([Force(len(context) - 1, context[-1]), *sampling.processors()])
         engine = Engine(model, heads, FixedDrafts(drafts), sample_rule=rule, sampling=sampling, processors=processors)
         torch.manual_seed(9)
         # Room for the forced token and the whole first block, so no stop cuts what the first

@@ -143,7 +143,7 @@ def tune_sample_alpha(
         LatticeDrafter(None, k=1, p=1),
         sample_rule="block",
         sampling=sampling,
-        processors=warpers(sampling),
+        processors=sampling.processors(),
     )
     device = model.get_output_embeddings().weight.device
     samples: list[list[float]] = [[] for _ in alphas]
@@ -185,21 +185,6 @@ def _check_positions(model, length: int) -> None:
             f"a calibration prompt, its continuation and a draft need {length} positions; the model has {limit}: "
             "use shorter prompts or a smaller max_new_tokens"
         )
-
-
-def warpers(sampling: Sampling):
-    """generate()'s logits warpers for ``sampling`` (temperature, top-k, top-p, in that order):
-    the target's law in the engine, the same law ``verify.sampling_distribution`` computes."""
-    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
-    processors = LogitsProcessorList()
-    if sampling.temperature != 1.0:
-        processors.append(TemperatureLogitsWarper(sampling.temperature))
-    if sampling.top_k:
-        processors.append(TopKLogitsWarper(sampling.top_k))
-    if sampling.top_p is not None and sampling.top_p < 1.0:
-        processors.append(TopPLogitsWarper(sampling.top_p))
-    return processors
 
 
 def _expected_accepted(

@@ -28,6 +28,21 @@ class Sampling:
     top_k: int | None = None
     top_p: float | None = None
 
+    def processors(self):
+        """transformers' logits warpers of these settings, in generate()'s order (temperature,
+        top-k, top-p): the target's law for the engine's ``processors=``, the same law
+        :func:`draftlattice.verify.sampling_distribution` computes for the drafts."""
+        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        warpers = LogitsProcessorList()
+        if self.temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(self.temperature))
+        if self.top_k:
+            warpers.append(TopKLogitsWarper(self.top_k))
+        if self.top_p is not None and self.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(self.top_p))
+        return warpers
+
 
 @dataclass(frozen=True)
 class SampledDrafts:
