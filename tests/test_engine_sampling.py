@@ -20,8 +20,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-import draftlattice.hf as dlhf
-from _hf_models import llama, misreporting_propose, ngram_over
+from _hf_models import disagreeing_heads, misreporting_propose, ngram_over, peaked_model_and_heads
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.verify import sampling_distribution
 
@@ -33,16 +32,7 @@ ROWS = 6000
 
 
 def peaked_model():
-    """The tiny Llama with its output layer scaled up (a far-from-uniform law: test power) and
-    heads that disagree with it (drafts are accepted and rejected)."""
-    model = llama(vocab=V, seed=3)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(40)
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
-    with torch.no_grad():
-        for head in heads.heads:
-            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
-    return model, heads
+    return peaked_model_and_heads(V)
 
 
 def exact_law(model, sampling: Sampling) -> dict[tuple[int, ...], float]:
@@ -153,10 +143,7 @@ def test_top_k_1_with_the_token_rule_is_greedy_on_padded_batches(tmp_path, use_l
     from _hf_models import greedy, left_padded, qwen2
 
     model = qwen2()
-    heads = dlhf.DraftHeads.for_model(model, horizon=4)
-    with torch.no_grad():
-        for head in heads.heads:
-            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(6))
+    heads = disagreeing_heads(model, horizon=4, seed=6)
     lm = ngram_over(tmp_path, [[(5 * i + j) % 48 for j in range(12)] for i in range(48)]) if use_lm else None
     ids, mask = left_padded([[3, 4, 5], [7, 7, 7, 7, 9], [1]])
     for penalty, eos in ((None, ()), (1.3, ()), (None, (5, 9))):

@@ -18,7 +18,7 @@ import torch
 from scipy.stats import chisquare
 
 import draftlattice.hf as dlhf
-from _hf_models import llama, misreporting_propose, ngram_over
+from _hf_models import disagreeing_heads, llama, misreporting_propose, ngram_over, peaked_model_and_heads
 from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -87,10 +87,7 @@ def law_p_value(law, counts, n) -> float:
 @pytest.mark.parametrize("use_lm", [False, True])
 def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
     model = peaked_model()
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
-    with torch.no_grad():  # heads that disagree with the target: drafts are accepted and rejected
-        for head in heads.heads:
-            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
+    heads = disagreeing_heads(model, horizon=3, seed=4)
     lm = ngram_over(tmp_path, [[(3 * i + j) % V for j in range(12)] for i in range(V)], order=2) if use_lm else None
     torch.manual_seed(11)
     n = 6000
@@ -147,10 +144,7 @@ def test_sampling_with_top_k_1_is_greedy_on_padded_batches(tmp_path, use_lm, rul
     from _hf_models import greedy, left_padded, qwen2
 
     model = qwen2()
-    heads = dlhf.DraftHeads.for_model(model, horizon=4)
-    with torch.no_grad():
-        for head in heads.heads:
-            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(6))
+    heads = disagreeing_heads(model, horizon=4, seed=6)
     lm = ngram_over(tmp_path, [[(5 * i + j) % 48 for j in range(12)] for i in range(48)]) if use_lm else None
     ids, mask = left_padded([[3, 4, 5], [7, 7, 7, 7, 9], [1]])
     for extra in ({}, {"repetition_penalty": 1.3}, {"eos_token_id": [5, 9]}):
@@ -197,13 +191,7 @@ def test_sampling_law_at_the_default_models_vocabulary(tmp_path, rule, use_lm):
     """V = 49,152 (SmolLM2's): the full-support lattice at that size (top-k and the mass outside
     it to the host, the law outside it on the device) keeps the target's law exactly."""
     vocab, top_k, n, batch = 49_152, 4, 1200, 200
-    model = llama(vocab=vocab, seed=3)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(40)
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
-    with torch.no_grad():
-        for head in heads.heads:
-            head.down.weight.normal_(std=0.02, generator=torch.Generator().manual_seed(4))
+    model, heads = peaked_model_and_heads(vocab)
     law = topk_law(model, PROMPT, NEW, top_k)
     support = sorted({t for seq in law for t in seq})
     lm = ngram_over(tmp_path, [[support[(3 * i + j) % len(support)] for j in range(12)] for i in range(8)], order=2)
