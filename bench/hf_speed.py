@@ -7,10 +7,11 @@ WikiText-2 test paragraphs, batched with left padding. Methods:
 
 * ``generate``: plain ``model.generate()`` (the reference of each ratio).
 * ``prompt-lookup``: transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``; batch 1 only).
-* ``heads``: draftlattice, the heads' top-1 tokens as the one draft (greedy) or p drafts sampled
-  from the heads' processed laws (``--temperature``, rule "multi").
-* ``lattice 1-best`` / ``lattice p-best tree``: the heads' top-k lattice rescored with the 4-gram,
-  greedy; with ``--temperature``: p drafts sampled from the rescored lattice (rule "multi").
+* greedy: ``heads`` (the heads' top-1 tokens as the one draft), ``lattice 1-best`` / ``lattice
+  p-best tree`` (the heads' top-k lattice rescored with the 4-gram).
+* ``--temperature``: ``heads (1 draft, block)`` (one draft sampled from the heads' processed laws,
+  block verification), ``heads_multi`` (p such drafts, recursive rejection) and ``ngram_multi``
+  (p drafts from the full-support lattice rescored with the 4-gram, sample_alpha 0.2).
 
 Reported per method: serial target calls (forwards of the base model, counted with a forward
 hook) per generated token of a row, tokens/s (all rows), and the speedup in wall-clock time over
@@ -128,21 +129,29 @@ def main() -> int:
         heads = dlhf.DraftHeads.from_pretrained(args.heads, model).to(device, getattr(torch, args.dtype))
     rows = prompts(tokenizer, args.prompts, args.prompt_tokens)
     draft = {"custom_generate": dlhf.generate, "draft_heads": heads}
-    p_heads = args.p if args.temperature else 1
-    methods = {
-        "generate": {},
-        "prompt-lookup": {"prompt_lookup_num_tokens": 10},
-        "heads": {**draft, "draft_k": 1 if not args.temperature else args.k, "draft_p": p_heads},
-        "lattice 1-best": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": 1, "draft_alpha": args.alpha},
-        f"lattice {args.p}-best tree": {
-            **draft,
-            "draft_lm": lm,
-            "draft_k": args.k,
-            "draft_p": args.p,
-            "draft_alpha": args.alpha,
-            "draft_verify": "tree",
-        },
-    }
+    if args.temperature:  # the lossless rules: p drafts sampled from the heads or the rescored lattice
+        methods = {
+            "generate": {},
+            "prompt-lookup": {"prompt_lookup_num_tokens": 10},
+            "heads (1 draft, block)": {**draft, "draft_k": args.k, "draft_p": 1},
+            f"heads_multi (p={args.p})": {**draft, "draft_k": args.k, "draft_p": args.p},
+            f"ngram_multi (p={args.p})": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": args.p},
+        }
+    else:
+        methods = {
+            "generate": {},
+            "prompt-lookup": {"prompt_lookup_num_tokens": 10},
+            "heads": {**draft, "draft_k": 1, "draft_p": 1},
+            "lattice 1-best": {**draft, "draft_lm": lm, "draft_k": args.k, "draft_p": 1, "draft_alpha": args.alpha},
+            f"lattice {args.p}-best tree": {
+                **draft,
+                "draft_lm": lm,
+                "draft_k": args.k,
+                "draft_p": args.p,
+                "draft_alpha": args.alpha,
+                "draft_verify": "tree",
+            },
+        }
     sampling = (
         {"do_sample": True, "temperature": args.temperature, "top_k": None, "top_p": None}
         if args.temperature
