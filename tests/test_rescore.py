@@ -359,5 +359,6 @@ def test_core_builds_the_result_type(random_models):
         assert result.tokens.shape == (min(3, k**h), h)
         with pytest.raises(dataclasses.FrozenInstanceError):
             result.scores = raw[1]
-        with pytest.raises(TypeError, match="result_type must be a class"):
-            _core.rescore(lattice._core, lm, 1, 1.0, [], False, 5)
+        for bad in (5, type(None), bool, int, dl.Lattice):  # not a class, built-in, own __new__ (slots)
+            with pytest.raises((TypeError, AttributeError)):
+                _core.rescore(lattice._core, lm, 1, 1.0, [], False, bad)

@@ -41,11 +41,16 @@ py::tuple DraftsToPython(const Drafts& d) {
 // attributes tokens, scores, head_scores and lm_scores are set as object.__setattr__ sets them,
 // without its __init__: that runs a Python frame and four object.__setattr__ calls, and building
 // the object in Python cost about 0.5 us of a 1x1 lattice's call.
+// Only classes defined in Python whose instances object.__new__ makes qualify: allocating a
+// built-in type's instance this way may make objects it cannot free (None, bool).
 py::object DraftsAs(const py::handle& type, const Drafts& d) {
-  if (!PyType_Check(type.ptr()))
-    throw py::type_error(Message("result_type must be a class, got ", TypeName(type)));
-  auto* cls = reinterpret_cast<PyTypeObject*>(type.ptr());
-  auto out = py::reinterpret_steal<py::object>(PyType_GenericNew(cls, nullptr, nullptr));
+  auto* cls = PyType_Check(type.ptr()) ? reinterpret_cast<PyTypeObject*>(type.ptr()) : nullptr;
+  if (cls == nullptr || !PyType_HasFeature(cls, Py_TPFLAGS_HEAPTYPE) ||
+      cls->tp_new != PyBaseObject_Type.tp_new)
+    throw py::type_error(
+        Message("result_type must be a Python class using object.__new__, got ", Repr(type)));
+  const auto no_args = py::reinterpret_steal<py::object>(PyTuple_New(0));
+  auto out = py::reinterpret_steal<py::object>(cls->tp_new(cls, no_args.ptr(), nullptr));
   if (!out) throw py::error_already_set();
   static PyObject* const names[] = {
       PyUnicode_InternFromString("tokens"), PyUnicode_InternFromString("scores"),
