@@ -12,6 +12,8 @@ Lattice sets are saved once (npz) and reused, so that every build sees the same 
     PYTHONPATH=python python bench/search_work.py save-decoder bench/.cache/work-decoder.npz
     # median (and mean) arcs scored per set
     PYTHONPATH=python python bench/search_work.py arcs LM.dlm SETS.npz [--vocab WORDS.txt]
+    # C++ time per scored arc (each search timed inside C++ over the arcs it scored), per set
+    PYTHONPATH=python python bench/search_work.py arc-cost LM.dlm SETS.npz [--vocab WORDS.txt]
     # instructions: run N lattices of one set under callgrind, minus the same with N = 0
     valgrind --tool=callgrind --toggle-collect='*BestDrafts*' \\
         python bench/search_work.py loop LM.dlm SETS.npz SET N
@@ -147,6 +149,29 @@ def arcs(args) -> None:
             )
 
 
+def arc_cost(args) -> None:
+    """C++ time per scored arc: each lattice's search timed inside C++ (`_core.rescore_seconds`,
+    median of `repeats`) over the arcs it scored (`rescore_stats`); the median over the set."""
+    from draftlattice import _core
+
+    lm = load_lm(args.lm, args.vocab)
+    sets, alpha = load_sets(args.sets)
+    print(f"{'set':<22} {'p':>3} {'n':>4} | {'median arcs':>11} {'median us':>10} {'ns per arc':>10}")
+    for name, (lattices, contexts, bos, ps) in sets.items():
+        for p in ps:
+            arcs, seconds, per_arc = [], [], []
+            for lat, c, b in zip(lattices, contexts, bos):
+                n = _core.rescore_stats(lat, lm, p, alpha, c, b)[1]
+                t = _core.rescore_seconds(lat, lm, p, alpha, c, b, args.repeats)
+                arcs.append(n)
+                seconds.append(t)
+                per_arc.append(t / max(n, 1))
+            print(
+                f"{name:<22} {p:>3} {len(arcs):>4} | {statistics.median(arcs):>11.1f}"
+                f" {statistics.median(seconds) * 1e6:>10.1f} {statistics.median(per_arc) * 1e9:>10.1f}"
+            )
+
+
 def loop(args) -> None:
     from draftlattice import _core
 
@@ -171,11 +196,13 @@ def main() -> None:
     s.add_argument("--tokens", type=int, default=64)
     s.add_argument("-k", type=int, default=8)
     s.add_argument("--alpha", type=float, default=0.5)
-    for name in ("arcs", "loop"):
+    for name in ("arcs", "arc-cost", "loop"):
         s = sub.add_parser(name)
         s.add_argument("lm")
         s.add_argument("sets", type=Path)
         s.add_argument("--vocab", type=Path, help="token i = line i (wt2 sets: bench/.cache/fst-wt2_kn4/words.txt)")
+        if name == "arc-cost":
+            s.add_argument("--repeats", type=int, default=5, help="timed searches per lattice (median)")
         if name == "loop":
             s.add_argument("set")
             s.add_argument("n", type=int)
@@ -187,6 +214,8 @@ def main() -> None:
         save_decoder(args.out, args.prompts, args.tokens, args.k, args.alpha)
     elif args.command == "arcs":
         arcs(args)
+    elif args.command == "arc-cost":
+        arc_cost(args)
     else:
         loop(args)
 

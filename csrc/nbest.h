@@ -27,6 +27,8 @@
 //  4. Extraction: best-first search over prefixes with the exact priority g + beta; children are
 //     visited in (value desc, rank asc) order, so each popped entry yields the next draft in
 //     (total desc, ranks asc) order after O(h) pops.
+// Lattices of at most kMaxEnumeratedDrafts drafts are enumerated instead (small_lattice.h: the
+// same drafts without the fixed costs of the steps below).
 // Cost: one LM Score per surviving arc (at most nodes * k) plus O(p * h * log(p h)) for step 4,
 // plus O(h k^2 log k) for the bounds (k^2 bigram key-filter queries per layer, and a table probe
 // for each candidate pair whose bigram is stored, when the model has pair bounds).
@@ -41,21 +43,12 @@
 #include <vector>
 
 #include "compose.h"
+#include "drafts.h"
 #include "lattice.h"
 #include "scratch.h"
+#include "small_lattice.h"
 
 namespace dl {
-
-struct Drafts {
-  int64_t n = 0;  // number of drafts returned
-  int h = 0;
-  std::vector<int32_t> tokens;      // [n * h]
-  std::vector<double> scores;       // [n] total = head + alpha * lm
-  std::vector<double> head_scores;  // [n] sum of lattice log-probs
-  std::vector<double> lm_scores;    // [n] ln p_LM(draft | context), unweighted
-  // Work done (for benchmarks): composed nodes created, arcs scored by the LM, heap pops.
-  int64_t nodes = 0, arcs_scored = 0, pops = 0;
-};
 
 namespace nbest_detail {
 
@@ -456,6 +449,8 @@ double BeamSubgraphBound(ComposedLattice<Lm>& graph, const ArcBounds& bounds, Su
   expanded.row.resize(graph.num_nodes(), 0);
   const ScratchVector<double> beta = BackwardPass(graph, bounds, expanded, alpha);
   Drafts drafts;
+  drafts.h = graph.lattice().h;
+  drafts.Reserve(std::min<int64_t>(p, kReservedDrafts));
   DraftExtractor<Lm> extract(graph, bounds, expanded, beta, alpha);
   while (drafts.n < p && extract.Next(&drafts)) {
   }
@@ -474,6 +469,7 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   options.Validate();
   lm.CheckState(start);
   lm.CheckTokens(lattice.tokens.data(), lattice.tokens.size(), "lattice tokens");
+  if (EnumerableDrafts(lattice) > 0) return EnumerateDrafts(lattice, lm, start, options);
   const double alpha = options.alpha;
   ScratchMemory scratch;  // every array below, released at return (the drafts are copied out)
   ComposedLattice<Lm> graph(lattice, lm, start, scratch.resource());
@@ -491,6 +487,7 @@ Drafts BestDrafts(const Lattice& lattice, const Lm& lm, const LmState& start,
   const ScratchVector<double> beta = BackwardPass(graph, bounds, kept, alpha);  // 3.
   Drafts out;                                                                   // 4.
   out.h = lattice.h;
+  out.Reserve(std::min<int64_t>(options.p, kReservedDrafts));
   DraftExtractor<Lm> extract(graph, bounds, kept, beta, alpha);
   while (out.n < options.p && extract.Next(&out)) {
   }

@@ -4,6 +4,7 @@ shared lmplz models); ties follow the documented rule; bad input raises."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -338,3 +339,26 @@ def test_rescore_seconds_validates_like_rescore(random_models):
         _core.rescore_seconds(lattice._core, lm, 1, 1.0, [1, -2], False, 1)
     with pytest.raises(ValueError, match="bos=True"):
         _core.rescore_seconds(lattice._core, lm, 1, 1.0, state, True, 1)
+
+
+def test_core_builds_the_result_type(random_models):
+    """_core.rescore builds the public RescoreResult itself when given the class (the public call's
+    fast path), returns the four arrays as a tuple without it, and refuses a result_type that is
+    not a class."""
+    from draftlattice import _core
+
+    lm, _ = random_models[0]
+    for h, k in ((1, 1), (2, 3), (3, 4)):  # enumerated (<= 16 drafts) and searched lattices
+        lattice = random_lattice(random.Random(h * 10 + k), h, k, n_tokens=6)
+        result = dl.rescore(lattice, lm, p=3, context=[1, 2])
+        assert type(result) is dl.RescoreResult
+        raw = _core.rescore(lattice._core, lm, 3, 1.0, [1, 2], False)
+        assert type(raw) is tuple and len(raw) == 4
+        for got, want in zip((result.tokens, result.scores, result.head_scores, result.lm_scores), raw):
+            assert got.dtype == want.dtype and got.flags.owndata and np.array_equal(got, want)
+        assert result.tokens.shape == (min(3, k**h), h)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            result.scores = raw[1]
+        for bad in (5, type(None), bool, int, dl.Lattice):  # not a class, built-in, own __new__ (slots)
+            with pytest.raises((TypeError, AttributeError)):
+                _core.rescore(lattice._core, lm, 1, 1.0, [], False, bad)

@@ -36,13 +36,13 @@ struct Start {
 
 inline Start StartArg(const pybind11::handle& context, bool bos) {
   Start start;
-  if (pybind11::isinstance<LmState>(context)) {
+  if (IsBound<LmState>(context)) {
     if (bos)
       throw InvalidArgument(
           "bos=True applies to token contexts: an LmState already holds its <s> "
           "(lm.start(context, bos=True))");
     start.has_state = true;
-    start.state = context.cast<const LmState&>();
+    start.state = Bound<LmState>(context, "context", "LmState");
   } else {
     start.context = TokenIds(context, "context");
   }

@@ -229,6 +229,29 @@ TEST(Rescore, BestDraftsMatchBruteForce) {
   for (int i = 0; i < 5; ++i) EXPECT_NEAR(drafts.scores[i], reference[i].first, 1e-4) << i;
 }
 
+// Lattices of at most 16 drafts take the enumeration (small_lattice.h), not the search.
+TEST(Rescore, EnumeratedSmallLatticesMatchBruteForce) {
+  const TokenLm lm = BigramLm();
+  const std::vector<float> logits = {0.3f, 1.2f, -0.4f, 0.9f, 0.1f, 0.5f};  // the LM's 3 words
+  for (const int k : {1, 2, 3}) {
+    const Lattice lattice = Lattice::FromLogits(logits.data(), 2, 3, k, 1.0f);
+    RescoreOptions options;
+    options.p = 100;  // every draft
+    options.alpha = 0.7;
+    options.bos = true;
+    const Drafts drafts = BestDrafts(lattice, lm, nullptr, 0, options);
+    const auto reference = AllDrafts(lattice, options.alpha);
+    ASSERT_EQ(drafts.n, static_cast<int64_t>(reference.size())) << k;
+    for (size_t i = 0; i < reference.size(); ++i) {
+      EXPECT_NEAR(drafts.scores[i], reference[i].first, 1e-4) << k << " " << i;
+      const std::vector<int32_t> draft(drafts.tokens.begin() + i * 2,
+                                       drafts.tokens.begin() + i * 2 + 2);
+      EXPECT_EQ(draft, reference[i].second) << k << " " << i;
+      EXPECT_NEAR(drafts.scores[i], drafts.head_scores[i] + 0.7 * drafts.lm_scores[i], 1e-9);
+    }
+  }
+}
+
 TEST(Rescore, AskingForMoreThanKToTheHGivesAll) {
   const TokenLm lm = BigramLm();
   RescoreOptions options;

@@ -98,8 +98,14 @@ class Lattice:
 
 # --- rescore.cc: context = token ids or an LmState of lm ---
 def rescore(
-    lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool
-) -> tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]: ...
+    lattice: Lattice,
+    lm: NgramLM,
+    p: int,
+    alpha: float,
+    context: Any | LmState,
+    bos: bool,
+    result_type: type | None = None,
+) -> Any: ...
 
 class LmMemo:
     def __init__(self) -> None: ...
@@ -142,7 +148,8 @@ def rescore_batch(
     bos: bool,
     num_threads: int | None,
     memos: Sequence[LmMemo | None] | None = None,
-) -> list[tuple[_np.ndarray, _np.ndarray, _np.ndarray, _np.ndarray]]: ...
+    result_type: type | None = None,
+) -> list[Any]: ...
 def check_rescore_options(p: int, alpha: float) -> None: ...
 
 # --- sample.cc ---
