@@ -112,7 +112,7 @@ class Engine:
             cache = DynamicCache()
         cache_layers(cache)  # refuse caches that cannot be rolled back, before any work
         device, dtype = self._lm_head.weight.device, self._lm_head.weight.dtype
-        target = Target(self.model, cache, dtype, self.processors, max_position(self.model, max_length))
+        target = Target(self.model, cache, dtype, self.processors, max_position(self.model, max_length), self.heads)
         return _Run(self, target, input_ids.to(device), attention_mask, position_ids, stopper).decode()
 
 
@@ -154,21 +154,19 @@ class _Run:
             self.stats.drafting_seconds += time.perf_counter() - start
 
             start = time.perf_counter()
-            path = self._verify(root, drafts, sampled, positions)
-            heads_start = time.perf_counter()
-            head_logits = engine.heads.logits(path.last_hidden, engine.model)
+            forward, path = self._verify(root, drafts, sampled, positions)
+            head_logits = self._heads_at(forward, path)
             propose_start = time.perf_counter()
             proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
-            heads_seconds = time.perf_counter() - heads_start
-            self.stats.heads_seconds += propose_start - heads_start
+            propose_seconds = time.perf_counter() - propose_start
             # The step's one device->host transfer: accepted lengths and tokens, and the next drafts.
             accepted_host, *draft_host = to_host(
                 [torch.cat([path.num.unsqueeze(1), path.tokens], dim=1), *proposal.to_host]
             )
             num_host = accepted_host[:, 0].tolist()
             self._keep(path, num_host)
-            self.stats.drafting_seconds += heads_seconds - (propose_start - heads_start)
-            self.stats.verification_seconds += time.perf_counter() - start - heads_seconds
+            self.stats.drafting_seconds += propose_seconds
+            self.stats.verification_seconds += time.perf_counter() - start - propose_seconds
             self._commit(root, drafts, path, accepted_host, num_host, head_logits)
             positions = positions + accepted_host[:, 0] + 1
             root = path.tokens.gather(1, path.num.unsqueeze(1)).squeeze(1)
@@ -204,7 +202,8 @@ class _Run:
         return root, proposal, draft_host
 
     def _verify(self, root: Tensor, drafts: Tensor, sampled, positions: Tensor):
-        """The step's forward and its accepted path."""
+        """The step's forward and its accepted path; the forward also gives the draft heads'
+        logits at every node (one output projection for the target and the heads)."""
         engine, target = self.engine, self.target
         sequences = (
             [
@@ -223,7 +222,7 @@ class _Run:
             rule = () if engine.sample_rule is None else self._sampling_rule(forward, drafts, sampled)
             path = accept_chains(drafts, forward.scores, forward.hidden, *rule)
         self.stats.target_calls += 1
-        return path
+        return forward, path
 
     def _sampling_rule(self, forward, drafts: Tensor, sampled):
         B, p, g = drafts.shape
@@ -262,6 +261,13 @@ class _Run:
             observer.path(path.hidden, path.scores, committed, self._draft_heads)
             observer.drafted(head_logits)
         self._stream(before)
+
+    def _heads_at(self, forward, path) -> Tensor:
+        """Heads 2..h ``[B, h-1, V]`` at each row's last accepted node (computed by the forward
+        when it was small, see ``target.FUSED_HEADS_MAX_NODES``)."""
+        if forward.head_logits is not None:
+            return forward.head_logits[path.last_node]
+        return self.engine.heads.logits(forward.hidden[path.last_node], self.engine.model)
 
     def _draft_heads(self, hidden: Tensor) -> Tensor:
         """Float32 logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``."""

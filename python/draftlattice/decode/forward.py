@@ -39,6 +39,7 @@ class Forward:
     hidden: Tensor  #: [R, N, d] final hidden states
     scores: Tensor  #: [R, N, V] float32 target scores after the logits processors
     tree: TokenTree | None  #: the token tree (tree layout), on the device
+    head_logits: Tensor | None = None  #: [R, N, h-1, V] the draft heads' logits at every node
 
 
 def _tree_on(tree: TokenTree, device: torch.device) -> TokenTree:
@@ -56,7 +57,7 @@ def tree_forward(
     tokens = on_device.tokens.clone()
     tokens[:, 0] = root
     hidden = target.hidden(tokens, on_device.position_ids, additive_mask(kv_valid, on_device.ancestor, target.dtype))
-    logits = target.logits(hidden)
+    logits, head_logits = target.node_logits(hidden)
     if target.processors and not needs_context(target.processors):
         logits = process_scores_only(target.processors, logits)
     elif target.processors:
@@ -70,7 +71,7 @@ def tree_forward(
         logits = process_scores(
             target.processors, sequences, list(range(B)), logits, paths, tree.depth.tolist(), tree.node_valid.tolist()
         )
-    return Forward(hidden, logits, on_device)
+    return Forward(hidden, logits, on_device, head_logits)
 
 
 def chain_forward(
@@ -88,7 +89,7 @@ def chain_forward(
     position_ids = offsets.unsqueeze(1) + torch.arange(g + 1, device=device)
     causal = torch.ones(g + 1, g + 1, dtype=torch.bool, device=device).tril().expand(B * p, g + 1, g + 1)
     hidden = target.hidden(tokens, position_ids, additive_mask(kv_valid, causal, target.dtype))
-    logits = target.logits(hidden)
+    logits, head_logits = target.node_logits(hidden)
     if target.processors and not needs_context(target.processors):
         logits = process_scores_only(target.processors, logits)
     elif target.processors:
@@ -98,4 +99,4 @@ def chain_forward(
         logits = process_scores(
             target.processors, sequences, [b for b in range(B) for _ in range(p)], logits, paths, depth, valid
         )
-    return Forward(hidden, logits, None)
+    return Forward(hidden, logits, None, head_logits)

@@ -22,12 +22,12 @@ class DecodeStats:
         accepted: per verification call, the draft tokens each row still running accepted and
             kept (a stop inside the block, at EOS or the length limit, drops the rest).
         new_tokens: tokens generated over all rows (EOS included, padding not).
-        heads_seconds: the draft heads' logits at the accepted positions (heads 2..h).
         drafting_seconds: the drafter's two halves (top-k, p-best paths or draws on the device;
             LM rescoring, lattice sampling or neural rescoring on the host). On CUDA the device
             half is only launched here: its time shows in the transfer that waits for it.
-        verification_seconds: the rest of each step: the verification forward, acceptance, the
-            one device->host transfer, cache rollback and compaction.
+        verification_seconds: the rest of each step: the verification forward (whose output
+            projection also gives the draft heads' logits), acceptance, the one device->host
+            transfer, cache rollback and compaction.
         prefill_seconds: the prompt forwards and the first drafts.
     """
 
@@ -35,7 +35,6 @@ class DecodeStats:
     prefill_calls: int = 0
     accepted: list[list[int]] = field(default_factory=list)
     new_tokens: int = 0
-    heads_seconds: float = 0.0
     drafting_seconds: float = 0.0
     verification_seconds: float = 0.0
     prefill_seconds: float = 0.0
@@ -93,7 +92,6 @@ class DecodeStats:
             prefill_calls=self.prefill_calls + other.prefill_calls,
             accepted=self.accepted + other.accepted,
             new_tokens=self.new_tokens + other.new_tokens,
-            heads_seconds=self.heads_seconds + other.heads_seconds,
             drafting_seconds=self.drafting_seconds + other.drafting_seconds,
             verification_seconds=self.verification_seconds + other.verification_seconds,
             prefill_seconds=self.prefill_seconds + other.prefill_seconds,

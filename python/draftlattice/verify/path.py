@@ -29,12 +29,7 @@ class AcceptedPath:
     scores: Tensor  #: [B, g+1, V] scores that chose tokens[:, j] (at the path's node j)
     cache_rows: Tensor | None  #: [B] cache row to keep per sequence (chain layout, p > 1)
     slots: Tensor  #: [B, g+1] block-relative cache slots of the root and the accepted nodes
-
-    @property
-    def last_hidden(self) -> Tensor:
-        """``[B, d]``: the hidden state at the last accepted node, where the heads draft next."""
-        rows = torch.arange(self.num.shape[0], device=self.num.device)
-        return self.hidden[rows, self.num]
+    last_node: tuple[Tensor, Tensor]  #: (row [B], node [B]) of the last accepted node in the forward
 
 
 def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath:
@@ -49,7 +44,8 @@ def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath
     tokens = tree.tokens.gather(1, slots)[:, 1:]
     tokens = torch.cat([tokens, torch.zeros_like(tokens[:, :1])], dim=1)
     tokens.scatter_(1, result.num_accepted.unsqueeze(1), result.next_token.unsqueeze(1))
-    return AcceptedPath(result.num_accepted, tokens, hidden[rows, slots], scores[rows, slots], None, slots)
+    last = (rows[:, 0], result.last_node)
+    return AcceptedPath(result.num_accepted, tokens, hidden[rows, slots], scores[rows, slots], None, slots, last)
 
 
 def accept_chains(
@@ -79,4 +75,5 @@ def accept_chains(
     tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
     cache_rows = rows * p + best
     slots = torch.arange(g + 1, device=device).expand(B, g + 1)
-    return AcceptedPath(num, tokens, hidden[cache_rows], scores[rows, best], cache_rows if p > 1 else None, slots)
+    chains = cache_rows if p > 1 else None
+    return AcceptedPath(num, tokens, hidden[cache_rows], scores[rows, best], chains, slots, (cache_rows, num))
