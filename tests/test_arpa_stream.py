@@ -25,7 +25,6 @@ import draftlattice as dl
 from arpa_writer import random_arpa
 from draftlattice import _core
 
-ROOT = Path(__file__).resolve().parent.parent
 MAX_LINE = 1 << 24  # kMaxArpaLineBytes
 
 CHILD = r"""
@@ -41,7 +40,9 @@ print(json.dumps({"outcome": outcome, "peak_mib": resource.getrusage(resource.RU
 
 
 def _load_in_child(path: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    # The child imports the draftlattice this process imported (installed, editable or in place).
+    package_root = str(Path(dl.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
