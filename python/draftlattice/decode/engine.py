@@ -154,6 +154,7 @@ class _Run:
             self.stats.drafting_seconds += time.perf_counter() - start
 
             start = time.perf_counter()
+            past = self.target.cache.get_seq_length()  # before the forward extends it
             forward, path = self._verify(root, drafts, sampled, positions)
             head_logits = self._heads_at(forward, path)
             propose_start = time.perf_counter()
@@ -164,7 +165,7 @@ class _Run:
                 [torch.cat([path.num.unsqueeze(1), path.tokens], dim=1), *proposal.to_host]
             )
             num_host = accepted_host[:, 0].tolist()
-            self._keep(path, num_host)
+            self._keep(path, num_host, past)
             self.stats.drafting_seconds += propose_seconds
             self.stats.verification_seconds += time.perf_counter() - start - propose_seconds
             self._commit(root, drafts, path, accepted_host, num_host, head_logits)
@@ -213,7 +214,6 @@ class _Run:
             if self._needs_context
             else []
         )
-        self._past = target.cache.get_seq_length()
         if engine.sample_rule is None and engine.layout == "tree":
             forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
             path = accept_tree(forward.tree, forward.scores, forward.hidden)
@@ -231,10 +231,11 @@ class _Run:
             self.engine.sample_rule, drafts.to(probs.device), probs, None if sampled is None else sampled.q
         )
 
-    def _keep(self, path, num_host: list[int]) -> None:
-        """Roll the cache back to each row's accepted path (holes where rows accepted less)."""
+    def _keep(self, path, num_host: list[int], past: int) -> None:
+        """Roll the cache back to its ``past`` slots and each row's accepted path (holes where
+        rows accepted less)."""
         keep = max(num_host) + 1
-        keep_block(self.target.cache, self._past, path.cache_rows, path.slots[:, :keep])
+        keep_block(self.target.cache, past, path.cache_rows, path.slots[:, :keep])
         arange = torch.arange(keep, device=self.device)
         self.kv_valid = torch.cat([self.kv_valid, arange < (path.num + 1).unsqueeze(1)], dim=1)
         self.valid_count = [count + n + 1 for count, n in zip(self.valid_count, num_host)]

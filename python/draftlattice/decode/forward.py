@@ -60,7 +60,7 @@ def tree_forward(
     logits, head_logits = target.node_logits(hidden)
     if target.processors and not needs_context(target.processors):
         logits = process_scores_only(target.processors, logits)
-    elif target.processors:
+    elif target.processors:  # the processors read each node's path: build the paths
         B, T = tree.tokens.shape
         g = drafts.shape[-1]
         # paths[b, n, j]: token of node n's ancestor at depth j + 1.
@@ -92,7 +92,7 @@ def chain_forward(
     logits, head_logits = target.node_logits(hidden)
     if target.processors and not needs_context(target.processors):
         logits = process_scores_only(target.processors, logits)
-    elif target.processors:
+    elif target.processors:  # the processors read each node's path: build the paths
         depth = [list(range(g + 1))] * (B * p)
         valid = [[True] * (g + 1)] * (B * p)
         paths = drafts.reshape(B * p, 1, g).expand(B * p, g + 1, g)

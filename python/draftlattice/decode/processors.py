@@ -28,14 +28,12 @@ def process_scores(
 ) -> Tensor:
     """Apply ``processors`` to the logits of every node.
 
-    ``sequences[s]``: committed ids of sequence s (1-d, device; only read when
-    :func:`needs_context`); row r belongs to sequence
+    For processors that :func:`needs_context` (else :func:`process_scores_only`).
+    ``sequences[s]``: committed ids of sequence s (1-d, device); row r belongs to sequence
     ``row_sequence[r]``; node n of row r has ``depth[r][n]`` path tokens ``paths[r, n, :depth]``.
     Nodes of one row and depth share a length, so they are processed together, through
     :func:`row_processors` (processors may hold per-row state).
     """
-    if not needs_context(processors):
-        return process_scores_only(processors, logits)
     scores = logits.clone()
     batch = len(sequences)
     for r, s in enumerate(row_sequence):

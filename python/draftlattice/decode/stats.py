@@ -81,11 +81,6 @@ class DecodeStats:
                 sizes[a + 1] += 1
         return sizes
 
-    @property
-    def mean_block_size(self) -> float:
-        """Mean tokens committed per row step (Stern et al.'s mean accepted block size)."""
-        return self.tokens_per_call
-
     def __add__(self, other: DecodeStats) -> DecodeStats:
         return DecodeStats(
             target_calls=self.target_calls + other.target_calls,

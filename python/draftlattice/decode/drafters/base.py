@@ -69,6 +69,8 @@ class Proposal:
     #: device tensors the host half works on without copying them (e.g. a neural rescorer's
     #: candidates, scored on the device)
     kept: tuple[Tensor, ...] = ()
+    #: drafts sampled per row (0: deterministic drafts)
+    draws: int = 0
 
 
 class Drafter(Protocol):

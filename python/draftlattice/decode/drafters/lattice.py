@@ -78,13 +78,11 @@ class LatticeDrafter:
         self.lm, self.k, self.p = lm, k, p
         self.alpha, self.sample_alpha = float(alpha), float(sample_alpha)
         self.memos: list[LmMemo] = []  # one per batch row, kept across one decoding run's steps
-        self._draws = 0
 
     def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
         B, g, V = head_logits.shape
         k = min(self.k, V)
-        self._draws = draws if sampling is not None else 0
-        if self._draws == 0:
+        if sampling is None or draws == 0:
             ids, logprobs = topk_lattice(head_logits, k)
             if self.lm is None:
                 return Proposal([pbest_paths(ids, logprobs, self.p)])
@@ -105,7 +103,7 @@ class LatticeDrafter:
         rest = q.scatter(-1, ids, 0.0)
         mass = rest.sum(-1)
         rest = rest / mass.clamp_min(torch.finfo(rest.dtype).tiny).unsqueeze(-1)
-        return Proposal([ids, top.log(), mass.log()], rest=rest)
+        return Proposal([ids, top.log(), mass.log()], rest=rest, draws=draws)
 
     def finish(
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
@@ -115,9 +113,9 @@ class LatticeDrafter:
         if self.lm is None:
             return host[0], None
         contexts = [c[-LM_CONTEXT:] for c in contexts]
-        if self._draws == 0:
+        if proposal.draws == 0:
             return torch.from_numpy(self._rescored(host[0].numpy(), host[1].numpy(), contexts)), None
-        sampled = self._sampled(host, proposal.rest, contexts)
+        sampled = self._sampled(host, proposal.rest, proposal.draws, contexts)
         return sampled.tokens, sampled
 
     def _rescored(self, ids: np.ndarray, logprobs: np.ndarray, contexts: list[list[int]]) -> np.ndarray:
@@ -133,8 +131,8 @@ class LatticeDrafter:
             drafts[b, n:] = result.tokens[0]
         return drafts
 
-    def _sampled(self, host: list[Tensor], rest: Tensor, contexts: list[list[int]]) -> SampledDrafts:
-        """``self._draws`` i.i.d. drafts per row from the full-support rescored lattice, with their
+    def _sampled(self, host: list[Tensor], rest: Tensor, n: int, contexts: list[list[int]]) -> SampledDrafts:
+        """``n`` i.i.d. drafts per row from the full-support rescored lattice, with their
         exact laws q over the vocabulary (as :func:`draftlattice.sample.sample_from_heads`, split
         between host and device).
 
@@ -145,7 +143,6 @@ class LatticeDrafter:
         The seeds come from torch's global generator, like generate()'s own draws."""
         ids, logp, other = (t.numpy() for t in host)
         B, g, k = ids.shape
-        n = self._draws
         seed = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
         tokens, arc_q = [], []
         for b, context in enumerate(contexts):
