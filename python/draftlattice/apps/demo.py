@@ -3,7 +3,8 @@ drafter, through transformers' own ``generate()``, and the rows are compared.
 
 Greedy rows: ``generate`` (plain), ``prompt_lookup`` (transformers' prompt lookup), ``heads``
 (the heads' 1-best draft), ``heads_tree`` (their p best drafts as a tree), ``ngram`` (the top-k
-lattice rescored by the n-gram LM, 1-best) and ``ngram_tree`` (its p best as a tree). Sampling
+lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree) and
+``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's). Sampling
 rows (``temperature``): ``generate``, ``heads`` (one head draft, block verification),
 ``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p drafts from the
 full-support rescored lattice) and ``ngram_tree`` (the p best drafts, tree rule).
@@ -40,10 +41,12 @@ class DemoSettings:
     top_p: float = 1.0
     sample_alpha: float = 0.2
     prompt_lookup_tokens: int = 10
+    lookup: int = 3  #: longest context n-gram the copied draft of ``ngram_lookup_tree`` matches
+    lookup_tokens: int = 6  #: longest copied draft
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("max_new_tokens", "k", "p", "prompt_lookup_tokens"):
+        for name in ("max_new_tokens", "k", "p", "prompt_lookup_tokens", "lookup", "lookup_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -139,6 +142,12 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
             RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
+            RowSpec(
+                "ngram_lookup_tree",
+                f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)",
+                "tree",
+                {**ngram, "draft_p": st.p, "draft_lookup": st.lookup, "draft_lookup_tokens": st.lookup_tokens},
+            ),
         ]
     heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
     ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}

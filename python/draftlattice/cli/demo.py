@@ -21,7 +21,7 @@ def register(subparsers) -> None:
         help="the default model: generate() vs prompt lookup vs heads vs n-gram rescored drafts",
         description="Decode chat questions and WikiText-2 raw test openings with the default model "
         "(fetched on first use) once per row: generate, prompt_lookup, heads, heads_tree, ngram, "
-        "ngram_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree). "
+        "ngram_tree, ngram_lookup_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree). "
         "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate() "
         "and how many outputs equal generate()'s.",
     )
@@ -33,6 +33,13 @@ def register(subparsers) -> None:
     p.add_argument("--k", type=int, default=8, help="lattice candidates per head (default 8)")
     p.add_argument("--p", type=int, default=4, help="drafts of the tree rows (default 4)")
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
+    p.add_argument(
+        "--lookup",
+        type=int,
+        default=3,
+        help="ngram_lookup_tree: longest context n-gram its copied draft matches (default 3)",
+    )
+    p.add_argument("--lookup-tokens", type=int, default=6, help="ngram_lookup_tree: longest copied draft (default 6)")
     p.add_argument(
         "--dtype",
         choices=["bfloat16", "float32"],
@@ -84,6 +91,8 @@ def _demo(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         top_p=args.top_p,
         sample_alpha=args.sample_alpha,
+        lookup=args.lookup,
+        lookup_tokens=args.lookup_tokens,
         seed=args.seed,
     )
     torch.set_num_threads(args.threads)

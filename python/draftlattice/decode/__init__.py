@@ -1,13 +1,14 @@
 """The one decoding engine (:mod:`.engine`) and its parts: drafters, the verification forward's
 layouts, cache rollback, stopping, statistics and step observers."""
 
-from .drafters import Drafter, LatticeDrafter, NeuralDrafter, OracleDrafter, Sampling
+from .drafters import ContextLookup, Drafter, LatticeDrafter, NeuralDrafter, OracleDrafter, Sampling
 from .engine import Engine
 from .recording import StepObserver, StepRecorder
 from .stats import DecodeStats
 from .stopping import RowStopper
 
 __all__ = [
+    "ContextLookup",
     "DecodeStats",
     "Drafter",
     "Engine",

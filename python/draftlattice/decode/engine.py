@@ -80,6 +80,11 @@ class Engine:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.sample_rule is not None and self.sample_rule not in SAMPLE_RULES:
             raise ValueError(f"sample_rule must be None (greedy) or one of {SAMPLE_RULES}, got {self.sample_rule!r}")
+        if getattr(self.drafter, "variable_length", False) and (self.layout != "tree" or self.sample_rule):
+            raise ValueError(
+                f"the {self.drafter.name} drafter's drafts have different lengths: they need greedy "
+                f"decoding with layout='tree' (got layout={self.layout!r}, sample_rule={self.sample_rule!r})"
+            )
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         self._lm_head = self.model.get_output_embeddings()

@@ -50,9 +50,11 @@ def _tree_on(tree: TokenTree, device: torch.device) -> TokenTree:
 def tree_forward(
     target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor, sequences: list[Tensor]
 ) -> Forward:
-    """Forward over the trie of ``drafts [B, p, g]`` (host) rooted at ``root [B]`` (device)."""
+    """Forward over the trie of ``drafts [B, p, g]`` (host; ``-1`` past the end of a shorter
+    draft) rooted at ``root [B]`` (device)."""
     device = root.device
-    tree = build_tree(drafts, position_offset=positions, dtype=target.dtype)  # on the host: no sync
+    lengths = (drafts >= 0).sum(-1)  # padding only ends a draft
+    tree = build_tree(drafts.clamp(min=0), lengths, position_offset=positions, dtype=target.dtype)  # host: no sync
     on_device = _tree_on(tree, device)
     tokens = on_device.tokens.clone()
     tokens[:, 0] = root

@@ -72,7 +72,7 @@ class StepRecorder(StepObserver):
         ids, probs = self._lattice
         p = drafts.shape[0]
         before = pbest_paths(ids[row : row + 1], probs[row : row + 1].log(), p)[0].tolist()
-        verified = drafts.tolist()
+        verified = [[t for t in draft if t >= 0] for draft in drafts.tolist()]  # -1 ends a shorter draft
         chosen = next((i for i, d in enumerate(verified) if d[:num] == accepted[:num]), 0)
         self.steps.setdefault(row, []).append(
             RecordedStep(

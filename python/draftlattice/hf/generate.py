@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from ..decode.drafters import LatticeDrafter, Sampling
+from ..decode.drafters import ContextLookup, LatticeDrafter, Sampling
 from ..decode.engine import Engine
 from ..decode.forward import LAYOUTS
 from ..decode.stats import DecodeStats
@@ -61,6 +61,8 @@ def generate(
     draft_verify: str = "tree",
     draft_sample: str = "multi",
     draft_sample_alpha: float = 0.2,
+    draft_lookup: int = 0,
+    draft_lookup_tokens: int = 6,
     draft_streamer=None,
     streamer=None,
     draft_recorder=None,
@@ -91,6 +93,10 @@ def generate(
             token-by-token speculative sampling).
         draft_sample_alpha: LM weight of sampled lattice drafts (default 0.2; 0 = the heads'
             own law; see ``draftlattice eval tune-sample-alpha``).
+        draft_lookup: also verify a draft copied from the context (prompt lookup): what followed
+            the last earlier occurrence of the context's final n tokens, n from ``draft_lookup``
+            down to 1 (0, the default: off). Greedy decoding with ``draft_verify="tree"``.
+        draft_lookup_tokens: longest copied draft (it may be longer than the heads' drafts).
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
             (greedy decoding; for reports).
@@ -123,6 +129,8 @@ def generate(
         "draft_verify": draft_verify,
         "draft_sample": draft_sample,
         "draft_sample_alpha": draft_sample_alpha,
+        "draft_lookup": draft_lookup,
+        "draft_lookup_tokens": draft_lookup_tokens,
         "draft_streamer": draft_streamer,
         "draft_recorder": draft_recorder,
     }
@@ -205,6 +213,19 @@ def _drafter(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -
         raise ValueError(f"draft_{error}") from None
 
 
+def _with_lookup(drafter, max_ngram, tokens, verify: str, do_sample: bool) -> ContextLookup:
+    if do_sample or verify != "tree":
+        raise ValueError(
+            f"draft_lookup needs greedy decoding with draft_verify='tree' (got do_sample={do_sample}, "
+            f"draft_verify={verify!r})"
+        )
+    try:
+        return ContextLookup(drafter, max_ngram, tokens)
+    except ValueError as error:  # name the keywords the user passed
+        message = str(error).replace("max_ngram", "lookup").replace("length", "lookup_tokens")
+        raise ValueError(f"draft_{message}") from None
+
+
 def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
     """Temperature / top-k / top-p of generate()'s warpers, for the heads' proposal law."""
     from transformers.generation.logits_process import (
@@ -261,6 +282,8 @@ def _decode(
     draft_verify,
     draft_sample,
     draft_sample_alpha,
+    draft_lookup,
+    draft_lookup_tokens,
     draft_streamer,
     draft_recorder,
 ):
@@ -268,6 +291,8 @@ def _decode(
     drafter = _drafter(
         model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
     )
+    if draft_lookup:
+        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_verify, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")
     engine = Engine(

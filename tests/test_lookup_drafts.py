@@ -1,0 +1,169 @@
+"""Context-copy (prompt lookup) drafts added to the lattice's: greedy output stays generate()'s."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import draftlattice.hf as dlhf
+from _hf_models import MODELS, greedy, left_padded, own_ngram
+from draftlattice.decode import ContextLookup, LatticeDrafter
+from draftlattice.decode.drafters.lookup import continuation
+from draftlattice.decode.recording import StepRecorder
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# Prompts that repeat themselves, so that copies are found (and some are right).
+PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [1, 2, 1, 2, 1], [10, 20, 30, 40, 10, 20, 30], [5, 6]]
+
+
+def naive_continuation(context, max_ngram, length):
+    """The definition, spelled out: longest n; the latest start followed by ``length`` tokens,
+    else the earliest start."""
+    for n in range(max_ngram, 0, -1):
+        if n >= len(context):
+            continue
+        starts = [s for s in range(len(context) - n) if context[s : s + n] == context[-n:]]
+        full = [s for s in starts if s + n + length <= len(context)]
+        if starts:
+            start = full[-1] if full else starts[0]
+            return context[start + n : start + n + length]
+    return []
+
+
+def test_continuation_cases():
+    assert continuation([1, 2, 3, 9, 1, 2], 3, 4) == [3, 9, 1, 2]
+    assert continuation([1, 2, 3, 9, 1, 2], 3, 2) == [3, 9]
+    assert continuation([5, 1, 7, 1], 3, 4) == [7, 1]  # only the 1-gram matches
+    assert continuation([1, 2, 3], 3, 4) == []  # nothing occurs twice
+    assert continuation([4], 3, 4) == [] and continuation([], 3, 4) == []
+    # The most recent occurrence followed by `length` tokens wins over an earlier one ...
+    assert continuation([1, 2, 8, 1, 2, 9, 1, 2], 2, 1) == [9]
+    # ... else the earliest (the longest continuation): periodic contexts copy whole periods.
+    assert continuation([7, 7, 7, 7], 2, 3) == [7, 7]
+    assert continuation([1, 2, 8, 1, 2, 9, 1, 2], 2, 4) == [8, 1, 2, 9]
+    # A longer match wins over a more recent shorter one.
+    assert continuation([6, 1, 2, 8, 5, 2, 7, 6, 1, 2], 3, 1) == [8]
+
+
+def test_continuation_equals_a_naive_search():
+    rng = random.Random(7)
+    for _ in range(3000):
+        context = [rng.randrange(4) for _ in range(rng.randrange(0, 14))]
+        max_ngram, length = rng.randrange(1, 5), rng.randrange(1, 7)
+        assert continuation(context, max_ngram, length) == naive_continuation(context, max_ngram, length), (
+            context,
+            max_ngram,
+            length,
+        )
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def setup(request, tmp_path_factory):
+    model = MODELS[request.param]()
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    return model, heads, own_ngram(model, tmp_path_factory.mktemp(request.param), PROMPTS)
+
+
+def lookup_generate(model, ids, mask, heads, **kwargs):
+    kwargs.setdefault("draft_verify", "tree")
+    kwargs.setdefault("do_sample", False)
+    with torch.inference_mode():
+        return model.generate(
+            ids,
+            attention_mask=mask,
+            custom_generate=dlhf.generate,
+            draft_heads=heads,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+            eos_token_id=None,
+            **kwargs,
+        )
+
+
+@pytest.mark.parametrize("use_lm", [False, True])
+def test_lookup_equals_greedy_generate(setup, use_lm):
+    """Batch 1 and left-padded batches, copies longer than the heads' drafts (g = 2 here)."""
+    model, heads, lm = setup
+    for i, prompt in enumerate(PROMPTS):
+        for new in (1, 6, 17):
+            ids = torch.tensor([prompt])
+            expected = greedy(model, ids, max_new_tokens=new)
+            out = lookup_generate(
+                model,
+                ids,
+                None,
+                heads,
+                max_new_tokens=new,
+                draft_lm=lm if use_lm else None,
+                draft_p=1 + i % 3,
+                draft_lookup=1 + i % 3,
+                draft_lookup_tokens=5,
+            )
+            assert out.sequences.tolist() == expected.tolist(), (prompt, new)
+    for rows in ([0, 1, 4], [2, 3]):
+        ids, mask = left_padded([PROMPTS[r] for r in rows])
+        expected = greedy(model, ids, mask, max_new_tokens=15)
+        out = lookup_generate(
+            model, ids, mask, heads, max_new_tokens=15, draft_lm=lm if use_lm else None, draft_lookup=3
+        )
+        assert out.sequences.tolist() == expected.tolist(), rows
+
+
+def test_copies_longer_than_the_heads_drafts_are_accepted():
+    """A model whose greedy output repeats one token (constant final state): once the token has
+    been seen twice, the copied draft is the full ``draft_lookup_tokens`` and all of it is accepted,
+    more than the heads' g = 2 tokens."""
+    model = MODELS["gpt2"]()
+    with torch.no_grad():
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.normal_(generator=torch.Generator().manual_seed(5))
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with torch.no_grad():  # heads that draft something else: only the copies can be accepted
+        for head in heads.heads:
+            head.down.bias.normal_(generator=torch.Generator().manual_seed(1))
+    ids = torch.tensor([[1, 2, 3]])
+    expected = greedy(model, ids, max_new_tokens=20)
+    out = lookup_generate(model, ids, None, heads, max_new_tokens=20, draft_lookup=2, draft_lookup_tokens=5)
+    assert out.sequences.tolist() == expected.tolist()
+    assert max(a for step in out.draft_stats.accepted for a in step) == 5
+
+
+def test_lookup_is_refused_where_it_cannot_work(setup):
+    model, heads, _ = setup
+    ids = torch.tensor([[1, 2, 1, 2]])
+    with pytest.raises(ValueError, match="draft_lookup needs greedy decoding with draft_verify='tree'"):
+        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, draft_verify="batch")
+    with pytest.raises(ValueError, match="draft_lookup needs greedy decoding"):
+        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, do_sample=True)
+    with pytest.raises(ValueError, match="draft_lookup must be a positive int"):
+        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=-2)
+    with pytest.raises(ValueError, match="draft_lookup_tokens must be a positive int"):
+        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, draft_lookup_tokens=0)
+    with pytest.raises(ValueError, match="different lengths"):
+        from draftlattice.decode import Engine
+
+        Engine(model, heads, ContextLookup(LatticeDrafter(k=2, p=2)), layout="batch")
+
+
+def test_recorded_drafts_drop_the_padding(setup):
+    """The report's recorder sees each verified draft at its own length (no -1 tokens)."""
+    model, heads, _ = setup
+    recorder = StepRecorder(k=4)
+    ids = torch.tensor([PROMPTS[3]])
+    lookup_generate(
+        model,
+        ids,
+        None,
+        heads,
+        max_new_tokens=12,
+        draft_p=2,
+        draft_lookup=3,
+        draft_lookup_tokens=6,
+        draft_recorder=recorder,
+    )
+    drafts = [d for step in recorder.steps[0] for d in step.drafts_before]
+    assert recorder.steps[0] and all(t >= 0 for d in drafts for t in d)
+    assert all(all(t >= 0 for d in step.drafts_after or [] for t in d) for step in recorder.steps[0])
