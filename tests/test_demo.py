@@ -18,7 +18,7 @@ from _hf_models import TINY_DECODER, fetched_default_model
 from draftlattice.cli.main import main
 
 GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree", "ngram_lookup_tree"]
-SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree"]
+SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree", "ngram_lookup_tree"]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_greedy_rows_json_and_html(tiny, tmp_path, capsys):
     code, out = run_demo(tiny, tmp_path, capsys, "--dtype", "float32", "--json", str(out_json), "--html", str(out_html))
     assert code == 0, out
     assert rows_of(out) == GREEDY_ROWS
-    assert "Checked: all 8 drafted outputs (4 rows x 2 prompts) equal generate()'s." in out
+    assert "Checked: all 10 drafted outputs (5 rows x 2 prompts) equal generate()'s." in out
     data = json.loads(out_json.read_text())
     assert [row["name"] for row in data["rows"]] == GREEDY_ROWS
     for row in data["rows"]:
@@ -98,7 +98,7 @@ def test_demo_on_the_default_model(default_folder, capsys):
     assert main(["demo", "--quick", "--dtype", "float32"]) == 0
     out = capsys.readouterr().out
     assert rows_of(out) == GREEDY_ROWS
-    assert "Checked: all 8 drafted outputs" in out
+    assert "Checked: all 10 drafted outputs" in out
 
 
 def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tmp_path, capsys):

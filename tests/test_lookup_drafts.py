@@ -131,21 +131,54 @@ def test_copies_longer_than_the_heads_drafts_are_accepted():
     assert max(a for step in out.draft_stats.accepted for a in step) == 5
 
 
+def test_lookup_in_chains_equals_greedy_generate(setup):
+    """The batch layout pads shorter drafts (a deterministic token keeps greedy acceptance exact)."""
+    model, heads, lm = setup
+    ids, mask = left_padded([PROMPTS[0], PROMPTS[2], PROMPTS[3]])
+    expected = greedy(model, ids, mask, max_new_tokens=14)
+    out = lookup_generate(
+        model, ids, mask, heads, max_new_tokens=14, draft_lm=lm, draft_p=2, draft_lookup=2, draft_verify="batch"
+    )
+    assert out.sequences.tolist() == expected.tolist()
+
+
+def test_lookup_samples_with_the_tree_rule(setup):
+    """Sampling with the tree rule takes the copied draft (seeded: the same draws twice)."""
+    model, heads, lm = setup
+    ids = torch.tensor([PROMPTS[1]])
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        out = lookup_generate(
+            model,
+            ids,
+            None,
+            heads,
+            max_new_tokens=12,
+            draft_lm=lm,
+            do_sample=True,
+            draft_sample="tree",
+            draft_lookup=3,
+            draft_lookup_tokens=5,
+        )
+        runs.append(out.sequences.tolist())
+    assert runs[0] == runs[1] and len(runs[0][0]) == ids.shape[1] + 12
+
+
 def test_lookup_is_refused_where_it_cannot_work(setup):
     model, heads, _ = setup
     ids = torch.tensor([[1, 2, 1, 2]])
-    with pytest.raises(ValueError, match="draft_lookup needs greedy decoding with draft_verify='tree'"):
-        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, draft_verify="batch")
-    with pytest.raises(ValueError, match="draft_lookup needs greedy decoding"):
-        lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, do_sample=True)
+    for rule in ("multi", "block", "token"):
+        with pytest.raises(ValueError, match="draft_lookup drafts are deterministic"):
+            lookup_generate(
+                model, ids, None, heads, max_new_tokens=4, draft_lookup=2, do_sample=True, draft_sample=rule
+            )
     with pytest.raises(ValueError, match="draft_lookup must be a positive int"):
         lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=-2)
     with pytest.raises(ValueError, match="draft_lookup_tokens must be a positive int"):
         lookup_generate(model, ids, None, heads, max_new_tokens=4, draft_lookup=2, draft_lookup_tokens=0)
-    with pytest.raises(ValueError, match="different lengths"):
-        from draftlattice.decode import Engine
-
-        Engine(model, heads, ContextLookup(LatticeDrafter(k=2, p=2)), layout="batch")
+    with pytest.raises(ValueError, match="deterministic"):  # the engine itself, asked for sampled drafts
+        ContextLookup(LatticeDrafter(k=2, p=2)).propose(torch.zeros(1, 2, 8), None, 3)
 
 
 def test_recorded_drafts_drop_the_padding(setup):

@@ -7,7 +7,8 @@ lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree
 ``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's). Sampling
 rows (``temperature``): ``generate``, ``heads`` (one head draft, block verification),
 ``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p drafts from the
-full-support rescored lattice) and ``ngram_tree`` (the p best drafts, tree rule).
+full-support rescored lattice), ``ngram_tree`` (the p best drafts, tree rule) and
+``ngram_lookup_tree`` (those and a copied draft, tree rule).
 
 Block efficiency is tokens per serial call of the target, counted at the model's trunk (the
 prompt's forward included, so plain decoding is 1.0 and every row is counted alike). Prompts run
@@ -171,6 +172,19 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
             f"h={h} k={st.k} p={st.p} alpha={st.alpha}",
             "tree-sample",
             {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha},
+        ),
+        RowSpec(
+            "ngram_lookup_tree",
+            f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)",
+            "tree-sample",
+            {
+                **ngram,
+                "draft_p": st.p,
+                "draft_sample": "tree",
+                "draft_alpha": st.alpha,
+                "draft_lookup": st.lookup,
+                "draft_lookup_tokens": st.lookup_tokens,
+            },
         ),
     ]
 

@@ -32,7 +32,7 @@ from ..verify import accept_chains, accept_tree, verify_sampled
 from ..verify.sampled import SAMPLE_RULES
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
-from .forward import LAYOUTS, chain_forward, tree_forward
+from .forward import LAYOUTS, chain_forward, fill_padding, tree_forward
 from .processors import needs_context
 from .recording import StepObserver
 from .stats import DecodeStats
@@ -80,11 +80,6 @@ class Engine:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         if self.sample_rule is not None and self.sample_rule not in SAMPLE_RULES:
             raise ValueError(f"sample_rule must be None (greedy) or one of {SAMPLE_RULES}, got {self.sample_rule!r}")
-        if getattr(self.drafter, "variable_length", False) and (self.layout != "tree" or self.sample_rule):
-            raise ValueError(
-                f"the {self.drafter.name} drafter's drafts have different lengths: they need greedy "
-                f"decoding with layout='tree' (got layout={self.layout!r}, sample_rule={self.sample_rule!r})"
-            )
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         self._lm_head = self.model.get_output_embeddings()
@@ -223,6 +218,7 @@ class _Run:
             forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
             path = accept_tree(forward.tree, forward.scores, forward.hidden)
         else:
+            drafts = fill_padding(drafts)
             forward = chain_forward(target, self.kv_valid, root, drafts, positions, sequences)
             rule = () if engine.sample_rule is None else self._sampling_rule(forward, drafts, sampled)
             path = accept_chains(drafts, forward.scores, forward.hidden, *rule)

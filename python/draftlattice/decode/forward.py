@@ -76,10 +76,24 @@ def tree_forward(
     return Forward(hidden, logits, on_device, head_logits)
 
 
+def fill_padding(drafts: Tensor) -> Tensor:
+    """Chains have one length: a shorter draft's ``-1`` padding repeats its last token. Only
+    deterministic drafts are padded, and verification stays exact for any deterministic tokens
+    (greedy acceptance keeps a token only if it is the target's own; the tree rule holds for any
+    fixed tree); the padding only costs forward positions."""
+    if drafts.device.type != "cpu" or not bool((drafts < 0).any()):
+        return drafts
+    drafts = drafts.clone()
+    for j in range(1, drafts.shape[-1]):
+        drafts[..., j] = torch.where(drafts[..., j] < 0, drafts[..., j - 1], drafts[..., j])
+    return drafts
+
+
 def chain_forward(
     target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor, sequences: list[Tensor]
 ) -> Forward:
-    """Forward over ``p`` chains per sequence: ``drafts [B, p, g]`` (host or device)."""
+    """Forward over ``p`` chains per sequence: ``drafts [B, p, g]`` (host or device; see
+    :func:`fill_padding`)."""
     device = root.device
     B, p, g = drafts.shape
     drafts = drafts.to(device, non_blocking=True)

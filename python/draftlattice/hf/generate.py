@@ -95,7 +95,7 @@ def generate(
             own law; see ``draftlattice eval tune-sample-alpha``).
         draft_lookup: also verify a draft copied from the context (prompt lookup): what followed
             the last earlier occurrence of the context's final n tokens, n from ``draft_lookup``
-            down to 1 (0, the default: off). Greedy decoding with ``draft_verify="tree"``.
+            down to 1 (0, the default: off). Greedy decoding, or ``draft_sample="tree"``.
         draft_lookup_tokens: longest copied draft (it may be longer than the heads' drafts).
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
@@ -213,11 +213,10 @@ def _drafter(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -
         raise ValueError(f"draft_{error}") from None
 
 
-def _with_lookup(drafter, max_ngram, tokens, verify: str, do_sample: bool) -> ContextLookup:
-    if do_sample or verify != "tree":
+def _with_lookup(drafter, max_ngram, tokens, sample_rule: str, do_sample: bool) -> ContextLookup:
+    if do_sample and sample_rule != "tree":
         raise ValueError(
-            f"draft_lookup needs greedy decoding with draft_verify='tree' (got do_sample={do_sample}, "
-            f"draft_verify={verify!r})"
+            f"draft_lookup drafts are deterministic: with do_sample=True use draft_sample='tree' (got {sample_rule!r})"
         )
     try:
         return ContextLookup(drafter, max_ngram, tokens)
@@ -292,7 +291,7 @@ def _decode(
         model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
     )
     if draft_lookup:
-        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_verify, do_sample)
+        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")
     engine = Engine(

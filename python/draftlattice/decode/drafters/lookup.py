@@ -56,11 +56,12 @@ class ContextLookup:
         max_ngram: longest context suffix matched (tried first, down to 1 token).
         length: longest copied draft, in tokens (may exceed the heads' horizon).
 
-    Greedy tree verification only: the copied draft is deterministic and of its own length.
+    The copied draft is deterministic: greedy decoding (tree or chains), or sampling with the
+    tree rule (any fixed tree of drafts is verified exactly); it cannot join sampled drafts.
+    Drafts of different lengths are ``-1``-padded.
     """
 
     name = "lookup"
-    variable_length = True  #: drafts are ``-1``-padded (tree layout only)
 
     def __init__(self, drafter: Drafter, max_ngram: int = 3, length: int = 8) -> None:
         for label, value in (("max_ngram", max_ngram), ("length", length)):
@@ -72,7 +73,10 @@ class ContextLookup:
 
     def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
         if draws:
-            raise ValueError("context lookup drafts are deterministic: they cannot be sampled drafts")
+            raise ValueError(
+                "context lookup drafts are deterministic: sample with the tree rule (draft_sample='tree'), "
+                "not with sampled drafts"
+            )
         return self.drafter.propose(head_logits, sampling, draws)
 
     def finish(
