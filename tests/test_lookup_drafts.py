@@ -91,17 +91,8 @@ def test_lookup_equals_greedy_generate(setup, use_lm):
         for new in (1, 6, 17):
             ids = torch.tensor([prompt])
             expected = greedy(model, ids, max_new_tokens=new)
-            out = lookup_generate(
-                model,
-                ids,
-                None,
-                heads,
-                max_new_tokens=new,
-                draft_lm=lm if use_lm else None,
-                draft_p=1 + i % 3,
-                draft_lookup=1 + i % 3,
-                draft_lookup_tokens=5,
-            )
+            drafting = {"draft_lm": lm if use_lm else None, "draft_p": 1 + i % 3, "draft_lookup": 1 + i % 3}
+            out = lookup_generate(model, ids, None, heads, max_new_tokens=new, draft_lookup_tokens=5, **drafting)
             assert out.sequences.tolist() == expected.tolist(), (prompt, new)
     for rows in ([0, 1, 4], [2, 3]):
         ids, mask = left_padded([PROMPTS[r] for r in rows])
