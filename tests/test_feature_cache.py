@@ -141,3 +141,16 @@ def test_candidate_softmax_training_learns(tmp_path):
 
     accuracy = head_accuracy(model, result.heads, corpus, ks=(1,))  # full softmax
     assert all(0.0 <= row["top1"] <= 1.0 for row in accuracy)
+
+
+def test_cli_trains_with_candidate_softmax_and_cached_features(tmp_path, capsys):
+    from draftlattice.cli.main import main
+
+    tiny_model().save_pretrained(tmp_path / "model")
+    tiny_corpus(tmp_path / "corpus", records=30)
+    args = ["hf", "train-heads", str(tmp_path / "model"), "--data", str(tmp_path / "corpus"), "--horizon", "3"]
+    args += ["--steps", "3", "--batch-tokens", "96", "--seq-len", "32", "-o", str(tmp_path / "heads")]
+    args += ["--candidate-softmax", "--frequent", "8", "--negatives", "8", "--features", str(tmp_path / "f")]
+    assert main(args) == 0
+    assert "3 steps" in capsys.readouterr().out
+    assert json.loads((tmp_path / "f" / fc.PROGRESS).read_text())["records"] == 30
