@@ -232,9 +232,6 @@ def train_heads(
         if targets != "data":
             raise ValueError("a distilled corpus already holds the model's own continuations: use targets='data'")
         batches = RecordBatches(corpus, batch_tokens or batch_size * seq_len, seq_len, seed)
-        counted = np.concatenate(
-            [corpus.record(r)[p:seq_len] for r, p in enumerate(corpus.prompt_lens.tolist())] or [np.zeros(0, np.int32)]
-        )
     else:
         if features is not None:
             raise ValueError("features (the trunk's cached hidden states) need a distilled corpus as data")
@@ -244,9 +241,12 @@ def train_heads(
         if ids.numel() <= seq_len:
             raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
         batches = ChunkBatches(ids, batch_size, seq_len, seed)
-        counted = ids.numpy()
     frequent = None
-    if softmax is not None:
+    if softmax is not None:  # the most frequent targets: continuations of a corpus, or all of the ids
+        if corpus is not None:
+            counted = np.concatenate([corpus.record(r)[p:seq_len] for r, p in enumerate(corpus.prompt_lens.tolist())])
+        else:
+            counted = ids.numpy()
         counts = np.bincount(counted, minlength=lm_head.weight.shape[0])[: lm_head.weight.shape[0]]
         frequent = torch.from_numpy(np.argsort(-counts, kind="stable")[: softmax.frequent].copy())
     cache = None
