@@ -18,11 +18,14 @@ seconds), ``--batch-tokens`` tokens a step, ``--horizon`` h (heads 2..h); median
 ``--steps`` steps after 2 warm-up steps. Tokens per second count every token of a batch (prompts
 and padding included), as the trainer logs them.
 
-Quality (``--quality-minutes M``): fresh heads trained on the whole corpus for M minutes of wall
-clock each with the full softmax and with the candidate softmax, plus a candidate-softmax run of
-exactly the full run's step count (same schedule: the per-step comparison); each is then scored
-on ``--heldout`` (a distilled corpus of held-out prompts) with the full softmax
-(:func:`draftlattice.training.head_accuracy`), so the approximation cannot flatter itself.
+Quality (``--quality-minutes M``): fresh heads trained on the corpus' first ``--quality-records``
+records for M minutes of wall clock each with the full softmax and with the candidate softmax,
+plus a candidate-softmax run of exactly the full run's step count (same schedule: the per-step
+comparison). All three read the trunk's hidden states from one feature cache (``--features``,
+built first), so the comparison isolates the softmax. Each is then scored on ``--heldout`` (a
+distilled corpus of held-out prompts) with the full softmax
+(:func:`draftlattice.training.head_accuracy`), so the approximation cannot flatter itself;
+``--reference-heads`` (e.g. the shipped heads) are scored beside them.
 """
 
 from __future__ import annotations
@@ -162,19 +165,28 @@ def throughput(args, model, corpus) -> None:
 
 def quality(args, model, corpus) -> None:
     from draftlattice.distilled_corpus import DistilledCorpus
+    from draftlattice.hf import DraftHeads
     from draftlattice.training import head_accuracy, train_heads
+    from draftlattice.training.feature_cache import FeatureCache
     from draftlattice.training.head_loss import CandidateSoftmax
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     heldout = DistilledCorpus.load(args.heldout)
+    corpus = first_records(corpus, args.quality_records)
+    features = args.features or Path(tempfile.mkdtemp(dir=args.tmp)) / "features"
+    started = time.perf_counter()
+    FeatureCache.build(features, model, corpus, max_len=1024, progress=False, log_every=30)
+    print(f"feature cache of {len(corpus)} records: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     common = dict(
         horizon=args.horizon,
         head_hidden=args.head_hidden,
         batch_tokens=args.batch_tokens,
         seq_len=1024,
+        lr=args.lr,
         warmup=10,
         log_every=10,
         progress=False,
+        features=features,
     )
     softmax = CandidateSoftmax(args.frequent, args.negatives)
     budget = 60 * args.quality_minutes
@@ -192,9 +204,14 @@ def quality(args, model, corpus) -> None:
     full = run("full softmax, time budget", steps=100_000, time_budget=budget)
     run("candidate softmax, time budget", steps=100_000, time_budget=budget, softmax=softmax)
     run("candidate softmax, the full run's steps", steps=full.steps, softmax=softmax)
+    if args.reference_heads:
+        heads = DraftHeads.from_pretrained(args.reference_heads, model, strict_name=False).truncated(args.horizon)
+        scores = head_accuracy(model, heads, heldout, ks=(1, 8))
+        runs.append({"run": f"reference: {args.reference_heads}", "steps": 0, "seconds": 0.0, "heldout": scores})
     print(
         f"fresh heads, h={args.horizon}, head_hidden={args.head_hidden}, {args.batch_tokens} tokens a step, "
-        f"{args.threads} threads; held-out {args.heldout} scored with the full softmax"
+        f"{args.threads} threads, lr {args.lr}, {len(corpus)} records ({int(corpus.offsets[-1]):,} tokens) from "
+        f"cached features; held-out {args.heldout} ({len(heldout)} records) scored with the full softmax"
     )
     print("| run | steps | minutes | top-1 heads 2/3/4 | top-8 heads 2/3/4 |\n|---|---:|---:|---|---|")
     for r in runs:
@@ -218,6 +235,10 @@ def main() -> int:
     p.add_argument("--tmp", type=Path, help="where the temporary feature cache goes (default: the system's)")
     p.add_argument("--quality-minutes", type=float, help="instead: equal-budget quality runs of this many minutes")
     p.add_argument("--heldout", type=Path, help="held-out distilled corpus (with --quality-minutes)")
+    p.add_argument("--quality-records", type=int, default=2048, help="records the quality runs train on")
+    p.add_argument("--features", type=Path, help="feature cache of the quality runs (default: a temporary one)")
+    p.add_argument("--lr", type=float, default=2e-3, help="learning rate of the quality runs")
+    p.add_argument("--reference-heads", type=Path, help="heads scored beside the quality runs")
     args = p.parse_args()
     if args.quality_minutes and not args.heldout:
         p.error("--quality-minutes needs --heldout")
