@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -44,9 +45,18 @@ def trunk(model, corpus, r, max_len):
         return model.base_model(input_ids=record).last_hidden_state[0].to(torch.bfloat16)
 
 
-def test_cache_holds_the_trunk_states_of_learnt_positions(tmp_path):
+def test_cache_holds_the_trunk_states_of_learnt_positions(tmp_path, caplog, monkeypatch):
     model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
-    cache = FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    clock = iter(range(0, 10**6, 10))  # 10 s between readings: a slow trunk, for the ETA
+    monkeypatch.setattr(fc.time, "monotonic", lambda: next(clock))
+    with caplog.at_level(logging.INFO, logger="draftlattice.training.feature_cache"):
+        cache = FeatureCache.build(
+            tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False, log_every=0
+        )
+    lines = [r.getMessage() for r in caplog.records if "ETA" in r.getMessage()]
+    assert len(lines) > 2 and lines[-1].startswith(f"trunk features: {len(corpus)}/{len(corpus)} records")
+    etas = [int(line.split("ETA ")[1][:-4].split("m")[0]) * 60 + int(line[-3:-1]) for line in lines]
+    assert etas[0] > 0 and etas[-1] == 0 and etas == sorted(etas, reverse=True)
     rows = np.array([3, 0, 7])
     width = int(np.minimum(np.diff(corpus.offsets), 32)[rows].max())
     z = cache.rows(rows, width)

@@ -253,7 +253,7 @@ def _fill(folder, model, corpus, meta, order, done, starts, offsets, batch_token
         if now - last_log >= log_every or position == len(order):
             last_log = now
             rate = tokens_done / max(now - started, 1e-9)
-            left = total_tokens - bar.n
+            left = left_tokens - tokens_done  # (a disabled bar does not count)
             logger.info(
                 "trunk features: %d/%d records, %.0f tokens/s, ETA %s",
                 position,
