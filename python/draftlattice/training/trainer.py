@@ -302,12 +302,6 @@ def train_heads(
     for step in bar:
         if step >= plan["steps"]:
             break
-        if time_budget is not None and step == start_step + 10:
-            per_step = (time.monotonic() - started) / 10
-            plan["steps"] = min(steps, step + max(1, int((time_budget - 10 * per_step) / per_step)))
-            logger.info(
-                "time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"]
-            )
         if cache is not None:
             rows = batches.next_rows()
             chunks, valid = batches.rows_batch(rows)
@@ -337,6 +331,12 @@ def train_heads(
         result.losses.append(loss_value)
         result.accuracies.append(accuracies)
         result.steps = step + 1
+        if time_budget is not None and step + 1 == start_step + 10:  # before the log line, so its ETA is true
+            per_step = (time.monotonic() - started) / 10
+            plan["steps"] = min(steps, step + 1 + max(1, int((time_budget - 10 * per_step) / per_step)))
+            logger.info(
+                "time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"]
+            )
         bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
         if (step + 1) % log_every == 0 or step + 1 == plan["steps"]:  # for logs, where the bar is off
             elapsed = time.monotonic() - started
