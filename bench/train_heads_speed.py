@@ -25,7 +25,8 @@ comparison). All three read the trunk's hidden states from one feature cache (``
 built first), so the comparison isolates the softmax. Each is then scored on ``--heldout`` (a
 distilled corpus of held-out prompts) with the full softmax
 (:func:`draftlattice.training.head_accuracy`), so the approximation cannot flatter itself;
-``--reference-heads`` (e.g. the shipped heads) are scored beside them.
+``--reference-heads`` (e.g. the shipped heads) are scored beside them. ``--init-heads`` starts
+every run from those heads instead of fresh ones (continued training of well-trained heads).
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def quality(args, model, corpus) -> None:
 
     def run(name, **options):
         started = time.perf_counter()
-        result = train_heads(model, corpus, **common, **options)
+        init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
+        result = train_heads(model, corpus, heads=init, **common, **options)
         seconds = time.perf_counter() - started
         scores = head_accuracy(model, result.heads, heldout, ks=(1, 8))
         runs.append({"run": name, "steps": result.steps, "seconds": seconds, "heldout": scores})
@@ -209,7 +211,7 @@ def quality(args, model, corpus) -> None:
         scores = head_accuracy(model, heads, heldout, ks=(1, 8))
         runs.append({"run": f"reference: {args.reference_heads}", "steps": 0, "seconds": 0.0, "heldout": scores})
     print(
-        f"fresh heads, h={args.horizon}, head_hidden={args.head_hidden}, {args.batch_tokens} tokens a step, "
+        f"{'heads from ' + str(args.init_heads) if args.init_heads else 'fresh heads'}, h={args.horizon}, head_hidden={args.head_hidden}, {args.batch_tokens} tokens a step, "
         f"{args.threads} threads, lr {args.lr}, {len(corpus)} records ({int(corpus.offsets[-1]):,} tokens) from "
         f"cached features; held-out {args.heldout} ({len(heldout)} records) scored with the full softmax"
     )
@@ -239,6 +241,7 @@ def main() -> int:
     p.add_argument("--features", type=Path, help="feature cache of the quality runs (default: a temporary one)")
     p.add_argument("--lr", type=float, default=2e-3, help="learning rate of the quality runs")
     p.add_argument("--reference-heads", type=Path, help="heads scored beside the quality runs")
+    p.add_argument("--init-heads", type=Path, help="start the quality runs from these heads (default: fresh)")
     args = p.parse_args()
     if args.quality_minutes and not args.heldout:
         p.error("--quality-minutes needs --heldout")
