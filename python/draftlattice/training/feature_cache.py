@@ -44,14 +44,14 @@ ROW_DTYPE = np.dtype("<u2")  # bfloat16 bits; numpy has no bfloat16
 
 
 def model_fingerprint(model) -> dict:
-    """What decides ``z``: the trunk's shape and a hash of (the head of) every trunk weight."""
+    """What decides ``z``: the trunk's shape and a hash of (the head of) every trunk weight (not the
+    folder's name: the same weights loaded from elsewhere share a cache)."""
     config = model.config
     digest = hashlib.sha256()
     for name, param in model.base_model.named_parameters():
         digest.update(name.encode())
         digest.update(param.detach().reshape(-1)[:4096].float().cpu().numpy().tobytes())
     return {
-        "name": Path(str(getattr(config, "name_or_path", "") or "")).name or None,
         "model_type": getattr(config, "model_type", None),
         "hidden_size": int(config.hidden_size),
         "num_hidden_layers": getattr(config, "num_hidden_layers", None),
