@@ -133,9 +133,11 @@ def test_another_model_or_corpus_is_a_clear_error_unless_overwrite(tmp_path):
 def test_training_from_cached_features_matches_the_trunk(tmp_path):
     model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=60)
     common = dict(horizon=3, steps=6, batch_tokens=96, seq_len=32, lr=3e-2, progress=False)
+    torch.manual_seed(0)  # the same new heads in both runs
     plain = train_heads(model, corpus, **common)
+    torch.manual_seed(0)
     cached = train_heads(model, corpus, features=tmp_path / "f", **common)
-    np.testing.assert_allclose(cached.losses, plain.losses, rtol=0.02)
+    np.testing.assert_allclose(cached.losses, plain.losses, rtol=2e-3)  # bf16 rounding of other batch shapes
     with pytest.raises(ValueError, match="need a distilled corpus"):
         train_heads(model, torch.arange(200) % 61, features=tmp_path / "g", steps=1, progress=False)
 
@@ -164,3 +166,28 @@ def test_cli_trains_with_candidate_softmax_and_cached_features(tmp_path, capsys)
     assert main(args) == 0
     assert "3 steps" in capsys.readouterr().out
     assert json.loads((tmp_path / "f" / fc.PROGRESS).read_text())["records"] == 30
+
+
+def test_a_resumed_run_with_both_options_equals_an_uninterrupted_one(tmp_path, monkeypatch):
+    from draftlattice.training import trainer
+
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=60)
+    common = dict(horizon=3, steps=6, batch_tokens=96, seq_len=32, lr=3e-2, progress=False, features=tmp_path / "f")
+    common["softmax"] = CandidateSoftmax(frequent=4, negatives=6)
+    torch.manual_seed(0)  # new heads draw their first layer from torch's generator
+    straight = train_heads(model, corpus, **common)
+    real = trainer._checkpoint
+
+    def interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "_checkpoint", interrupted)
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):  # stopped right after the checkpoint at step 3
+        train_heads(model, corpus, output_dir=tmp_path / "run", checkpoint_every=3, **common)
+    monkeypatch.setattr(trainer, "_checkpoint", real)
+    resumed = train_heads(model, corpus, output_dir=tmp_path / "run", **common)
+    assert resumed.steps == 6 and resumed.losses == pytest.approx(straight.losses[3:], rel=1e-6)
+    for a, b in zip(resumed.heads.parameters(), straight.heads.parameters()):
+        torch.testing.assert_close(a, b)
