@@ -74,7 +74,7 @@ def register(subparsers) -> None:
         "--dtype",
         choices=["float32", "bfloat16", "float16"],
         default="float32",
-        help="model dtype (on CUDA the frozen forward runs under bf16 autocast)",
+        help="model dtype (the frozen forward and the heads run under bf16 autocast, on CPU and CUDA)",
     )
     p.set_defaults(func=run_train_heads)
     group.set_defaults(func=lambda args: group.print_help() or 2)
