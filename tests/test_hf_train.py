@@ -154,3 +154,22 @@ def test_cli_train_heads_and_lm_build_over_the_model_tokenizer(model_dir, tmp_pa
             draft_lm=NgramLM(tmp_path / "other.arpa"),
             pad_token_id=0,
         )
+
+
+def test_time_budget_cuts_the_steps_before_the_log_line_says_them(model_dir, caplog):
+    folder, corpus = model_dir
+    model = load(folder)
+    with caplog.at_level("INFO", logger="draftlattice.training.trainer"):
+        result = train_heads(
+            model,
+            corpus,
+            horizon=3,
+            steps=1000,
+            batch_size=2,
+            seq_len=16,
+            log_every=10,
+            time_budget=0.0,
+            progress=False,
+        )
+    assert result.steps == 11  # 10 timed steps, then the one step a budget always allows
+    assert any(r.getMessage().startswith("step 10/11 ") for r in caplog.records)

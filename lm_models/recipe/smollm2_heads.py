@@ -11,7 +11,10 @@ Stages, each skipped when its output is complete (rerun the same command to resu
 3. self-distillation: the model's greedy answers (``distill-greedy/``) and, with
    ``--sampled-prompts``, its answers sampled at T = 1 (``distill-sampled/``);
 4. training (checkpointed every ``--checkpoint-every`` steps) of the greedy heads, and of the
-   sampling heads (initialised from the greedy ones) on the sampled data;
+   sampling heads (initialised from the greedy ones) on the sampled data; on a CPU,
+   ``--candidate-softmax`` (a sampled softmax for the loss) and ``--cache-features`` (the trunk's
+   hidden states computed once into ``features-greedy/`` and ``features-sampled/``, about 1.15 KB
+   a token, then read back) make a step several times cheaper (bench/RESULTS.md);
 5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
    to ``--out`` as ``heads/`` and ``heads-sampled/``.
 
@@ -54,6 +57,10 @@ def parse_args(argv=None):
     p.add_argument("--init-heads", type=Path, help="start the greedy heads from these (a DraftHeads folder)")
     p.add_argument("--warmup", type=int, default=100, help="learning-rate warm-up steps")
     p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--candidate-softmax", action="store_true", help="train through the candidate-set softmax")
+    p.add_argument("--frequent", type=int, default=2048, help="candidate softmax: always-candidate tokens")
+    p.add_argument("--negatives", type=int, default=1024, help="candidate softmax: uniform negatives a step")
+    p.add_argument("--cache-features", action="store_true", help="cache the trunk's hidden states in WORK")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     p.add_argument("--distill-seconds", type=float, help="time budget of the distillation (rerun to continue)")
@@ -83,6 +90,7 @@ def main(argv=None) -> int:
     from draftlattice.training.distill import distill
     from draftlattice.training.distillation_prompts import Prompt, distillation_prompts
     from draftlattice.training.head_accuracy import head_accuracy
+    from draftlattice.training.head_loss import CandidateSoftmax
     from draftlattice.training.trainer import train_heads
 
     folder = args.model or fetch_default()
@@ -140,6 +148,7 @@ def main(argv=None) -> int:
         log_every=25,
         progress=False,
         time_budget=args.train_seconds,
+        softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(
@@ -150,6 +159,7 @@ def main(argv=None) -> int:
         head_hidden=args.head_hidden,
         steps=args.steps,
         output_dir=args.work / "heads-greedy",
+        features=args.work / "features-greedy" if args.cache_features else None,
         **train,
     ).heads
     report = {"greedy": head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-greedy"))}
@@ -162,6 +172,7 @@ def main(argv=None) -> int:
             heads=start,
             steps=args.sampled_steps,
             output_dir=args.work / "heads-sampled",
+            features=args.work / "features-sampled" if args.cache_features else None,
             **{**train, "time_budget": args.train_seconds / 2 if args.train_seconds else None},
         ).heads
         report["sampled"] = head_accuracy(model, sampled, DistilledCorpus.load(args.work / "heldout-sampled"))

@@ -6,13 +6,26 @@ The path of ``lm_models/recipe/smollm2_heads.py``, in data-flow order:
 * :mod:`.distill`: the model's own answers to them, written as a distilled corpus
   (:mod:`draftlattice.distilled_corpus`, the on-disk format);
 * :mod:`.batches` -> :mod:`.head_loss` -> :mod:`.trainer`: :func:`train_heads` trains
-  :class:`draftlattice.hf.DraftHeads` with the base model frozen (``draftlattice hf train-heads``);
+  :class:`draftlattice.hf.DraftHeads` with the base model frozen (``draftlattice hf train-heads``),
+  through the full softmax or a candidate-set one (:class:`CandidateSoftmax`), from the trunk
+  or from its hidden states cached once (:mod:`.feature_cache`, :class:`FeatureCache`);
 * :mod:`.head_accuracy`: how often each head's top token is the one the model wrote (held out).
 """
 
 from .distill import distill
 from .distillation_prompts import Prompt, distillation_prompts
+from .feature_cache import FeatureCache
 from .head_accuracy import head_accuracy
+from .head_loss import CandidateSoftmax
 from .trainer import TrainResult, train_heads
 
-__all__ = ["Prompt", "TrainResult", "distill", "distillation_prompts", "head_accuracy", "train_heads"]
+__all__ = [
+    "CandidateSoftmax",
+    "FeatureCache",
+    "Prompt",
+    "TrainResult",
+    "distill",
+    "distillation_prompts",
+    "head_accuracy",
+    "train_heads",
+]

@@ -72,11 +72,19 @@ class RecordBatches:
         return [batches[i] for i in rng.permutation(len(batches))]
 
     def next(self) -> tuple[Tensor, Tensor]:
+        return self.rows_batch(self.next_rows())
+
+    def next_rows(self) -> np.ndarray:
+        """The record indices of the next batch (:meth:`rows_batch` makes its tensors)."""
         if self.position >= len(self.order):
             self.epoch, self.position = self.epoch + 1, 0
             self.order = self._epoch_batches(self.epoch)
         rows = self.order[self.position]
         self.position += 1
+        return rows
+
+    def rows_batch(self, rows: np.ndarray) -> tuple[Tensor, Tensor]:
+        """``(tokens [B, T], valid [B, T])`` of records ``rows``, right-padded to the longest."""
         width = int(self.lengths[rows].max())
         tokens = np.zeros((len(rows), width), np.int64)
         valid = np.zeros((len(rows), width), bool)

@@ -15,7 +15,16 @@ gradients: one frozen forward per batch, all heads trained together). Targets:
 
 The heads train in float32 (master weights) under bf16 autocast; the frozen trunk runs in its
 own dtype (bf16 is fast on AMX CPUs and GPUs). The loss never forms [B, T, V] logits
-(:mod:`.head_loss`). Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format
+(:mod:`.head_loss`). Two options make a CPU step several times cheaper:
+
+* ``softmax=CandidateSoftmax()``: each head's softmax covers a candidate set (the step's target
+  tokens, the corpus' most frequent tokens, uniformly sampled negatives with the log-Q
+  correction) instead of the whole vocabulary; held-out accuracy
+  (:func:`~draftlattice.training.head_accuracy`) still uses the full softmax;
+* ``features=FOLDER`` (a distilled corpus): the frozen trunk's hidden states are computed once
+  into a bf16 file (:mod:`.feature_cache`, resumable) and read back, so steps skip the trunk.
+
+Checkpoints (``output_dir``): the heads in the :class:`DraftHeads` format
 plus ``trainer_state.pt`` (step, optimizer, schedule, data order); a later call with
 ``resume=True`` continues there.
 """
@@ -30,14 +39,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from ..distilled_corpus import DistilledCorpus
 from ..hf.heads import DraftHeads, output_embeddings
 from ..tokenizer import corpus_lines, folder_tokenizer, load_tokenizer
+from ._progress import duration
 from .batches import ChunkBatches, RecordBatches
-from .head_loss import chunked_linear_ce
+from .feature_cache import FeatureCache
+from .head_loss import CandidateSoftmax, candidate_columns, candidate_linear_ce, chunked_linear_ce
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +98,26 @@ def corpus_ids(data, model, tokenizer=None) -> Tensor:
 
 
 def head_losses(
-    heads: DraftHeads, model, z: Tensor, targets: Tensor, valid: Tensor | None = None, chunk: int = 1024
+    heads: DraftHeads,
+    model,
+    z: Tensor,
+    targets: Tensor,
+    valid: Tensor | None = None,
+    chunk: int = 1024,
+    candidates: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, list[float]]:
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
     ``z [B, T, d]`` hidden states of ``targets [B, T]``; head j at position t predicts
     ``targets[:, t + j]`` where ``valid[:, t + j]`` (default: everywhere). The logits go through
-    :func:`chunked_linear_ce`, so no [B, T, V] tensor is formed.
+    :func:`chunked_linear_ce`, so no [B, T, V] tensor is formed; with ``candidates`` (``columns,
+    log_q`` of :func:`candidate_columns`, holding every target) through the candidate-set softmax
+    :func:`candidate_linear_ce` instead, its top-1 counted among the candidates.
     """
     weight = output_embeddings(model).weight
+    if candidates is not None:
+        columns, log_q = candidates
+        weight_columns = weight.detach()[columns]  # gathered once, shared by the heads
     losses, accuracies = [], []
     T = targets.shape[1]
     for i, head in enumerate(heads.heads):
@@ -110,7 +133,12 @@ def head_losses(
         if not bool(keep.any()):
             continue
         states = head(z[:, : T - j][keep])
-        loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk)
+        if candidates is None:
+            loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk)
+        else:
+            loss, (top1,) = candidate_linear_ce(
+                states, weight, targets[:, j:][keep], columns, log_q, chunk=4 * chunk, weight_columns=weight_columns
+            )
         losses.append(loss)
         accuracies.append(top1)
     if not losses:
@@ -157,6 +185,9 @@ def train_heads(
     warmup: int = 0,
     log_every: int = 50,
     time_budget: float | None = None,
+    softmax: CandidateSoftmax | None = None,
+    features: str | os.PathLike[str] | None = None,
+    overwrite_features: bool = False,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
@@ -178,6 +209,13 @@ def train_heads(
         output_dir: where checkpoints and the final heads go (None: nothing written).
         progress: tqdm bar with loss and per-head accuracy (default: on a terminal); every
             ``log_every`` steps a log line gives the step, loss, accuracies, tokens/s and ETA.
+        softmax: ``None`` for the full softmax over the vocabulary, or the options of the
+            candidate-set softmax (:class:`CandidateSoftmax`; the logged accuracies are then
+            among the candidates, an upper bound of the full-softmax figure).
+        features: for a distilled corpus, a folder for the trunk's cached hidden states
+            (:class:`FeatureCache`): built first when missing or unfinished (one trunk pass
+            over the corpus, resumable, not counted in ``time_budget``), then read instead of
+            running the trunk. ``overwrite_features`` rebuilds a cache of another model/corpus.
 
     Returns:
         :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
@@ -195,12 +233,33 @@ def train_heads(
             raise ValueError("a distilled corpus already holds the model's own continuations: use targets='data'")
         batches = RecordBatches(corpus, batch_tokens or batch_size * seq_len, seq_len, seed)
     else:
+        if features is not None:
+            raise ValueError("features (the trunk's cached hidden states) need a distilled corpus as data")
         if targets != "data" and not 0 < prompt_len < seq_len:
             raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
         ids = corpus_ids(data, model, tokenizer)
         if ids.numel() <= seq_len:
             raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
         batches = ChunkBatches(ids, batch_size, seq_len, seed)
+    frequent = None
+    if softmax is not None:  # the most frequent targets: continuations of a corpus, or all of the ids
+        if corpus is not None:
+            counted = np.concatenate([corpus.record(r)[p:seq_len] for r, p in enumerate(corpus.prompt_lens.tolist())])
+        else:
+            counted = ids.numpy()
+        counts = np.bincount(counted, minlength=lm_head.weight.shape[0])[: lm_head.weight.shape[0]]
+        frequent = torch.from_numpy(np.argsort(-counts, kind="stable")[: softmax.frequent].copy())
+    cache = None
+    if features is not None:
+        cache = FeatureCache.build(
+            features,
+            model,
+            corpus,
+            max_len=seq_len,
+            batch_tokens=2 * (batch_tokens or batch_size * seq_len),
+            overwrite=overwrite_features,
+            progress=progress,
+        )
     out = Path(output_dir) if output_dir is not None else None
     state_path = out / STATE_NAME if out is not None else None
     start_step = 0
@@ -243,22 +302,26 @@ def train_heads(
     for step in bar:
         if step >= plan["steps"]:
             break
-        if time_budget is not None and step == start_step + 10:
-            per_step = (time.monotonic() - started) / 10
-            plan["steps"] = min(steps, step + max(1, int((time_budget - 10 * per_step) / per_step)))
-            logger.info(
-                "time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"]
-            )
-        chunks, valid = batches.next()
-        chunks, valid = chunks.to(device), valid.to(device)
-        with torch.no_grad(), autocast:
-            if targets != "data":
-                chunks = _own_continuations(model, chunks, prompt_len, sample=targets == "sampled")
-                valid = torch.zeros_like(valid)
-                valid[:, prompt_len:] = True
-            z = model.base_model(input_ids=chunks).last_hidden_state
+        if cache is not None:
+            rows = batches.next_rows()
+            chunks, valid = batches.rows_batch(rows)
+            z = cache.rows(rows, chunks.shape[1]).to(device)
+            chunks, valid = chunks.to(device), valid.to(device)
+        else:
+            chunks, valid = batches.next()
+            chunks, valid = chunks.to(device), valid.to(device)
+            with torch.no_grad(), autocast:
+                if targets != "data":
+                    chunks = _own_continuations(model, chunks, prompt_len, sample=targets == "sampled")
+                    valid = torch.zeros_like(valid)
+                    valid[:, prompt_len:] = True
+                z = model.base_model(input_ids=chunks).last_hidden_state
+        candidates = None
+        if softmax is not None:
+            draw = torch.Generator().manual_seed(seed * 1_000_003 + step)  # the same draws on resume
+            candidates = candidate_columns(chunks[valid], lm_head.weight.shape[0], frequent, softmax.negatives, draw)
         with autocast:
-            loss, accuracies = head_losses(heads, model, z.detach(), chunks, valid, chunk=chunk)
+            loss, accuracies = head_losses(heads, model, z.detach(), chunks, valid, chunk=chunk, candidates=candidates)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -268,17 +331,24 @@ def train_heads(
         result.losses.append(loss_value)
         result.accuracies.append(accuracies)
         result.steps = step + 1
+        if time_budget is not None and step + 1 == start_step + 10:  # before the log line, so its ETA is true
+            per_step = (time.monotonic() - started) / 10
+            plan["steps"] = min(steps, step + 1 + max(1, int((time_budget - 10 * per_step) / per_step)))
+            logger.info(
+                "time budget %.0f s at %.3f s a step: training to step %d", time_budget, per_step, plan["steps"]
+            )
         bar.set_postfix(loss=f"{loss_value:.3f}", acc="/".join(f"{a:.2f}" for a in accuracies))
         if (step + 1) % log_every == 0 or step + 1 == plan["steps"]:  # for logs, where the bar is off
             elapsed = time.monotonic() - started
             logger.info(
-                "step %d/%d loss %.4f top-1 per head %s | %.0f tokens/s, ETA %s",
+                "step %d/%d loss %.4f top-1 per head%s %s | %.0f tokens/s, ETA %s",
                 step + 1,
                 plan["steps"],
                 loss_value,
+                " (among candidates)" if softmax is not None else "",
                 " ".join(f"{a:.3f}" for a in accuracies),
                 tokens_seen / max(elapsed, 1e-9),
-                _duration(elapsed / (step + 1 - start_step) * (plan["steps"] - step - 1)),
+                duration(elapsed / (step + 1 - start_step) * (plan["steps"] - step - 1)),
             )
         if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < plan["steps"]:
             _checkpoint(heads, optimizer, schedule, batches, step + 1, out)
@@ -286,13 +356,6 @@ def train_heads(
     if out is not None:
         _checkpoint(heads, optimizer, schedule, batches, result.steps, out)
     return result
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return (
-        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-    )
 
 
 def _lr_factor(step: int, warmup: int, steps: int) -> float:

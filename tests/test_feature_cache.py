@@ -1,0 +1,193 @@
+"""The trunk-feature cache of a distilled corpus, and training the heads from it."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from draftlattice.distilled_corpus import FORMAT, META, VERSION, DistilledCorpus, write_shard
+from draftlattice.training import feature_cache as fc
+from draftlattice.training import train_heads
+from draftlattice.training.feature_cache import FeatureCache
+from draftlattice.training.head_loss import CandidateSoftmax
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tiny_model(seed: int = 0):
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=61, n_embd=16, n_layer=2, n_head=2, n_positions=64, bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(config).eval()
+
+
+def tiny_corpus(folder, records: int = 23, seed: int = 0) -> DistilledCorpus:
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    (folder / META).write_text(json.dumps({"format": FORMAT, "version": VERSION, "model": "tiny", "mode": "greedy"}))
+    rows = []
+    for _ in range(records):
+        prompt = int(rng.integers(1, 6))
+        n = int(rng.integers(prompt + 1, 40))
+        rows.append(((np.arange(n) * 3 + rng.integers(0, 61)) % 61, prompt))  # learnable: +3 each step
+    write_shard(folder / "shard-00000.npz", rows[:10])
+    write_shard(folder / "shard-00001.npz", rows[10:])
+    return DistilledCorpus.load(folder)
+
+
+def trunk(model, corpus, r, max_len):
+    record = torch.from_numpy(corpus.record(r)[:max_len].astype(np.int64))[None]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return model.base_model(input_ids=record).last_hidden_state[0].to(torch.bfloat16)
+
+
+def test_cache_holds_the_trunk_states_of_learnt_positions(tmp_path, caplog, monkeypatch):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    clock = iter(range(0, 10**6, 10))  # 10 s between readings: a slow trunk, for the ETA
+    monkeypatch.setattr(fc.time, "monotonic", lambda: next(clock))
+    with caplog.at_level(logging.INFO, logger="draftlattice.training.feature_cache"):
+        cache = FeatureCache.build(
+            tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False, log_every=0
+        )
+    lines = [r.getMessage() for r in caplog.records if "ETA" in r.getMessage()]
+    assert len(lines) > 2 and lines[-1].startswith(f"trunk features: {len(corpus)}/{len(corpus)} records")
+    etas = [int(line.split("ETA ")[1][:-4].split("m")[0]) * 60 + int(line[-3:-1]) for line in lines]
+    assert etas[0] > 0 and etas[-1] == 0 and etas == sorted(etas, reverse=True)
+    rows = np.array([3, 0, 7])
+    width = int(np.minimum(np.diff(corpus.offsets), 32)[rows].max())
+    z = cache.rows(rows, width)
+    assert z.shape == (3, width, 16) and z.dtype == torch.bfloat16
+    for b, r in enumerate(rows):
+        want = trunk(model, corpus, int(r), 32)
+        start, n = int(corpus.prompt_lens[r]) - 1, len(want)
+        torch.testing.assert_close(z[b, start:n].float(), want[start:].float(), rtol=0.02, atol=0.02)
+        assert not z[b, :start].any() and not z[b, n:].any()
+    assert FeatureCache.open(tmp_path / "f", corpus, model).meta["rows"] == cache.meta["rows"]
+
+
+def test_an_interrupted_build_resumes(tmp_path, monkeypatch):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    whole = FeatureCache.build(tmp_path / "whole", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    calls = {"n": 0}
+    real = fc._write_progress
+
+    def stop_after_two(folder, records):
+        real(folder, records)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fc, "_write_progress", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        FeatureCache.build(tmp_path / "part", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    done = json.loads((tmp_path / "part" / fc.PROGRESS).read_text())["records"]
+    assert 0 < done < len(corpus)
+    with pytest.raises(ValueError, match="not finished"):
+        FeatureCache.open(tmp_path / "part", corpus)
+    monkeypatch.setattr(fc, "_write_progress", real)
+    seen = []
+    monkeypatch.setattr(fc, "_write_progress", lambda folder, records: seen.append(records) or real(folder, records))
+    resumed = FeatureCache.build(tmp_path / "part", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    assert seen[0] > done  # the first batch after the interruption, not from zero
+    assert np.array_equal(np.asarray(resumed.data), np.asarray(whole.data))
+    seen.clear()
+    FeatureCache.build(tmp_path / "part", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    assert seen == []  # complete: nothing recomputed
+
+
+def test_never_overwrites_what_is_not_its_own(tmp_path):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(ValueError, match="is a file"):
+        FeatureCache.build(tmp_path / "file", model, corpus, progress=False)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "notes.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match="not empty and holds no feature cache"):
+            FeatureCache.build(tmp_path / "dir", model, corpus, overwrite=overwrite, progress=False)
+    assert (tmp_path / "file").read_text() == "mine" and (tmp_path / "dir" / "notes.txt").read_text() == "mine"
+
+
+def test_another_model_or_corpus_is_a_clear_error_unless_overwrite(tmp_path):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    folder = tmp_path / "f"
+    FeatureCache.build(folder, model, corpus, max_len=32, progress=False)
+    with pytest.raises(ValueError, match="another model .*overwrite"):
+        FeatureCache.build(folder, tiny_model(seed=1), corpus, max_len=32, progress=False)
+    other = tiny_corpus(tmp_path / "other", seed=1)
+    with pytest.raises(ValueError, match="another corpus"):
+        FeatureCache.build(folder, model, other, max_len=32, progress=False)
+    with pytest.raises(ValueError, match="another corpus"):
+        FeatureCache.open(folder, other)
+    with pytest.raises(ValueError, match="max_len"):
+        FeatureCache.build(folder, model, corpus, max_len=16, progress=False)
+    rebuilt = FeatureCache.build(folder, model, other, max_len=32, overwrite=True, progress=False)
+    assert rebuilt.meta["corpus"] == fc.corpus_fingerprint(other)
+    assert FeatureCache.open(folder, other, model) is not None
+
+
+def test_training_from_cached_features_matches_the_trunk(tmp_path):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=60)
+    common = dict(horizon=3, steps=6, batch_tokens=96, seq_len=32, lr=3e-2, progress=False)
+    torch.manual_seed(0)  # the same new heads in both runs
+    plain = train_heads(model, corpus, **common)
+    torch.manual_seed(0)
+    cached = train_heads(model, corpus, features=tmp_path / "f", **common)
+    np.testing.assert_allclose(cached.losses, plain.losses, rtol=2e-3)  # bf16 rounding of other batch shapes
+    with pytest.raises(ValueError, match="need a distilled corpus"):
+        train_heads(model, torch.arange(200) % 61, features=tmp_path / "g", steps=1, progress=False)
+
+
+def test_candidate_softmax_training_learns(tmp_path):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=60)
+    softmax = CandidateSoftmax(frequent=8, negatives=8)
+    result = train_heads(
+        model, corpus, horizon=3, steps=40, batch_tokens=96, seq_len=32, lr=3e-2, softmax=softmax, progress=False
+    )
+    assert sum(result.losses[-8:]) / 8 < sum(result.losses[:8]) / 8 - 0.1
+    from draftlattice.training import head_accuracy
+
+    accuracy = head_accuracy(model, result.heads, corpus, ks=(1,))  # full softmax
+    assert all(0.0 <= row["top1"] <= 1.0 for row in accuracy)
+
+
+def test_cli_trains_with_candidate_softmax_and_cached_features(tmp_path, capsys):
+    from draftlattice.cli.main import main
+
+    tiny_model().save_pretrained(tmp_path / "model")
+    tiny_corpus(tmp_path / "corpus", records=30)
+    args = ["hf", "train-heads", str(tmp_path / "model"), "--data", str(tmp_path / "corpus"), "--horizon", "3"]
+    args += ["--steps", "3", "--batch-tokens", "96", "--seq-len", "32", "-o", str(tmp_path / "heads")]
+    args += ["--candidate-softmax", "--frequent", "8", "--negatives", "8", "--features", str(tmp_path / "f")]
+    assert main(args) == 0
+    assert "3 steps" in capsys.readouterr().out
+    assert json.loads((tmp_path / "f" / fc.PROGRESS).read_text())["records"] == 30
+
+
+def test_a_resumed_run_with_both_options_equals_an_uninterrupted_one(tmp_path, monkeypatch):
+    from draftlattice.training import trainer
+
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=60)
+    common = dict(horizon=3, steps=6, batch_tokens=96, seq_len=32, lr=3e-2, progress=False, features=tmp_path / "f")
+    common["softmax"] = CandidateSoftmax(frequent=4, negatives=6)
+    torch.manual_seed(0)  # new heads draw their first layer from torch's generator
+    straight = train_heads(model, corpus, **common)
+    real = trainer._checkpoint
+
+    def interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "_checkpoint", interrupted)
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):  # stopped right after the checkpoint at step 3
+        train_heads(model, corpus, output_dir=tmp_path / "run", checkpoint_every=3, **common)
+    monkeypatch.setattr(trainer, "_checkpoint", real)
+    resumed = train_heads(model, corpus, output_dir=tmp_path / "run", **common)
+    assert resumed.steps == 6 and resumed.losses == pytest.approx(straight.losses[3:], rel=1e-6)
+    for a, b in zip(resumed.heads.parameters(), straight.heads.parameters()):
+        torch.testing.assert_close(a, b)
