@@ -8,7 +8,8 @@ WikiText-2 test paragraphs, batched with left padding. Methods:
 * ``generate``: plain ``model.generate()`` (the reference of each ratio).
 * ``prompt-lookup``: transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``; batch 1 only).
 * greedy: ``heads`` (the heads' top-1 tokens as the one draft), ``lattice 1-best`` / ``lattice
-  p-best tree`` (the heads' top-k lattice rescored with the 4-gram).
+  p-best tree`` (the heads' top-k lattice rescored with the 4-gram), ``lattice p-best tree +
+  copy`` (and a draft copied from the context, ``draft_lookup=3``).
 * ``--temperature``: ``heads (1 draft, block)`` (one draft sampled from the heads' processed laws,
   block verification), ``heads_multi`` (p such drafts, recursive rejection) and ``ngram_multi``
   (p drafts from the full-support lattice rescored with the 4-gram, sample_alpha 0.2).
@@ -150,6 +151,15 @@ def main() -> int:
                 "draft_p": args.p,
                 "draft_alpha": args.alpha,
                 "draft_verify": "tree",
+            },
+            f"lattice {args.p}-best tree + copy": {
+                **draft,
+                "draft_lm": lm,
+                "draft_k": args.k,
+                "draft_p": args.p,
+                "draft_alpha": args.alpha,
+                "draft_verify": "tree",
+                "draft_lookup": 3,
             },
         }
     sampling = (
