@@ -88,7 +88,8 @@ class Drafter(Protocol):
     def finish(
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
     ) -> tuple[Tensor, SampledDrafts | None]:
-        """Host half: ``(drafts [B, p', g], sampled or None)``. ``host`` is ``proposal.to_host``
+        """Host half: ``(drafts [B, p', g], sampled or None)`` (deterministic drafts may end early:
+        ``-1`` past a shorter draft's end). ``host`` is ``proposal.to_host``
         copied to the host; ``contexts[b]``: row b's tokens so far (prompt without padding,
         generated, and the known next token). Deterministic drafts may stay on the host (the
         token tree is built there); sampled drafts are on ``device``."""

@@ -2,8 +2,8 @@
 
 Chat answers restate their question and text repeats its own names and phrases; the heads,
 which see one hidden state, rarely draft such copies exactly. Prompt lookup (Saxena 2023, in
-transformers as ``prompt_lookup_num_tokens``) finds the last earlier occurrence of the context's
-final n tokens and proposes what followed it. Here that continuation joins the lattice's p
+transformers as ``prompt_lookup_num_tokens``) finds an earlier occurrence of the context's final
+n tokens and proposes what followed it (:func:`continuation` says which occurrence). Here that continuation joins the lattice's p
 drafts as one more branch of the token tree: a step accepts whichever prefix is longest, so the
 two sources add up (measured on the demo's prompts: ``bench/lookup_drafts.py``).
 
