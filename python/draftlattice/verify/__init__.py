@@ -32,7 +32,7 @@ Sampling: ``p = sampling_distribution(target_logits, T, top_k, top_p)`` with the
 ``num, nxt = block_verify(draft_tokens, q, p, generator)``.
 """
 
-from ._common import residual_distribution, sampling_distribution
+from ._common import draw_categorical, residual_distribution, sampling_distribution
 from .greedy import GreedyResult, greedy_accept, target_tokens
 from .multi_draft import MultiDraftResult, multi_draft_verify, multi_draft_verify_distribution
 from .path import AcceptedPath, accept_chains, accept_tree
@@ -77,6 +77,7 @@ __all__ = [
     "multi_draft_verify_distribution",
     "residual_distribution",
     "sampling_distribution",
+    "draw_categorical",
     "target_tokens",
     "token_accept_probs",
     "token_verify",

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._common import _as_lengths, residual_distribution
+from ._common import _as_lengths, draw_categorical, residual_distribution
 
 __all__ = [
     "token_accept_probs",
@@ -57,7 +57,7 @@ def _at(x: Tensor, idx: Tensor) -> Tensor:
 
 
 def _sample(dist: Tensor, generator: torch.Generator | None) -> Tensor:
-    return torch.multinomial(dist, 1, generator=generator).squeeze(-1)
+    return draw_categorical(dist, generator)
 
 
 def _draft_probs(draft_tokens: Tensor, q: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:

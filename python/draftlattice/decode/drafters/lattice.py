@@ -20,7 +20,7 @@ from torch import Tensor
 from ...lattice import Lattice
 from ...rescore import LmMemo, rescore_batch
 from ...sample import sample_drafts
-from ...verify import sampling_distribution
+from ...verify import draw_categorical, sampling_distribution
 from .base import Proposal, SampledDrafts, Sampling, topk_lattice
 
 # Context tokens passed to the LM per row: only the last order - 1 matter, and no draftlattice
@@ -159,6 +159,8 @@ class LatticeDrafter:
         q = (arc_q[..., k : k + 1] * rest.unsqueeze(1)).scatter(-1, top_ids, arc_q[..., :k])
         others = tokens < 0
         if bool(others.any()):
-            draws = torch.multinomial(rest.unsqueeze(1).expand(B, n, g, -1)[others], 1).squeeze(1)
+            # Inversion, not torch.multinomial: without replacement it draws an exponential per
+            # vocabulary entry (about 7 ms a step at V = 49,152 on the CPU).
+            draws = draw_categorical(rest.unsqueeze(1).expand(B, n, g, -1)[others])
             tokens = tokens.masked_scatter(others, draws)
         return SampledDrafts(tokens, q)
