@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..decode.drafters.lookup import LOOKUP_TOKENS
 from .demo_prompts import DemoPrompt
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class DemoSettings:
     sample_alpha: float = 0.2
     prompt_lookup_tokens: int = 10
     lookup: int = 3  #: longest context n-gram the copied draft of ``ngram_lookup_tree`` matches
-    lookup_tokens: int = 6  #: longest copied draft
+    lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -128,6 +129,8 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
     st = settings
     draft = {"custom_generate": dlhf.generate, "draft_k": st.k, "return_dict_in_generate": True}
     h = bundle.heads.horizon
+    copy = {"draft_lookup": st.lookup, "draft_lookup_tokens": st.lookup_tokens}
+    copy_label = f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)"
     if not st.sampling:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
@@ -143,12 +146,7 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
             RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
-            RowSpec(
-                "ngram_lookup_tree",
-                f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)",
-                "tree",
-                {**ngram, "draft_p": st.p, "draft_lookup": st.lookup, "draft_lookup_tokens": st.lookup_tokens},
-            ),
+            RowSpec("ngram_lookup_tree", copy_label, "tree", {**ngram, "draft_p": st.p, **copy}),
         ]
     heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
     ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}
@@ -175,16 +173,9 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
         ),
         RowSpec(
             "ngram_lookup_tree",
-            f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)",
+            copy_label,
             "tree-sample",
-            {
-                **ngram,
-                "draft_p": st.p,
-                "draft_sample": "tree",
-                "draft_alpha": st.alpha,
-                "draft_lookup": st.lookup,
-                "draft_lookup_tokens": st.lookup_tokens,
-            },
+            {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha, **copy},
         ),
     ]
 

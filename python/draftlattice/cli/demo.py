@@ -39,7 +39,11 @@ def register(subparsers) -> None:
         default=3,
         help="ngram_lookup_tree: longest context n-gram its copied draft matches (default 3)",
     )
-    p.add_argument("--lookup-tokens", type=int, default=6, help="ngram_lookup_tree: longest copied draft (default 6)")
+    p.add_argument(
+        "--lookup-tokens",
+        type=int,
+        help="ngram_lookup_tree: longest copied draft (default: the library's, 6)",
+    )
     p.add_argument(
         "--dtype",
         choices=["bfloat16", "float32"],
@@ -92,8 +96,8 @@ def _demo(args: argparse.Namespace) -> int:
         top_p=args.top_p,
         sample_alpha=args.sample_alpha,
         lookup=args.lookup,
-        lookup_tokens=args.lookup_tokens,
         seed=args.seed,
+        **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
     )
     torch.set_num_threads(args.threads)
     try:

@@ -25,6 +25,7 @@ from torch import Tensor
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from ..decode.drafters import ContextLookup, LatticeDrafter, Sampling
+from ..decode.drafters.lookup import LOOKUP_TOKENS
 from ..decode.engine import Engine
 from ..decode.forward import LAYOUTS
 from ..decode.stats import DecodeStats
@@ -62,7 +63,7 @@ def generate(
     draft_sample: str = "multi",
     draft_sample_alpha: float = 0.2,
     draft_lookup: int = 0,
-    draft_lookup_tokens: int = 6,
+    draft_lookup_tokens: int = LOOKUP_TOKENS,
     draft_streamer=None,
     streamer=None,
     draft_recorder=None,
@@ -94,8 +95,9 @@ def generate(
         draft_sample_alpha: LM weight of sampled lattice drafts (default 0.2; 0 = the heads'
             own law; see ``draftlattice eval tune-sample-alpha``).
         draft_lookup: also verify a draft copied from the context (prompt lookup): what followed
-            the last earlier occurrence of the context's final n tokens, n from ``draft_lookup``
-            down to 1 (0, the default: off). Greedy decoding, or ``draft_sample="tree"``.
+            an earlier occurrence of the context's final n tokens, n from ``draft_lookup`` down to
+            1 (:func:`draftlattice.decode.drafters.lookup.continuation`; 0, the default: off).
+            Greedy decoding, or ``draft_sample="tree"``.
         draft_lookup_tokens: longest copied draft (it may be longer than the heads' drafts).
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
