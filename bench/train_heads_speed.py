@@ -27,6 +27,14 @@ distilled corpus of held-out prompts) with the full softmax
 (:func:`draftlattice.training.head_accuracy`), so the approximation cannot flatter itself;
 ``--reference-heads`` (e.g. the shipped heads) are scored beside them. ``--init-heads`` starts
 every run from those heads instead of fresh ones (continued training of well-trained heads).
+
+Heads that read the next token (``--next-token-steps S``): instead of the softmax comparison,
+fresh plain heads and fresh heads that also read token t + 1's embedding
+(``train_heads(next_token=True)``), each trained S steps with the candidate softmax on the same
+cached features, batches and schedule, then scored the same way.
+
+    python bench/train_heads_speed.py --corpus ... --quality-records 12416 --heldout ... \
+        --features build/heads-cpu3/features-greedy --next-token-steps 400 --threads 1
 """
 
 from __future__ import annotations
@@ -190,7 +198,7 @@ def quality(args, model, corpus) -> None:
         features=features,
     )
     softmax = CandidateSoftmax(args.frequent, args.negatives)
-    budget = 60 * args.quality_minutes
+    budget = 60 * (args.quality_minutes or 0)
     runs = []
 
     def run(name, **options):
@@ -203,9 +211,13 @@ def quality(args, model, corpus) -> None:
         print(json.dumps(runs[-1]), file=sys.stderr)
         return result
 
-    full = run("full softmax, time budget", steps=100_000, time_budget=budget)
-    run("candidate softmax, time budget", steps=100_000, time_budget=budget, softmax=softmax)
-    run("candidate softmax, the full run's steps", steps=full.steps, softmax=softmax)
+    if args.next_token_steps:
+        run("plain heads, candidate softmax", steps=args.next_token_steps, softmax=softmax)
+        run("heads reading token t+1, candidate softmax", steps=args.next_token_steps, softmax=softmax, next_token=True)
+    else:
+        full = run("full softmax, time budget", steps=100_000, time_budget=budget)
+        run("candidate softmax, time budget", steps=100_000, time_budget=budget, softmax=softmax)
+        run("candidate softmax, the full run's steps", steps=full.steps, softmax=softmax)
     if args.reference_heads:
         heads = DraftHeads.from_pretrained(args.reference_heads, model, strict_name=False).truncated(args.horizon)
         scores = head_accuracy(model, heads, heldout, ks=(1, 8))
@@ -236,6 +248,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tmp", type=Path, help="where the temporary feature cache goes (default: the system's)")
     p.add_argument("--quality-minutes", type=float, help="instead: equal-budget quality runs of this many minutes")
+    p.add_argument(
+        "--next-token-steps", type=int, help="instead: plain vs next-token heads, this many steps each (with --heldout)"
+    )
     p.add_argument("--heldout", type=Path, help="held-out distilled corpus (with --quality-minutes)")
     p.add_argument("--quality-records", type=int, default=2048, help="records the quality runs train on")
     p.add_argument("--features", type=Path, help="feature cache of the quality runs (default: a temporary one)")
@@ -243,8 +258,8 @@ def main() -> int:
     p.add_argument("--reference-heads", type=Path, help="heads scored beside the quality runs")
     p.add_argument("--init-heads", type=Path, help="start the quality runs from these heads (default: fresh)")
     args = p.parse_args()
-    if args.quality_minutes and not args.heldout:
-        p.error("--quality-minutes needs --heldout")
+    if (args.quality_minutes or args.next_token_steps) and not args.heldout:
+        p.error("--quality-minutes and --next-token-steps need --heldout")
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM
 
@@ -254,7 +269,7 @@ def main() -> int:
     folder = args.model or fetch_default()
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).eval()
     corpus = DistilledCorpus.load(args.corpus)
-    if args.quality_minutes:
+    if args.quality_minutes or args.next_token_steps:
         quality(args, model, corpus)
     else:
         throughput(args, model, corpus)

@@ -21,16 +21,19 @@ PROMPTS = [[3, 4, 5], [7, 7, 7, 7, 9], [1], [10, 20, 30, 40, 11, 12], [5, 6]]
 
 
 @functools.cache
-def trained(horizon: int = 4, seed: int = 0):
+def trained(horizon: int = 4, seed: int = 0, next_token: bool = False):
     """``(model, heads)``: the tiny float32 Llama (V = 48) and heads 2..horizon trained on its
-    greedy continuations of random 4-token prompts (60 steps, about 10 s on one thread)."""
+    greedy continuations of random 4-token prompts (60 steps, about 10 s on one thread);
+    ``next_token``: heads that also read token t + 1."""
     model = llama(seed=seed)
     corpus = torch.randint(0, model.config.vocab_size, (64 * 32,), generator=torch.Generator().manual_seed(seed))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: threads only add overhead on the shared machine
     try:
         settings = dict(steps=60, batch_size=8, seq_len=32, targets="greedy", prompt_len=4, lr=1e-2, log_every=10_000)
-        result = train_heads(model, corpus, horizon=horizon, seed=seed, progress=False, **settings)
+        result = train_heads(
+            model, corpus, horizon=horizon, seed=seed, next_token=next_token, progress=False, **settings
+        )
     finally:
         torch.set_num_threads(threads)
     return model, result.heads.eval()
@@ -48,3 +51,21 @@ def unpadded(ids, mask=None) -> list[list[int]]:
     if mask is None:
         return ids.tolist()
     return [[t for t, ok in zip(row, keep) if ok] for row, keep in zip(ids.tolist(), mask.tolist())]
+
+
+class Recording:
+    """Wraps a drafter and logs what the engine hands it: the heads' logits (propose) and each
+    row's context (finish), in the engine's order propose, finish, propose, ..."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.p = inner, inner.name, inner.p
+        self.heads: list[torch.Tensor] = []
+        self.contexts: list[list[list[int]]] = []
+
+    def propose(self, head_logits, sampling, draws):
+        self.heads.append(head_logits.clone())
+        return self.inner.propose(head_logits, sampling, draws)
+
+    def finish(self, proposal, host, contexts, device):
+        self.contexts.append([list(c) for c in contexts])
+        return self.inner.finish(proposal, host, contexts, device)

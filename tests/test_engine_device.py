@@ -162,3 +162,36 @@ def test_decoding_on_cuda(setup, mode, kind):
         tokens, _, out = run(engine, ids, NEW_TOKENS, mask)
         assert out.device.type == "cuda"
         assert all(len(row) == NEW_TOKENS and all(0 <= t < model.config.vocab_size for t in row) for row in tokens)
+
+
+@pytest.mark.parametrize("mode", ["tree", "batch", "multi"])
+def test_heads_reading_the_next_token_stay_on_the_model_device(mode):
+    """Heads that read token t + 1 embed the root on the model's device: no host allocation,
+    greedy output equal to generate(), sampling equal to the plain-CPU run with the same seed."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper
+
+    model, heads = (copy.deepcopy(m) for m in trained(next_token=True))
+    ids, mask = left_padded([PROMPTS[0], PROMPTS[3]])
+    if mode == "multi":
+        sampling, processors = Sampling(0.8), LogitsProcessorList([TemperatureLogitsWarper(0.8)])
+
+        def engine():
+            return Engine(
+                model,
+                heads,
+                LatticeDrafter(None, k=3, p=3),
+                sample_rule="multi",
+                sampling=sampling,
+                processors=processors,
+            )
+
+        torch.manual_seed(3)
+        expected, _, _ = run(engine(), ids, NEW_TOKENS, mask)
+        tokens, _, _, fake = on_fake_device(model, heads, engine(), ids, mask, NEW_TOKENS, seed=3)
+        assert tokens == expected
+    else:
+        expected = greedy(model, ids, mask, max_new_tokens=NEW_TOKENS)
+        engine = Engine(model, heads, LatticeDrafter(None, k=3, p=3), layout=mode)
+        _, stats, out, fake = on_fake_device(model, heads, engine, ids, mask, NEW_TOKENS)
+        assert out.tolist() == expected.tolist() and sum(map(sum, stats.accepted)) > 0
+    assert fake.violations == []

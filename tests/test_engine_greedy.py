@@ -15,7 +15,7 @@ import itertools
 import pytest
 import torch
 
-from _engine_models import PROMPTS, run, trained, unpadded
+from _engine_models import PROMPTS, Recording, run, trained, unpadded
 from _hf_models import greedy, left_padded, llama, own_ngram
 from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter, RowStopper, Sampling
 from draftlattice.decode.drafters import to_host
@@ -109,24 +109,6 @@ def test_short_generations(setup, max_new, layout):
         tokens, stats, out = run(Engine(model, heads, drafter, layout=layout), ids, max_new)
         assert out.tolist() == expected.tolist()
         assert stats.target_calls <= max_new and stats.new_tokens == max_new
-
-
-class Recording:
-    """Wraps a drafter and logs what the engine hands it: the heads' logits (propose) and each
-    row's context (finish), in the engine's order propose, finish, propose, ..."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.name, self.p = inner, inner.name, inner.p
-        self.heads: list[torch.Tensor] = []
-        self.contexts: list[list[list[int]]] = []
-
-    def propose(self, head_logits, sampling, draws):
-        self.heads.append(head_logits.clone())
-        return self.inner.propose(head_logits, sampling, draws)
-
-    def finish(self, proposal, host, contexts, device):
-        self.contexts.append([list(c) for c in contexts])
-        return self.inner.finish(proposal, host, contexts, device)
 
 
 @pytest.mark.parametrize("layout", ["tree", "batch"])

@@ -23,11 +23,11 @@ if [ -f .gpu/corpus-greedy.npz ]; then  # a later session: the earlier sessions'
   python3 lm_models/recipe/corpus_shards.py .gpu/corpus-greedy.npz .gpu/work/distill-greedy --model "$model" --shard 1024
 fi
 [ -n "${SKIP_CHECKS:-}" ] || (timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_verify_multi_draft.py tests/test_verify_sampling.py \
-  tests/test_decode_device.py -k cuda > /tmp/pytest_cuda.log 2>&1; echo "pytest rc=$?" >> /tmp/pytest_cuda.log) &
+  tests/test_engine_device.py tests/test_next_token_heads.py -k cuda > /tmp/pytest_cuda.log 2>&1; echo "pytest rc=$?" >> /tmp/pytest_cuda.log) &
 stamp recipe
 python3 lm_models/recipe/smollm2_heads.py --work .gpu/work --out /tmp/heads_out --model $model \
   --prompts-file .gpu/prompts.json.xz --prompts 40000 --sampled-prompts 20000 --gen-batch 512 \
-  --max-new-tokens 192 --horizon 6 --head-hidden 1024 --steps 30000 --sampled-steps 30000 \
+  --max-new-tokens 192 --horizon 6 --head-hidden 1024 --next-token --steps 30000 --sampled-steps 30000 \
   --batch-tokens 65536 --checkpoint-every 100 --distill-seconds ${DISTILL_SECONDS:-170} \
   --train-seconds ${TRAIN_SECONDS:-100} ${RECIPE_ARGS:-} 2>&1 | grep -v -i "warn" | tee /tmp/recipe_out.log | grep -E "shard|step .*(00|50)/|held-out|budget|done|Error|error"
 stamp checks

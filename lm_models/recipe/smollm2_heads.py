@@ -50,6 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--gen-batch", type=int, default=64, help="prompts per generate() call")
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--head-hidden", type=int, default=1536)
+    p.add_argument("--next-token", action="store_true", help="heads that also read token t+1's embedding")
     p.add_argument("--steps", type=int, default=3000, help="training steps of the greedy heads")
     p.add_argument("--sampled-steps", type=int, default=1000, help="further steps on sampled data")
     p.add_argument("--batch-tokens", type=int, default=4096)
@@ -157,6 +158,7 @@ def main(argv=None) -> int:
         heads=init,
         horizon=args.horizon,
         head_hidden=args.head_hidden,
+        next_token=args.next_token,
         steps=args.steps,
         output_dir=args.work / "heads-greedy",
         features=args.work / "features-greedy" if args.cache_features else None,

@@ -38,6 +38,7 @@ import torch
 from .. import verify
 from ..decode import Engine, LatticeDrafter, RowStopper, Sampling
 from ..decode.drafters import to_host
+from ..decode.target import draft_head_logits
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +162,9 @@ def tune_sample_alpha(
             continuation = sampler.run(ids, stopper, max_length=len(prompt) + max_new_tokens)[0][0]
             sequence = prompt + continuation
             hidden = model.base_model(input_ids=torch.tensor([sequence], device=device)).last_hidden_state[0]
-            head_logits = heads.logits(hidden, model)  # [L, h-1, V]: heads 2..h at every position
+            # Heads 2..h at every position [L, h-1, V]; heads that read the next token get it.
+            following = torch.tensor(sequence[1:] + [0], device=device)
+            head_logits = draft_head_logits(heads, model, hidden, following)
             for t in range(len(prompt), len(sequence), stride):
                 expected = _expected_accepted(
                     model, drafters, rule, sequence[: t + 1], head_logits[t - 1], sampling, (seed + i) * 100_003 + t

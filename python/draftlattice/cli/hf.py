@@ -36,6 +36,12 @@ def register(subparsers) -> None:
     p.add_argument("--tokenizer", type=Path, help="tokenizer folder or tokenizer.json (default: MODEL)")
     p.add_argument("--horizon", type=int, default=4, help="h: heads 2..h are trained (default 4)")
     p.add_argument("--head-hidden", type=int, help="hidden width of the heads (default: model hidden size)")
+    p.add_argument(
+        "--next-token",
+        action="store_true",
+        help="new heads also read the embedding of token t+1 (the target's own choice, known when they "
+        "draft): more accurate, one more output projection a decoding step",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="heads folder to write")
     p.add_argument(
         "--targets",
@@ -101,6 +107,7 @@ def run_train_heads(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         horizon=args.horizon,
         head_hidden=args.head_hidden,
+        next_token=args.next_token,
         steps=args.steps,
         batch_size=args.batch_size,
         seq_len=args.seq_len,

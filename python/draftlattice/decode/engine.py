@@ -13,7 +13,8 @@ tokens after it. One step is ONE forward of the base model:
    multi-draft or tree sampling) picks the accepted path and the target's next token;
 4. commit: the accepted tokens go to each row's stopper (EOS / length / criteria, token by
    token), the cache keeps the accepted path (:mod:`.cache`), the heads read the hidden state at
-   the last accepted node for the next step's drafts.
+   the last accepted node for the next step's drafts (and, for heads that read the next token,
+   the new root chosen there).
 
 Rows accept different lengths: the cache keeps a common length with masked holes and explicit
 positions, so each row's output equals decoding it alone. Greedy output equals the target's
@@ -37,7 +38,7 @@ from .processors import needs_context
 from .recording import StepObserver
 from .stats import DecodeStats
 from .stopping import RowStopper
-from .target import Target, max_position
+from .target import Target, draft_head_logits, max_position
 
 # Rows that accept fewer tokens than the batch's longest leave holes in the shared cache;
 # compact it when the holes exceed this share of its length (rare: cost amortised).
@@ -51,7 +52,9 @@ class Engine:
     Attributes:
         model: a transformers ``*ForCausalLM`` (decoder-only).
         heads: the draft heads: ``heads.logits(hidden [..., d], model) -> [..., h-1, V]``
-            (:class:`draftlattice.hf.DraftHeads`).
+            (:class:`draftlattice.hf.DraftHeads`); heads whose ``reads_next_token`` is true
+            are called ``heads.logits(hidden, model, next_ids)`` with the token each hidden
+            state chose.
         drafter: the :class:`~.drafters.base.Drafter` of heads 2..h.
         layout: greedy verification layout, "tree" or "batch" (:mod:`.forward`).
         sample_rule: None for greedy decoding, else a rule of
@@ -83,6 +86,11 @@ class Engine:
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         self._lm_head = self.model.get_output_embeddings()
+
+    def head_logits(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
+        """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose
+        ``next_ids [...]`` (read only by heads that read the next token)."""
+        return draft_head_logits(self.heads, self.model, hidden, next_ids)
 
     @property
     def draws(self) -> int:
@@ -156,7 +164,8 @@ class _Run:
             start = time.perf_counter()
             past = self.target.cache.get_seq_length()  # before the forward extends it
             forward, path = self._verify(root, drafts, sampled, positions)
-            head_logits = self._heads_at(forward, path)
+            next_root = path.tokens.gather(1, path.num.unsqueeze(1)).squeeze(1)
+            head_logits = self._heads_at(forward, path, next_root)
             propose_start = time.perf_counter()
             proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
             propose_seconds = time.perf_counter() - propose_start
@@ -170,7 +179,7 @@ class _Run:
             self.stats.verification_seconds += time.perf_counter() - start - propose_seconds
             self._commit(root, drafts, path, accepted_host, num_host, head_logits)
             positions = positions + accepted_host[:, 0] + 1
-            root = path.tokens.gather(1, path.num.unsqueeze(1)).squeeze(1)
+            root = next_root
         if observer is not None:
             for b, token in enumerate(root.tolist()):
                 observer.finished(b, token)
@@ -190,7 +199,7 @@ class _Run:
         if engine.processors:
             scores = engine.processors(self.input_ids, scores)
         root = torch.multinomial(scores.softmax(-1), 1).squeeze(1) if engine.sample_rule else scores.argmax(-1)
-        head_logits = engine.heads.logits(hidden[:, 0], engine.model)
+        head_logits = engine.head_logits(hidden[:, 0], root)
         proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
         first, *draft_host = to_host([root, *proposal.to_host])
         stats.prefill_seconds += time.perf_counter() - start
@@ -264,16 +273,17 @@ class _Run:
             observer.drafted(head_logits)
         self._stream(before)
 
-    def _heads_at(self, forward, path) -> Tensor:
-        """Heads 2..h ``[B, h-1, V]`` at each row's last accepted node (computed by the forward
-        when it was small, see ``target.FUSED_HEADS_MAX_NODES``)."""
+    def _heads_at(self, forward, path, root: Tensor) -> Tensor:
+        """Heads 2..h ``[B, h-1, V]`` at each row's last accepted node, where the target chose
+        ``root`` (computed by the forward when it was small, see ``target.FUSED_HEADS_MAX_NODES``)."""
         if forward.head_logits is not None:
             return forward.head_logits[path.last_node]
-        return self.engine.heads.logits(forward.hidden[path.last_node], self.engine.model)
+        return self.engine.head_logits(forward.hidden[path.last_node], root)
 
-    def _draft_heads(self, hidden: Tensor) -> Tensor:
-        """Float32 logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``."""
-        return self.engine.heads.logits(hidden, self.engine.model).float()
+    def _draft_heads(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
+        """Float32 logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, which chose
+        ``next_ids [...]``."""
+        return self.engine.head_logits(hidden, next_ids).float()
 
     def _stream(self, before: list[int]) -> None:
         streamer = self.engine.streamer

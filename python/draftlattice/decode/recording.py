@@ -33,8 +33,9 @@ class StepObserver:
         """The committed path of this call: ``committed[b]`` are the tokens row b committed
         (after stopping); ``hidden[b, j]`` ``[B, n, d]`` is the hidden state that chose
         ``committed[b][j]`` and ``scores[b, j]`` ``[B, n, V]`` the target's float32 scores that
-        chose it (after the logits processors); ``draft_heads(hidden) -> [..., h-1, V]`` gives
-        heads 2..h there."""
+        chose it (after the logits processors); ``draft_heads(hidden, next_ids) -> [..., h-1, V]``
+        gives heads 2..h there, ``next_ids [...]`` being the tokens those states chose (the
+        committed ones; heads that read the next token need them)."""
 
     def finished(self, row: int, token: int) -> None:
         """The run ended; ``token`` is row ``row``'s last root."""

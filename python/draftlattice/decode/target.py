@@ -60,13 +60,26 @@ class Target:
         For a few nodes, one projection for both: the output layer's weight ([V, d], 56 MB at
         SmolLM2's size) is then read once per step instead of twice, which costs more than the
         heads' extra rows (heads at every node, though the next step needs them at one node).
-        For more nodes the extra rows cost more: None, and the heads run at one node later.
+        For more nodes the extra rows cost more: None, and the heads run at one node later. Heads
+        that read the next token wait for it (None): the target chooses it from these logits.
         """
-        if self.heads is None or hidden[..., 0].numel() > FUSED_HEADS_MAX_NODES:
+        if (
+            self.heads is None
+            or getattr(self.heads, "reads_next_token", False)
+            or hidden[..., 0].numel() > FUSED_HEADS_MAX_NODES
+        ):
             return self.logits(hidden), None
         states = torch.cat([hidden.unsqueeze(-2), self.heads(hidden)], dim=-2)  # [..., h, d]
         out = self.output_layer(states)
         return out[..., 0, :].float(), out[..., 1:, :]
+
+
+def draft_head_logits(heads, model, hidden: Tensor, next_ids: Tensor) -> Tensor:
+    """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose
+    ``next_ids [...]``: heads whose ``reads_next_token`` is true read it, others only ``hidden``."""
+    if getattr(heads, "reads_next_token", False):
+        return heads.logits(hidden, model, next_ids)
+    return heads.logits(hidden, model)
 
 
 def cache_keyword(model) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..decode.target import draft_head_logits
 from ..tokenizer import corpus_lines
 
 
@@ -121,7 +122,11 @@ def target_perplexity(
         width = max(len(r) for r in rows)
         ids = torch.stack([torch.nn.functional.pad(r, (0, width - len(r)), value=eos_id) for r in rows]).to(device)
         hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
-        logits = torch.cat([output_layer(hidden).unsqueeze(2), heads.logits(hidden, model)], dim=2)  # [B, T, h, V]
+        # Each position's next token in the text, for heads that read it (teacher-forced).
+        following = [stream[s + 1 : s + 1 + width] for s, _ in chunk]
+        following = torch.stack([torch.nn.functional.pad(r, (0, width - len(r)), value=eos_id) for r in following])
+        head_logits = draft_head_logits(heads, model, hidden, following.to(device))
+        logits = torch.cat([output_layer(hidden).unsqueeze(2), head_logits], dim=2)  # [B, T, h, V]
         for row, (start, skip) in enumerate(chunk):
             inputs = min(width, n - 1 - start)  # positions whose next token exists
             positions = torch.arange(max(skip, 0), inputs, device=device)

@@ -37,7 +37,9 @@ class TraceRecorder(StepObserver):
         n = max(map(len, committed), default=0)
         if n == 0:
             return
-        logits = torch.cat([scores[:, :n].unsqueeze(2), draft_heads(hidden[:, :n])], dim=2)  # [B, n, h, V]
+        # The token each state chose, for heads that read it (rows that committed fewer: any id).
+        chosen = torch.tensor([tokens + [0] * (n - len(tokens)) for tokens in committed], device=hidden.device)
+        logits = torch.cat([scores[:, :n].unsqueeze(2), draft_heads(hidden[:, :n], chosen)], dim=2)  # [B, n, h, V]
         logp = torch.log_softmax(logits.float(), dim=-1)
         entropy = -(logp.exp() * logp).sum(-1)  # [B, n, h] nats
         values, ids = logp.topk(self.top_k, dim=-1)

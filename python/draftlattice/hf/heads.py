@@ -9,14 +9,21 @@ feed-forward block and the model's own output projection::
 ``down`` starts at zero, so a fresh head reproduces the model's next-token distribution (as
 Medusa's heads do) and learns its offset in training.
 
+Heads made with ``next_token=True`` also read the embedding of token ``t + 1`` (the model's own
+input embedding of the token the target chose at ``t``, known before heads 2..h draft)::
+
+    logits_j = model.get_output_embeddings()(z + down(gelu(up(z) + condition(embed(x[t + 1])))))
+
 On-disk format (a folder, fixed: other tools read it):
 
 * ``config.json``: ``{"format": "draftlattice-draft-heads", "version": 1, "horizon": h,
   "hidden_size": d, "head_hidden": d_ff, "vocab_size": V, "activation": "gelu",
-  "base_model_type": ..., "base_model_name": ... or null}``
+  "base_model_type": ..., "base_model_name": ... or null}``; heads that read the next token are
+  ``"version": 2`` with ``"next_token_width": e`` (the width of the model's input embeddings), so
+  a version-1 reader refuses them instead of dropping the tensors it does not know.
 * ``model.safetensors``: ``heads.{i}.up.weight`` [d_ff, d], ``heads.{i}.up.bias`` [d_ff],
   ``heads.{i}.down.weight`` [d, d_ff], ``heads.{i}.down.bias`` [d] for ``i = 0..h-2``
-  (``heads.{i}`` is head ``i + 2``).
+  (``heads.{i}`` is head ``i + 2``); version 2 adds ``heads.{i}.condition.weight`` [d_ff, e].
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "draftlattice-draft-heads"
 VERSION = 1
+NEXT_TOKEN_VERSION = 2  #: heads that read the next token's embedding
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -47,6 +55,15 @@ def output_embeddings(model: nn.Module) -> nn.Module:
     if head is None:
         raise ValueError(f"{type(model).__name__} has no output embeddings: pass a *ForCausalLM model")
     return head
+
+
+def input_embeddings(model: nn.Module) -> nn.Module:
+    """The model's input embedding table; ValueError if it has none."""
+    get = getattr(model, "get_input_embeddings", None)
+    table = get() if get is not None else None
+    if table is None or not hasattr(table, "weight"):
+        raise ValueError(f"{type(model).__name__} has no input embedding table; heads reading the next token need one")
+    return table
 
 
 def model_facts(model: nn.Module) -> dict[str, Any]:
@@ -76,7 +93,8 @@ class DraftHeads(nn.Module):
 
     Build with :meth:`for_model` or :meth:`from_pretrained`. ``heads(z)`` maps hidden states
     ``z [..., d]`` to the heads' states ``[..., h-1, d]``; :meth:`logits` applies the model's
-    output projection.
+    output projection. Heads with :attr:`reads_next_token` also take the next token (``x[t + 1]``,
+    the target's own choice at ``t``): ``heads(z, next_embeds)``, ``heads.logits(z, model, next_ids)``.
     """
 
     def __init__(
@@ -87,11 +105,15 @@ class DraftHeads(nn.Module):
         vocab_size: int,
         base_model_type: str | None = None,
         base_model_name: str | None = None,
+        next_token_width: int | None = None,
     ) -> None:
         super().__init__()
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
             raise ValueError(f"horizon must be an int >= 2 (head 1 is the model itself), got {horizon!r}")
-        for name, value in (("hidden_size", hidden_size), ("head_hidden", head_hidden), ("vocab_size", vocab_size)):
+        sizes = [("hidden_size", hidden_size), ("head_hidden", head_hidden), ("vocab_size", vocab_size)]
+        if next_token_width is not None:
+            sizes.append(("next_token_width", next_token_width))
+        for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.horizon = horizon
@@ -100,15 +122,25 @@ class DraftHeads(nn.Module):
         self.vocab_size = vocab_size
         self.base_model_type = base_model_type
         self.base_model_name = base_model_name
-        self.heads = nn.ModuleList(ResidualHead(hidden_size, head_hidden) for _ in range(horizon - 1))
+        self.next_token_width = next_token_width
+        self.heads = nn.ModuleList(ResidualHead(hidden_size, head_hidden, next_token_width) for _ in range(horizon - 1))
+
+    @property
+    def reads_next_token(self) -> bool:
+        """Whether the heads also read the embedding of the token after their position."""
+        return self.next_token_width is not None
 
     @classmethod
-    def for_model(cls, model: nn.Module, horizon: int = 4, head_hidden: int | None = None) -> DraftHeads:
+    def for_model(
+        cls, model: nn.Module, horizon: int = 4, head_hidden: int | None = None, next_token: bool = False
+    ) -> DraftHeads:
         """New heads 2..horizon for ``model``, on its device and dtype.
 
         Every new head reproduces the model's next-token distribution (zero residual); train
         them with :func:`draftlattice.training.train_heads`. ``head_hidden`` defaults to the model's
-        hidden size.
+        hidden size. ``next_token``: the heads also read the next token's input embedding (more
+        accurate; the engine then runs them after choosing that token, one extra output
+        projection a step).
         """
         facts = model_facts(model)
         heads = cls(
@@ -118,6 +150,7 @@ class DraftHeads(nn.Module):
             facts["vocab_size"],
             facts["base_model_type"],
             facts["base_model_name"],
+            int(input_embeddings(model).weight.shape[1]) if next_token else None,
         )
         param = next(output_embeddings(model).parameters())
         return heads.to(device=param.device, dtype=param.dtype)
@@ -129,23 +162,39 @@ class DraftHeads(nn.Module):
         if horizon == self.horizon:
             return self
         out = DraftHeads(
-            horizon, self.hidden_size, self.head_hidden, self.vocab_size, self.base_model_type, self.base_model_name
+            horizon,
+            self.hidden_size,
+            self.head_hidden,
+            self.vocab_size,
+            self.base_model_type,
+            self.base_model_name,
+            self.next_token_width,
         )
         out.heads = nn.ModuleList(list(self.heads)[: horizon - 1])
         return out.train(self.training)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """States of heads 2..h, ``[..., h-1, d]`` from ``z [..., d]``."""
-        return torch.stack([head(z) for head in self.heads], dim=-2)
+    def forward(self, z: torch.Tensor, next_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """States of heads 2..h, ``[..., h-1, d]`` from ``z [..., d]`` (and, for heads that read
+        the next token, its embedding ``next_embeds [..., e]``)."""
+        return torch.stack([head(z, next_embeds) for head in self.heads], dim=-2)
 
-    def logits(self, z: torch.Tensor, model: nn.Module) -> torch.Tensor:
-        """Logits of heads 2..h, ``[..., h-1, V]``, through ``model``'s output projection."""
-        return output_embeddings(model)(self(z))
+    def next_embeds(self, model: nn.Module, next_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """The input embeddings of ``next_ids`` these heads read (None for heads that read none)."""
+        if not self.reads_next_token:
+            return None
+        if next_ids is None:
+            raise ValueError("these draft heads read the next token: pass next_ids (the target's token at t + 1)")
+        return input_embeddings(model)(next_ids)
+
+    def logits(self, z: torch.Tensor, model: nn.Module, next_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of heads 2..h, ``[..., h-1, V]``, through ``model``'s output projection;
+        ``next_ids [...]``: token t + 1 at each position (needed by heads that read it)."""
+        return output_embeddings(model)(self(z, self.next_embeds(model, next_ids)))
 
     def config_dict(self) -> dict[str, Any]:
-        return {
+        config = {
             "format": FORMAT,
-            "version": VERSION,
+            "version": NEXT_TOKEN_VERSION if self.reads_next_token else VERSION,
             "horizon": self.horizon,
             "hidden_size": self.hidden_size,
             "head_hidden": self.head_hidden,
@@ -154,6 +203,9 @@ class DraftHeads(nn.Module):
             "base_model_type": self.base_model_type,
             "base_model_name": self.base_model_name,
         }
+        if self.reads_next_token:
+            config["next_token_width"] = self.next_token_width
+        return config
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created)."""
@@ -192,11 +244,16 @@ class DraftHeads(nn.Module):
             config = json.loads(config_path.read_text())
         except json.JSONDecodeError as error:
             raise ValueError(f"{config_path}: not valid JSON ({error})") from None
-        if config.get("format") != FORMAT or config.get("version") != VERSION:
+        if config.get("format") != FORMAT or config.get("version") not in (VERSION, NEXT_TOKEN_VERSION):
             raise ValueError(
                 f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
-                f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION})"
+                f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION} or {NEXT_TOKEN_VERSION})"
             )
+        width = config.get("next_token_width") if config["version"] == NEXT_TOKEN_VERSION else None
+        if config["version"] == NEXT_TOKEN_VERSION and (
+            isinstance(width, bool) or not isinstance(width, int) or width < 1
+        ):
+            raise ValueError(f"{config_path}: version {NEXT_TOKEN_VERSION} needs a positive int next_token_width")
         if config.get("activation", "gelu") != "gelu":
             raise ValueError(f"{config_path}: activation {config['activation']!r} is not supported (only gelu)")
         facts = model_facts(model)
@@ -211,6 +268,11 @@ class DraftHeads(nn.Module):
             and config["base_model_type"] != facts["base_model_type"]
         ):
             problems.append(f"model type {config['base_model_type']!r} != the model's {facts['base_model_type']!r}")
+        if width is not None and width != int(input_embeddings(model).weight.shape[1]):
+            problems.append(
+                f"next_token_width {width} != the model's input embedding width "
+                f"{int(input_embeddings(model).weight.shape[1])}"
+            )
         saved_name, name = _short_name(config.get("base_model_name")), _short_name(facts["base_model_name"])
         if strict_name and saved_name and name and saved_name != name:
             problems.append(
@@ -226,6 +288,7 @@ class DraftHeads(nn.Module):
             int(config["vocab_size"]),
             config.get("base_model_type"),
             config.get("base_model_name"),
+            width,
         )
         state = load_file(str(weights_path))
         expected = heads.state_dict()
@@ -245,4 +308,5 @@ class DraftHeads(nn.Module):
         return heads.to(device=param.device, dtype=param.dtype)
 
     def extra_repr(self) -> str:
-        return f"horizon={self.horizon}, hidden_size={self.hidden_size}, head_hidden={self.head_hidden}"
+        extra = f", next_token_width={self.next_token_width}" if self.reads_next_token else ""
+        return f"horizon={self.horizon}, hidden_size={self.hidden_size}, head_hidden={self.head_hidden}{extra}"

@@ -3,6 +3,12 @@
 Head j >= 2 maps the final hidden state z to z + W2 GELU(W1 z) and shares the output projection
 with head 1. W2 and its bias start at zero, so every new head starts as head 1 and learns its
 offset. :class:`~draftlattice.hf.DraftHeads` holds h - 1 of them.
+
+A head may also read the embedding e of the token at t + 1 (``condition_width``): z + W2 GELU(W1 z
++ We e). That token is known when heads 2..h draft (the target chose it in the forward that gave
+z), and the small head cannot compute the target's argmax from z itself, so naming it helps: on
+the default model's held-out greedy output, top-1 accuracy of heads 2-4 rose from 0.341 / 0.171 /
+0.100 to 0.420 / 0.211 / 0.124 after the same 400 training steps (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -13,19 +19,27 @@ from torch import nn
 
 
 class ResidualHead(nn.Module):
-    """z + W2 GELU(W1 z), z [..., width] -> [..., width].
+    """z + W2 GELU(W1 z [+ We e]), z [..., width] -> [..., width].
 
     Args:
         width: d, the hidden size of the trunk.
         hidden: width of the head's one hidden layer.
+        condition_width: width of the next token's embedding e the head also reads (None: it
+            reads z alone).
     """
 
-    def __init__(self, width: int, hidden: int) -> None:
+    def __init__(self, width: int, hidden: int, condition_width: int | None = None) -> None:
         super().__init__()
         self.up = nn.Linear(width, hidden)
         self.down = nn.Linear(hidden, width)
         nn.init.zeros_(self.down.weight)  # starts as head 1; learns its offset
         nn.init.zeros_(self.down.bias)
+        self.condition = nn.Linear(condition_width, hidden, bias=False) if condition_width else None
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z + self.down(F.gelu(self.up(z)))
+    def forward(self, z: torch.Tensor, next_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        pre = self.up(z)
+        if self.condition is not None:
+            if next_embeds is None:
+                raise ValueError("this head reads the next token: pass its embedding (next_embeds)")
+            pre = pre + self.condition(next_embeds.to(pre.dtype))
+        return z + self.down(F.gelu(pre))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..distilled_corpus import DistilledCorpus
-from ..hf.heads import DraftHeads, output_embeddings
+from ..hf.heads import DraftHeads, input_embeddings, output_embeddings
 from .batches import RecordBatches
 from .head_loss import chunked_linear_ce
 
@@ -31,6 +31,7 @@ def head_accuracy(
     n_batches = len(batches.order)
     sums = [{"positions": 0, "loss": 0.0, **{f"top{k}": 0.0 for k in ks}} for _ in heads.heads]
     weight = output_embeddings(model).weight
+    embed = input_embeddings(model) if heads.reads_next_token else None
     with torch.autocast(device.type, dtype=torch.bfloat16):
         for _ in range(n_batches):
             tokens, valid = batches.next()
@@ -45,7 +46,9 @@ def head_accuracy(
                 n = int(keep.sum())
                 if n == 0:
                     continue
-                loss, hits = chunked_linear_ce(head(z[:, : T - j][keep]), weight, tokens[:, j:][keep], ks=ks)
+                next_embeds = None if embed is None else embed(tokens[:, 1 : T - j + 1][keep])
+                states = head(z[:, : T - j][keep], next_embeds)
+                loss, hits = chunked_linear_ce(states, weight, tokens[:, j:][keep], ks=ks)
                 sums[i]["positions"] += n
                 sums[i]["loss"] += float(loss) * n
                 for k, hit in zip(ks, hits):

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from ..distilled_corpus import DistilledCorpus
-from ..hf.heads import DraftHeads, output_embeddings
+from ..hf.heads import DraftHeads, input_embeddings, output_embeddings
 from ..tokenizer import corpus_lines, folder_tokenizer, load_tokenizer
 from ._progress import duration
 from .batches import ChunkBatches, RecordBatches
@@ -109,12 +109,14 @@ def head_losses(
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
     ``z [B, T, d]`` hidden states of ``targets [B, T]``; head j at position t predicts
-    ``targets[:, t + j]`` where ``valid[:, t + j]`` (default: everywhere). The logits go through
+    ``targets[:, t + j]`` where ``valid[:, t + j]`` (default: everywhere); heads that read the
+    next token get ``targets[:, t + 1]``'s embedding. The logits go through
     :func:`chunked_linear_ce`, so no [B, T, V] tensor is formed; with ``candidates`` (``columns,
     log_q`` of :func:`candidate_columns`, holding every target) through the candidate-set softmax
     :func:`candidate_linear_ce` instead, its top-1 counted among the candidates.
     """
     weight = output_embeddings(model).weight
+    embed = input_embeddings(model) if heads.reads_next_token else None
     if candidates is not None:
         columns, log_q = candidates
         weight_columns = weight.detach()[columns]  # gathered once, shared by the heads
@@ -132,7 +134,8 @@ def head_losses(
         )
         if not bool(keep.any()):
             continue
-        states = head(z[:, : T - j][keep])
+        next_embeds = None if embed is None else embed(targets[:, 1 : T - j + 1][keep])
+        states = head(z[:, : T - j][keep], next_embeds)
         if candidates is None:
             loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk)
         else:
@@ -168,6 +171,7 @@ def train_heads(
     heads: DraftHeads | None = None,
     horizon: int = 4,
     head_hidden: int | None = None,
+    next_token: bool = False,
     tokenizer=None,
     steps: int = 1000,
     batch_size: int = 8,
@@ -196,8 +200,10 @@ def train_heads(
         data: a distilled corpus (a :class:`DistilledCorpus` or its folder: the heads learn the
             model's own continuations, from the prompt's last position on), text file(s) (with
             ``tokenizer``, default the model's folder) or token ids.
-        heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon)``
-            in float32, or the checkpoint in ``output_dir`` when ``resume``).
+        heads: heads to continue training (default: new ``DraftHeads.for_model(model, horizon,
+            head_hidden, next_token)`` in float32, or the checkpoint in ``output_dir`` when ``resume``).
+        next_token: new heads also read the embedding of token t + 1 (the target's own choice,
+            known when they draft): more accurate heads, one more output projection a step.
         targets: for text and ids, ``"data"`` (next-j corpus tokens), ``"greedy"`` or
             ``"sampled"`` (the model's continuation of each chunk's first ``prompt_len`` tokens).
         batch_size, seq_len: text and ids are cut into chunks of ``seq_len``, ``batch_size`` a step.
@@ -270,7 +276,7 @@ def train_heads(
         start_step = int(state["step"])
         logger.info("resuming from %s at step %d", out, start_step)
     elif heads is None:
-        heads = DraftHeads.for_model(model, horizon=horizon, head_hidden=head_hidden)
+        heads = DraftHeads.for_model(model, horizon=horizon, head_hidden=head_hidden, next_token=next_token)
     heads = heads.to(device=device, dtype=torch.float32)  # fp32 master weights; bf16 compute
     for p in model.parameters():
         p.requires_grad_(False)
