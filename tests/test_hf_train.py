@@ -173,3 +173,41 @@ def test_time_budget_cuts_the_steps_before_the_log_line_says_them(model_dir, cap
         )
     assert result.steps == 11  # 10 timed steps, then the one step a budget always allows
     assert any(r.getMessage().startswith("step 10/11 ") for r in caplog.records)
+
+
+def test_cli_trains_next_token_heads_and_continues_given_heads(model_dir, tmp_path):
+    """`--next-token` (and `--draft-vocab`) write heads of format version 2; `--init-heads` starts from given heads
+    (with --lr 0 they come back unchanged: the run really started from them)."""
+    folder, corpus = model_dir
+    common = ["--data", str(corpus), "--horizon", "3", "--batch-size", "2", "--seq-len", "16", "--steps", "3"]
+    first = tmp_path / "next"
+    assert (
+        main(
+            [
+                "hf",
+                "train-heads",
+                str(folder),
+                *common,
+                "--next-token",
+                "--warmup",
+                "2",
+                "--draft-vocab",
+                "50",
+                "-o",
+                str(first),
+            ]
+        )
+        == 0
+    )
+    config = json.loads((first / "config.json").read_text())
+    assert config["version"] == 2 and config["draft_vocab_size"] == 50
+    second = tmp_path / "continued"
+    assert (
+        main(["hf", "train-heads", str(folder), *common, "--init-heads", str(first), "--lr", "0", "-o", str(second)])
+        == 0
+    )
+    model = load(folder)
+    before, after = (dlhf.DraftHeads.from_pretrained(f, model) for f in (first, second))
+    assert after.reads_next_token
+    for a, b in zip(before.state_dict().values(), after.state_dict().values()):
+        torch.testing.assert_close(a, b)

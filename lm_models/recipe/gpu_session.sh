@@ -27,7 +27,7 @@ fi
 stamp recipe
 python3 lm_models/recipe/smollm2_heads.py --work .gpu/work --out /tmp/heads_out --model $model \
   --prompts-file .gpu/prompts.json.xz --prompts 40000 --sampled-prompts 20000 --gen-batch 512 \
-  --max-new-tokens 192 --horizon 6 --head-hidden 1024 --next-token --steps 30000 --sampled-steps 30000 \
+  --max-new-tokens 192 --horizon 6 --head-hidden 1024 --next-token --draft-vocab 16384 --steps 30000 --sampled-steps 30000 \
   --batch-tokens 65536 --checkpoint-every 100 --distill-seconds ${DISTILL_SECONDS:-170} \
   --train-seconds ${TRAIN_SECONDS:-100} ${RECIPE_ARGS:-} 2>&1 | grep -v -i "warn" | tee /tmp/recipe_out.log | grep -E "shard|step .*(00|50)/|held-out|budget|done|Error|error"
 stamp checks

@@ -51,6 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--head-hidden", type=int, default=1536)
     p.add_argument("--next-token", action="store_true", help="heads that also read token t+1's embedding")
+    p.add_argument("--draft-vocab", type=int, help="restrict the heads to the N most frequent target tokens")
     p.add_argument("--steps", type=int, default=3000, help="training steps of the greedy heads")
     p.add_argument("--sampled-steps", type=int, default=1000, help="further steps on sampled data")
     p.add_argument("--batch-tokens", type=int, default=4096)
@@ -150,6 +151,7 @@ def main(argv=None) -> int:
         progress=False,
         time_budget=args.train_seconds,
         softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
+        draft_vocab=args.draft_vocab,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(

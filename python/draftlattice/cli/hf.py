@@ -55,6 +55,19 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        help="restrict the trained heads to the N most frequent target tokens (a cheaper projection when "
+        "decoding; tokens outside are never drafted)",
+    )
+    p.add_argument("--warmup", type=int, default=0, help="steps of linear learning-rate warm-up (then cosine decay)")
+    p.add_argument(
+        "--init-heads",
+        type=Path,
+        help="start from these heads (a DraftHeads folder; e.g. greedy heads fine-tuned on sampled answers) "
+        "instead of new ones; a checkpoint in OUTPUT still takes precedence unless --no-resume",
+    )
     p.add_argument("--checkpoint-every", type=int, default=200)
     p.add_argument("--no-resume", action="store_true", help="start over even if OUTPUT holds a checkpoint")
     p.add_argument("--seed", type=int, default=0)
@@ -100,9 +113,15 @@ def run_train_heads(args: argparse.Namespace) -> int:
         str(args.model), local_files_only=True, dtype=getattr(torch, args.dtype)
     ).to(device)
     data = args.data[0] if len(args.data) == 1 and args.data[0].is_dir() else args.data
+    init = None
+    if args.init_heads is not None:
+        from ..hf.heads import DraftHeads
+
+        init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False)
     result = train_heads(
         model,
         data,
+        heads=init,
         batch_tokens=args.batch_tokens,
         tokenizer=args.tokenizer,
         horizon=args.horizon,
@@ -112,6 +131,8 @@ def run_train_heads(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         seq_len=args.seq_len,
         lr=args.lr,
+        warmup=args.warmup,
+        draft_vocab=args.draft_vocab,
         targets=args.targets,
         prompt_len=args.prompt_len,
         output_dir=args.output,

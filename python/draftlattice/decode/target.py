@@ -61,11 +61,12 @@ class Target:
         SmolLM2's size) is then read once per step instead of twice, which costs more than the
         heads' extra rows (heads at every node, though the next step needs them at one node).
         For more nodes the extra rows cost more: None, and the heads run at one node later. Heads
-        that read the next token wait for it (None): the target chooses it from these logits.
+        that do not fuse (``fuses_with_target`` false: they read the next token, which the target
+        chooses from these logits, or project a draft vocabulary of their own) also run later.
         """
         if (
             self.heads is None
-            or getattr(self.heads, "reads_next_token", False)
+            or not getattr(self.heads, "fuses_with_target", True)
             or hidden[..., 0].numel() > FUSED_HEADS_MAX_NODES
         ):
             return self.logits(hidden), None

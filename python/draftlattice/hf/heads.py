@@ -20,10 +20,13 @@ On-disk format (a folder, fixed: other tools read it):
   "hidden_size": d, "head_hidden": d_ff, "vocab_size": V, "activation": "gelu",
   "base_model_type": ..., "base_model_name": ... or null}``; heads that read the next token are
   ``"version": 2`` with ``"next_token_width": e`` (the width of the model's input embeddings), so
-  a version-1 reader refuses them instead of dropping the tensors it does not know.
+  a version-1 reader refuses them instead of dropping the tensors it does not know. Heads with a
+  draft vocabulary (:meth:`DraftHeads.restrict_vocabulary`) are version 2 with
+  ``"draft_vocab_size": N``.
 * ``model.safetensors``: ``heads.{i}.up.weight`` [d_ff, d], ``heads.{i}.up.bias`` [d_ff],
   ``heads.{i}.down.weight`` [d, d_ff], ``heads.{i}.down.bias`` [d] for ``i = 0..h-2``
-  (``heads.{i}`` is head ``i + 2``); version 2 adds ``heads.{i}.condition.weight`` [d_ff, e].
+  (``heads.{i}`` is head ``i + 2``); version 2 adds ``heads.{i}.condition.weight`` [d_ff, e]
+  (next token) and ``draft_vocab`` [N] int64 (the sorted token ids the heads may draft).
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from .draft_vocab import RestrictedProjection, check_vocabulary
 from .residual_head import ResidualHead
 
 logger = logging.getLogger(__name__)
 
 FORMAT = "draftlattice-draft-heads"
 VERSION = 1
-NEXT_TOKEN_VERSION = 2  #: heads that read the next token's embedding
+NEXT_TOKEN_VERSION = 2  #: heads that read the next token's embedding, or draft from part of the vocabulary
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -106,13 +110,15 @@ class DraftHeads(nn.Module):
         base_model_type: str | None = None,
         base_model_name: str | None = None,
         next_token_width: int | None = None,
+        draft_vocab_size: int | None = None,
     ) -> None:
         super().__init__()
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 2:
             raise ValueError(f"horizon must be an int >= 2 (head 1 is the model itself), got {horizon!r}")
         sizes = [("hidden_size", hidden_size), ("head_hidden", head_hidden), ("vocab_size", vocab_size)]
-        if next_token_width is not None:
-            sizes.append(("next_token_width", next_token_width))
+        for name, value in (("next_token_width", next_token_width), ("draft_vocab_size", draft_vocab_size)):
+            if value is not None:
+                sizes.append((name, value))
         for name, value in sizes:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -124,11 +130,31 @@ class DraftHeads(nn.Module):
         self.base_model_name = base_model_name
         self.next_token_width = next_token_width
         self.heads = nn.ModuleList(ResidualHead(hidden_size, head_hidden, next_token_width) for _ in range(horizon - 1))
+        vocab = None if draft_vocab_size is None else torch.arange(draft_vocab_size, dtype=torch.int64)
+        self.register_buffer("draft_vocab", vocab)  # filled by restrict_vocabulary or from_pretrained
+        self._restricted = RestrictedProjection()
+
+    def restrict_vocabulary(self, ids) -> DraftHeads:
+        """Draft only tokens ``ids`` (e.g. the model's N most frequent output tokens): the heads'
+        logits are computed for them alone, -inf elsewhere (see :mod:`.draft_vocab`); ``None``
+        lifts the restriction. Returns ``self``."""
+        device = next(self.parameters()).device
+        vocab = None if ids is None else check_vocabulary(ids, self.vocab_size).to(device)
+        self.draft_vocab = vocab
+        self._restricted = RestrictedProjection()
+        return self
 
     @property
     def reads_next_token(self) -> bool:
         """Whether the heads also read the embedding of the token after their position."""
         return self.next_token_width is not None
+
+    @property
+    def fuses_with_target(self) -> bool:
+        """Whether the heads' logits may come out of the target's own output projection in the
+        verification forward (plain heads over the whole vocabulary): heads that read the next
+        token wait for it, and a draft vocabulary is projected on its own."""
+        return not self.reads_next_token and self.draft_vocab is None
 
     @classmethod
     def for_model(
@@ -171,6 +197,7 @@ class DraftHeads(nn.Module):
             self.next_token_width,
         )
         out.heads = nn.ModuleList(list(self.heads)[: horizon - 1])
+        out.draft_vocab = self.draft_vocab
         return out.train(self.training)
 
     def forward(self, z: torch.Tensor, next_embeds: torch.Tensor | None = None) -> torch.Tensor:
@@ -188,13 +215,17 @@ class DraftHeads(nn.Module):
 
     def logits(self, z: torch.Tensor, model: nn.Module, next_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of heads 2..h, ``[..., h-1, V]``, through ``model``'s output projection;
-        ``next_ids [...]``: token t + 1 at each position (needed by heads that read it)."""
-        return output_embeddings(model)(self(z, self.next_embeds(model, next_ids)))
+        ``next_ids [...]``: token t + 1 at each position (needed by heads that read it). Tokens
+        outside a draft vocabulary get -inf."""
+        states = self(z, self.next_embeds(model, next_ids))
+        if self.draft_vocab is None:
+            return output_embeddings(model)(states)
+        return self._restricted(states, output_embeddings(model), self.draft_vocab)
 
     def config_dict(self) -> dict[str, Any]:
         config = {
             "format": FORMAT,
-            "version": NEXT_TOKEN_VERSION if self.reads_next_token else VERSION,
+            "version": VERSION if self.fuses_with_target else NEXT_TOKEN_VERSION,
             "horizon": self.horizon,
             "hidden_size": self.hidden_size,
             "head_hidden": self.head_hidden,
@@ -205,6 +236,8 @@ class DraftHeads(nn.Module):
         }
         if self.reads_next_token:
             config["next_token_width"] = self.next_token_width
+        if self.draft_vocab is not None:
+            config["draft_vocab_size"] = int(self.draft_vocab.numel())
         return config
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
@@ -249,11 +282,13 @@ class DraftHeads(nn.Module):
                 f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
                 f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION} or {NEXT_TOKEN_VERSION})"
             )
-        width = config.get("next_token_width") if config["version"] == NEXT_TOKEN_VERSION else None
-        if config["version"] == NEXT_TOKEN_VERSION and (
-            isinstance(width, bool) or not isinstance(width, int) or width < 1
-        ):
-            raise ValueError(f"{config_path}: version {NEXT_TOKEN_VERSION} needs a positive int next_token_width")
+        extensions = {}
+        for key in ("next_token_width", "draft_vocab_size"):
+            value = config.get(key) if config["version"] == NEXT_TOKEN_VERSION else None
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{config_path}: {key} must be a positive int, got {value!r}")
+            extensions[key] = value
+        width = extensions["next_token_width"]
         if config.get("activation", "gelu") != "gelu":
             raise ValueError(f"{config_path}: activation {config['activation']!r} is not supported (only gelu)")
         facts = model_facts(model)
@@ -289,6 +324,7 @@ class DraftHeads(nn.Module):
             config.get("base_model_type"),
             config.get("base_model_name"),
             width,
+            extensions["draft_vocab_size"],
         )
         state = load_file(str(weights_path))
         expected = heads.state_dict()
@@ -304,6 +340,11 @@ class DraftHeads(nn.Module):
                     f"{weights_path}: {key} has shape {list(tensor.shape)}, expected {list(expected[key].shape)}"
                 )
         heads.load_state_dict(state)
+        if heads.draft_vocab is not None:
+            try:
+                heads.restrict_vocabulary(state["draft_vocab"])
+            except ValueError as error:
+                raise ValueError(f"{weights_path}: {error}") from None
         param = next(output_embeddings(model).parameters())
         return heads.to(device=param.device, dtype=param.dtype)
 

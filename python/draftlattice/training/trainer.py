@@ -192,6 +192,7 @@ def train_heads(
     softmax: CandidateSoftmax | None = None,
     features: str | os.PathLike[str] | None = None,
     overwrite_features: bool = False,
+    draft_vocab: int | None = None,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
@@ -222,12 +223,18 @@ def train_heads(
             (:class:`FeatureCache`): built first when missing or unfinished (one trunk pass
             over the corpus, resumable, not counted in ``time_budget``), then read instead of
             running the trunk. ``overwrite_features`` rebuilds a cache of another model/corpus.
+        draft_vocab: restrict the trained heads to the ``draft_vocab`` most frequent target
+            tokens (:meth:`DraftHeads.restrict_vocabulary`: a cheaper projection when decoding).
 
     Returns:
         :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
     """
     if targets not in TARGETS:
         raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
+    if draft_vocab is not None and (
+        isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab < 1
+    ):
+        raise ValueError(f"draft_vocab must be a positive int, got {draft_vocab!r}")
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -247,14 +254,15 @@ def train_heads(
         if ids.numel() <= seq_len:
             raise ValueError(f"corpus has {ids.numel()} tokens, fewer than seq_len + 1 = {seq_len + 1}")
         batches = ChunkBatches(ids, batch_size, seq_len, seed)
-    frequent = None
-    if softmax is not None:  # the most frequent targets: continuations of a corpus, or all of the ids
+    by_count = None  # target tokens, most frequent first: continuations of a corpus, or all of the ids
+    if softmax is not None or draft_vocab is not None:
         if corpus is not None:
             counted = np.concatenate([corpus.record(r)[p:seq_len] for r, p in enumerate(corpus.prompt_lens.tolist())])
         else:
             counted = ids.numpy()
         counts = np.bincount(counted, minlength=lm_head.weight.shape[0])[: lm_head.weight.shape[0]]
-        frequent = torch.from_numpy(np.argsort(-counts, kind="stable")[: softmax.frequent].copy())
+        by_count = torch.from_numpy(np.argsort(-counts, kind="stable").copy())
+    frequent = by_count[: softmax.frequent] if softmax is not None else None
     cache = None
     if features is not None:
         cache = FeatureCache.build(
@@ -359,6 +367,9 @@ def train_heads(
         if out is not None and (step + 1) % checkpoint_every == 0 and step + 1 < plan["steps"]:
             _checkpoint(heads, optimizer, schedule, batches, step + 1, out)
     heads.eval()
+    if draft_vocab is not None:
+        heads.restrict_vocabulary(by_count[:draft_vocab])
+        logger.info("draft vocabulary: the %d most frequent target tokens", min(draft_vocab, len(by_count)))
     if out is not None:
         _checkpoint(heads, optimizer, schedule, batches, result.steps, out)
     return result
