@@ -64,7 +64,12 @@ def test_refusals_name_the_problem(setup, tmp_path):
         heads.logits(torch.randn(2, model.config.hidden_size), model)
     folder = heads.save_pretrained(tmp_path / "h")
     config = json.loads((folder / "config.json").read_text())
-    for width, message in ((None, "needs a positive int next_token_width"), (7, "next_token_width 7 != the model's")):
+    for width, message in (
+        (0, "next_token_width must be a positive int"),
+        ("8", "next_token_width must be a positive int"),
+        (7, "next_token_width 7 != the model's"),
+        (None, "tensors do not match config.json"),  # plain heads' config over next-token weights
+    ):
         (folder / "config.json").write_text(json.dumps({**config, "next_token_width": width}))
         with pytest.raises(ValueError, match=message):
             DraftHeads.from_pretrained(folder, model)

@@ -179,9 +179,13 @@ def test_trace_recorder_lists_the_committed_token_first_on_a_tie():
     scores[0, 0, 3] = scores[0, 0, 7] = 2.0  # argmax: 3; topk may list 7 first
     recorder = TraceRecorder(1, 4)
     for token in (3, 7):
-        recorder.path(torch.zeros(1, 1, 2), scores, [[token]], lambda hidden: scores[..., None, :].expand(1, 1, 2, 10))
+        recorder.path(
+            torch.zeros(1, 1, 2), scores, [[token]], lambda hidden, next_ids: scores[..., None, :].expand(1, 1, 2, 10)
+        )
     ids, logprobs, _ = recorder.arrays(0)
     assert ids[:, 0, 0].tolist() == [3, 7] and sorted(ids[0, 0, :2].tolist()) == [3, 7]
     assert logprobs[0, 0, 0] == logprobs[0, 0, 1]
     with pytest.raises(ValueError, match="not a maximum"):
-        recorder.path(torch.zeros(1, 1, 2), scores, [[0]], lambda hidden: scores[..., None, :].expand(1, 1, 2, 10))
+        recorder.path(
+            torch.zeros(1, 1, 2), scores, [[0]], lambda hidden, next_ids: scores[..., None, :].expand(1, 1, 2, 10)
+        )
