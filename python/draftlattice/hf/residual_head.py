@@ -7,8 +7,9 @@ offset. :class:`~draftlattice.hf.DraftHeads` holds h - 1 of them.
 A head may also read the embedding e of the token at t + 1 (``condition_width``): z + W2 GELU(W1 z
 + We e). That token is known when heads 2..h draft (the target chose it in the forward that gave
 z), and the small head cannot compute the target's argmax from z itself, so naming it helps: on
-the default model's held-out greedy output, top-1 accuracy of heads 2-4 rose from 0.341 / 0.171 /
-0.100 to 0.420 / 0.211 / 0.124 after the same 400 training steps (bench/RESULTS.md).
+the default model's held-out greedy output, top-1 accuracy of heads 2-4 rose from 0.371 / 0.186 /
+0.117 to 0.429 / 0.224 / 0.128 after the same 400 training steps (bench/train_heads_speed.py
+--next-token-steps, bench/RESULTS.md).
 """
 
 from __future__ import annotations
