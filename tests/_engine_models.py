@@ -69,3 +69,27 @@ class Recording:
     def finish(self, proposal, host, contexts, device):
         self.contexts.append([list(c) for c in contexts])
         return self.inner.finish(proposal, host, contexts, device)
+
+
+def assert_seeded_sampling_repeats(model, heads, lm, rule: str, temperature: float, seed: int) -> None:
+    """Two seeded sampling runs of PROMPTS[0] (16 tokens, lattice drafts k = 3, p = 3) draw the
+    same tokens and produce all 16."""
+    from draftlattice.decode import LatticeDrafter, Sampling
+
+    ids = torch.tensor([PROMPTS[0]])
+    sampling = Sampling(temperature=temperature)
+    outputs = []
+    for _ in range(2):
+        torch.manual_seed(seed)
+        engine = Engine(
+            model,
+            heads,
+            LatticeDrafter(lm, k=3, p=3),
+            sample_rule=rule,
+            sampling=sampling,
+            processors=sampling.processors(),
+        )
+        tokens, stats = engine.run(ids, RowStopper(ids, 16, set(), [], 0), max_length=ids.shape[1] + 16)
+        outputs.append(tokens)
+        assert stats.new_tokens == 16
+    assert outputs[0] == outputs[1]

@@ -12,9 +12,9 @@ import json
 import pytest
 import torch
 
-from _engine_models import PROMPTS, Recording, run, trained
+from _engine_models import PROMPTS, Recording, assert_seeded_sampling_repeats, run, trained
 from _hf_models import greedy, left_padded, own_ngram
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode import Engine, LatticeDrafter
 from draftlattice.hf import DraftHeads
 
 NEW_TOKENS = 24
@@ -101,20 +101,4 @@ def test_greedy_output_equals_generate_and_drafts_stay_in_the_set(setup, layout,
 
 def test_seeded_sampling_runs_with_a_draft_vocabulary(setup):
     model, (heads, _), _, lm = setup
-    ids = torch.tensor([PROMPTS[0]])
-    sampling = Sampling(temperature=0.9)
-    outputs = []
-    for _ in range(2):
-        torch.manual_seed(11)
-        engine = Engine(
-            model,
-            heads,
-            LatticeDrafter(lm, k=3, p=3),
-            sample_rule="multi",
-            sampling=sampling,
-            processors=sampling.processors(),
-        )
-        tokens, stats = engine.run(ids, RowStopper(ids, 16, set(), [], 0), max_length=ids.shape[1] + 16)
-        outputs.append(tokens)
-        assert stats.new_tokens == 16
-    assert outputs[0] == outputs[1]
+    assert_seeded_sampling_repeats(model, heads, lm, "multi", temperature=0.9, seed=11)

@@ -16,9 +16,9 @@ import json
 import pytest
 import torch
 
-from _engine_models import PROMPTS, Recording, run, trained, unpadded
+from _engine_models import PROMPTS, Recording, assert_seeded_sampling_repeats, run, trained, unpadded
 from _hf_models import greedy, left_padded, llama, own_ngram
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode import Engine, LatticeDrafter
 from draftlattice.evaluate.record import record_prompt
 from draftlattice.hf import DraftHeads
 
@@ -138,23 +138,7 @@ def test_a_trace_records_them_at_every_committed_position(setup):
 def test_seeded_sampling_runs_through_them(setup, rule):
     """Sampling with heads that read the sampled root: seeded runs repeat, lengths are right."""
     model, heads, lm = setup
-    ids = torch.tensor([PROMPTS[0]])
-    sampling = Sampling(temperature=0.8)
-    outputs = []
-    for _ in range(2):
-        torch.manual_seed(5)
-        engine = Engine(
-            model,
-            heads,
-            LatticeDrafter(lm, k=3, p=3),
-            sample_rule=rule,
-            sampling=sampling,
-            processors=sampling.processors(),
-        )
-        tokens, stats = engine.run(ids, RowStopper(ids, 16, set(), [], 0), max_length=ids.shape[1] + 16)
-        outputs.append(tokens)
-        assert stats.new_tokens == 16
-    assert outputs[0] == outputs[1]
+    assert_seeded_sampling_repeats(model, heads, lm, rule, temperature=0.8, seed=5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="not applicable: CUDA is not available")
