@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "draftlattice-draft-heads"
 VERSION = 1
-NEXT_TOKEN_VERSION = 2  #: heads that read the next token's embedding, or draft from part of the vocabulary
+EXTENDED_VERSION = 2  #: heads that read the next token's embedding, or draft from part of the vocabulary
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -225,7 +225,7 @@ class DraftHeads(nn.Module):
     def config_dict(self) -> dict[str, Any]:
         config = {
             "format": FORMAT,
-            "version": VERSION if self.fuses_with_target else NEXT_TOKEN_VERSION,
+            "version": VERSION,
             "horizon": self.horizon,
             "hidden_size": self.hidden_size,
             "head_hidden": self.head_hidden,
@@ -238,6 +238,8 @@ class DraftHeads(nn.Module):
             config["next_token_width"] = self.next_token_width
         if self.draft_vocab is not None:
             config["draft_vocab_size"] = int(self.draft_vocab.numel())
+        if "next_token_width" in config or "draft_vocab_size" in config:
+            config["version"] = EXTENDED_VERSION  # version-1 readers refuse what they cannot read
         return config
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> Path:
@@ -277,14 +279,14 @@ class DraftHeads(nn.Module):
             config = json.loads(config_path.read_text())
         except json.JSONDecodeError as error:
             raise ValueError(f"{config_path}: not valid JSON ({error})") from None
-        if config.get("format") != FORMAT or config.get("version") not in (VERSION, NEXT_TOKEN_VERSION):
+        if config.get("format") != FORMAT or config.get("version") not in (VERSION, EXTENDED_VERSION):
             raise ValueError(
                 f"{config_path}: not draftlattice draft heads (format {config.get('format')!r}, "
-                f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION} or {NEXT_TOKEN_VERSION})"
+                f"version {config.get('version')!r}; expected {FORMAT!r} version {VERSION} or {EXTENDED_VERSION})"
             )
         extensions = {}
         for key in ("next_token_width", "draft_vocab_size"):
-            value = config.get(key) if config["version"] == NEXT_TOKEN_VERSION else None
+            value = config.get(key) if config["version"] == EXTENDED_VERSION else None
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{config_path}: {key} must be a positive int, got {value!r}")
             extensions[key] = value
