@@ -46,10 +46,12 @@ def exact_law(model, sampling: Sampling) -> dict[tuple[int, ...], float]:
     return {c: float(p) for c, p in zip(continuations, steps.prod(-1))}
 
 
-def engine_counts(model, heads, drafter, rule: str, sampling: Sampling, seed: int):
+def engine_counts(model, heads, drafter, rule: str, sampling: Sampling, seed: int, layout: str = "tree"):
     """ROWS rows of PROMPT decoded in one engine run: counts of each continuation, and the stats."""
     torch.manual_seed(seed)
-    engine = Engine(model, heads, drafter, sample_rule=rule, sampling=sampling, processors=sampling.processors())
+    engine = Engine(
+        model, heads, drafter, layout=layout, sample_rule=rule, sampling=sampling, processors=sampling.processors()
+    )
     ids = torch.tensor([PROMPT] * ROWS)
     tokens, stats = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(PROMPT) + NEW)
     counts: dict[tuple[int, ...], int] = {}
@@ -99,6 +101,20 @@ def test_sampling_preserves_the_target_law(lm, rule, use_lm, p, k, sampling):
     counts, stats = engine_counts(model, heads, drafter, rule, sampling, seed=11)
     assert stats.new_tokens == ROWS * NEW
     assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+@pytest.mark.parametrize("rule", ["multi", "tree"])
+def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, layout):
+    """p drafts per step (sampled, or the p best for the tree rule) verified over their trie
+    (shared prefixes once, the rules reading it as chains) or as p chains (the cache repeated)."""
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    drafter = LatticeDrafter(lm, k=4, p=3, alpha=1.0, sample_alpha=1.0)
+    counts, stats = engine_counts(model, heads, drafter, rule, sampling, seed=17, layout=layout)
+    assert stats.new_tokens == ROWS * NEW
+    assert 0 < stats.mean_accepted < 2
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 

@@ -211,3 +211,27 @@ def test_cli_trains_next_token_heads_and_continues_given_heads(model_dir, tmp_pa
     assert after.reads_next_token
     for a, b in zip(before.state_dict().values(), after.state_dict().values()):
         torch.testing.assert_close(a, b)
+
+
+def test_the_models_tokenizer_hash_reads_the_file_once_per_version(model_dir, tmp_path, monkeypatch):
+    """generate() checks its LM on every call: the hash of the model's tokenizer.json must not
+    parse the tokenizer (0.12 s on the default model), and must follow the file when it changes."""
+    import shutil
+
+    from draftlattice.tokenizer import tokenizer_sha256
+
+    folder, corpus = model_dir
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    model = load(copy)
+
+    def no_parsing(path):
+        raise AssertionError(f"parsed {path}")
+
+    monkeypatch.setattr("draftlattice.tokenizer.load_tokenizer", no_parsing)
+    first = dlhf.model_tokenizer_sha256(model)
+    assert first == tokenizer_sha256(copy / "tokenizer.json")
+    train_tokenizer([corpus], 280, tmp_path / "other.json")
+    shutil.copyfile(tmp_path / "other.json", copy / "tokenizer.json")
+    changed = dlhf.model_tokenizer_sha256(model)
+    assert changed == tokenizer_sha256(copy / "tokenizer.json") != first

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..verify import accept_chains, accept_tree, verify_sampled
+from ..verify.path import accept_tree_chains, chain_nodes
 from ..verify.sampled import SAMPLE_RULES
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
@@ -56,9 +57,10 @@ class Engine:
             are called ``heads.logits(hidden, model, next_ids)`` with the token each hidden
             state chose.
         drafter: the :class:`~.drafters.base.Drafter` of heads 2..h.
-        layout: greedy verification layout, "tree" or "batch" (:mod:`.forward`).
+        layout: verification layout, "tree" or "batch" (:mod:`.forward`); sampling rules read a
+            tree as chains (one sampled draft is always a chain).
         sample_rule: None for greedy decoding, else a rule of
-            :data:`draftlattice.verify.sampled.SAMPLE_RULES` (sampled drafts verified as chains).
+            :data:`draftlattice.verify.sampled.SAMPLE_RULES`.
         sampling: the warpers of the target's law (temperature, top-k, top-p), which sampled
             drafts also use; the processors below must apply the same warpers.
         processors: callable ``(input_ids, scores) -> scores`` applied to the target's scores
@@ -226,6 +228,20 @@ class _Run:
         if engine.sample_rule is None and engine.layout == "tree":
             forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
             path = accept_tree(forward.tree, forward.scores, forward.hidden)
+        elif engine.layout == "tree" and drafts.shape[1] > 1:
+            # Sampled drafts over their trie: p chains would repeat the cache p times and the
+            # shared prefixes (the root at least) p times; the rules read the trie as chains.
+            drafts = fill_padding(drafts)
+            forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
+            nodes = chain_nodes(forward.tree)  # [B, p, g+1]
+            rows = torch.arange(nodes.shape[0], device=nodes.device).view(-1, 1, 1)
+            num, next_token, best = verify_sampled(
+                engine.sample_rule,
+                drafts,
+                forward.scores.softmax(-1)[rows, nodes],
+                None if sampled is None else sampled.q,
+            )
+            path = accept_tree_chains(forward.tree, drafts, forward.scores, forward.hidden, num, next_token, best)
         else:
             drafts = fill_padding(drafts)
             forward = chain_forward(target, self.kv_valid, root, drafts, positions, sequences)

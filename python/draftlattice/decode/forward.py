@@ -5,7 +5,8 @@ token, whose KV is not yet cached; node ``j`` of a chain is draft token ``j``):
 
 * ``"tree"``: one row per sequence holding the trie of the drafts (shared prefixes once), with a
   tree attention mask and positions ``root position + depth``; the accepted path's KV slots are
-  gathered per layer afterwards.
+  gathered per layer afterwards. Sampling rules read the trie as chains
+  (:func:`draftlattice.verify.path.chain_nodes`).
 * ``"batch"``: ``p`` rows per sequence (the cache rows repeated), a causal chain each; the
   accepted row's cache is kept.
 
@@ -50,11 +51,20 @@ def _tree_on(tree: TokenTree, device: torch.device) -> TokenTree:
 def tree_forward(
     target: Target, kv_valid: Tensor, root: Tensor, drafts: Tensor, positions: Tensor, sequences: list[Tensor]
 ) -> Forward:
-    """Forward over the trie of ``drafts [B, p, g]`` (host; ``-1`` past the end of a shorter
-    draft) rooted at ``root [B]`` (device)."""
+    """Forward over the trie of ``drafts [B, p, g]`` (``-1`` past the end of a shorter draft)
+    rooted at ``root [B]`` (device). Drafts on the host (deterministic ones) give the smallest
+    tree; drafts on an accelerator (sampled ones) give a tree padded to ``1 + p*g`` nodes, since
+    sizing it there would cost a device->host synchronisation."""
     device = root.device
     lengths = (drafts >= 0).sum(-1)  # padding only ends a draft
-    tree = build_tree(drafts.clamp(min=0), lengths, position_offset=positions, dtype=target.dtype)  # host: no sync
+    on_host = drafts.device.type == "cpu"
+    tree = build_tree(  # built where the drafts are: no transfer, and no sync when padded
+        drafts.clamp(min=0),
+        lengths,
+        position_offset=positions,
+        dtype=target.dtype,
+        num_nodes=None if on_host else 1 + drafts.shape[1] * drafts.shape[2],
+    )
     on_device = _tree_on(tree, device)
     tokens = on_device.tokens.clone()
     tokens[:, 0] = root

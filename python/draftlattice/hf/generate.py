@@ -83,8 +83,8 @@ def generate(
         draft_p: drafts verified per step.
         draft_alpha: LM weight in the rescoring (lattice log-prob + alpha * LM log-prob) of the
             p best drafts.
-        draft_verify: greedy layout: "tree" (the drafts' trie in one row, tree attention) or
-            "batch" (one row per draft). Sampling always verifies one row per draft.
+        draft_verify: verification layout: "tree" (the drafts' trie in one row, tree attention;
+            sampling rules read it as chains) or "batch" (one row per draft, the cache repeated).
         draft_sample: the lossless rule of ``do_sample=True`` (:mod:`draftlattice.verify.sampled`):
             "multi" (default; ``draft_p`` drafts sampled i.i.d. from the heads'
             processed law, or with ``draft_lm`` from the full-support rescored lattice, recursive

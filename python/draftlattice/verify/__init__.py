@@ -35,7 +35,7 @@ Sampling: ``p = sampling_distribution(target_logits, T, top_k, top_p)`` with the
 from ._common import draw_categorical, residual_distribution, sampling_distribution
 from .greedy import GreedyResult, greedy_accept, target_tokens
 from .multi_draft import MultiDraftResult, multi_draft_verify, multi_draft_verify_distribution
-from .path import AcceptedPath, accept_chains, accept_tree
+from .path import AcceptedPath, accept_chains, accept_tree, accept_tree_chains, chain_nodes
 from .sampled import SAMPLE_RULES, verify_sampled
 from .sampling import (
     BlockProbs,
@@ -66,10 +66,12 @@ __all__ = [
     "TreeAcceptResult",
     "accept_chains",
     "accept_tree",
+    "accept_tree_chains",
     "block_accept_probs",
     "block_verify",
     "block_verify_distribution",
     "build_tree",
+    "chain_nodes",
     "draft_logits_from_tree",
     "gather_tree_kv",
     "greedy_accept",

@@ -5,7 +5,9 @@ a token tree (one row per sequence, :func:`~draftlattice.verify.build_tree`) or 
 chains (one row per draft). Whatever the rule (greedy, or a sampling rule's result), the engine
 needs the same things afterwards: how many draft tokens were accepted, the committed tokens, the
 hidden state the heads read next, the scores that chose each token (stopping criteria see them)
-and which cache slots to keep. :func:`accept_tree` and :func:`accept_chains` compute them.
+and which cache slots to keep. :func:`accept_tree` (greedy, tree), :func:`accept_chains`
+(greedy or a sampling rule's result, chains) and :func:`accept_tree_chains` (a sampling rule's
+result on drafts verified as their tree) compute them.
 """
 
 from __future__ import annotations
@@ -77,3 +79,38 @@ def accept_chains(
     slots = torch.arange(g + 1, device=device).expand(B, g + 1)
     chains = cache_rows if p > 1 else None
     return AcceptedPath(num, tokens, hidden[cache_rows], scores[rows, best], chains, slots, (cache_rows, num))
+
+
+def chain_nodes(tree: TokenTree) -> Tensor:
+    """``[B, p, g+1]``: the tree node of each draft's prefix of length 0..g (the root, then the
+    draft's tokens), for drafts that all have ``g`` tokens. A chain's view of a tree forward:
+    ``scores[rows, chain_nodes(tree)]`` are the scores ``p`` chains would give, each shared
+    prefix computed once."""
+    B, p, _ = tree.draft_nodes.shape
+    root = torch.zeros(B, p, 1, dtype=tree.draft_nodes.dtype, device=tree.draft_nodes.device)
+    return torch.cat([root, tree.draft_nodes], dim=2)
+
+
+def accept_tree_chains(
+    tree: TokenTree,
+    drafts: Tensor,
+    scores: Tensor,
+    hidden: Tensor,
+    num: Tensor,
+    next_token: Tensor,
+    best: Tensor | None,
+) -> AcceptedPath:
+    """A sampling rule's ``num``/``next_token`` on draft ``best`` (None = draft 0) of ``drafts
+    [B, p, g]`` (all ``g`` tokens long), verified as their token ``tree``: ``scores [B, T, V]`` and
+    ``hidden [B, T, d]`` at the tree's nodes."""
+    B, p, g = drafts.shape
+    device = hidden.device
+    rows = torch.arange(B, device=device)
+    if best is None:
+        best = torch.zeros(B, dtype=torch.int64, device=device)
+    slots = chain_nodes(tree)[rows, best]  # [B, g+1] the chosen draft's nodes, by depth
+    tokens = torch.cat([drafts.to(device)[rows, best], torch.zeros_like(slots[:, :1])], dim=1)
+    tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
+    at = rows.unsqueeze(1)
+    last = (rows, slots.gather(1, num.unsqueeze(1)).squeeze(1))
+    return AcceptedPath(num, tokens, hidden[at, slots], scores[at, slots], None, slots, last)

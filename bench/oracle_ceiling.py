@@ -1,0 +1,89 @@
+"""How far the shipped heads' lattices can take block efficiency on the demo's prompts: the oracle
+draft (the best path of the top-k lattice given the target's own greedy output) beside what the
+demo's drafters reach, in one run.
+
+No draft chosen from a top-k lattice, by any LM or tree of drafts from it, can be accepted further
+than the oracle's path through the same lattice (tree verification keeps the longest accepted
+path, and every path of the tree is a path of the lattice): the oracle's block efficiency at k is
+the ceiling of ``heads_tree`` and ``ngram_tree`` at that k. float32, so every row decodes exactly
+the greedy output (checked), through the one engine (``decode.Engine``, tree layout), on the
+demo's prompt set (chat questions through the chat template, WikiText-2 raw test openings),
+stopping at EOS or ``--max-new-tokens``.
+
+    python bench/oracle_ceiling.py [--chat 4] [--text 4] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
+                                   [--threads 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+
+def run_rows(b, prompts, max_new: int, make_drafter, references=None):
+    """(DecodeStats summed over the prompts, outputs) of one drafter."""
+    from draftlattice.decode import Engine, RowStopper
+
+    total, outputs = None, []
+    for i, prompt in enumerate(prompts):
+        ids = torch.tensor([prompt.ids])
+        stopper = RowStopper(ids, max_new, {b.tokenizer.eos_token_id}, [], 0)
+        drafter = make_drafter(list(prompt.ids) + references[i]) if references is not None else make_drafter()
+        tokens, stats = Engine(b.model, b.heads, drafter, layout="tree").run(ids, stopper)
+        outputs.append(tokens[0])
+        total = stats if total is None else total + stats
+    return total, outputs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--chat", type=int, default=4)
+    parser.add_argument("--text", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--k", type=int, default=8, help="candidates per head of heads_tree and ngram_tree")
+    parser.add_argument("--p", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.5)
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="oracle lattice widths")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import draftlattice.hf as dlhf
+    from draftlattice.apps.demo_prompts import demo_prompts
+    from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
+    from draftlattice.decode import LatticeDrafter, OracleDrafter
+
+    b = dlhf.load_default(torch.float32)
+    prompts = demo_prompts(b.tokenizer, data_file(WIKITEXT_RAW_TEST), chat=args.chat, text=args.text)
+    _, reference = run_rows(b, prompts, args.max_new_tokens, lambda: LatticeDrafter(k=1, p=1))
+    rows = {
+        "heads": lambda: LatticeDrafter(k=1, p=1),
+        "heads_tree": lambda: LatticeDrafter(k=args.k, p=args.p),
+        "ngram": lambda: LatticeDrafter(b.lm, k=args.k, p=1, alpha=args.alpha),
+        "ngram_tree": lambda: LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha),
+    }
+    results = {}
+    h = b.heads.horizon
+    print(f"{len(prompts)} prompts, h = {h} (at most {h} tokens per call), float32")
+    for name, make in rows.items():
+        stats, outputs = run_rows(b, prompts, args.max_new_tokens, make)
+        results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
+        print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)
+    for k in args.ks:
+        stats, outputs = run_rows(
+            b, prompts, args.max_new_tokens, lambda ref, k=k: OracleDrafter([ref], k), references=reference
+        )
+        name = f"oracle k={k}"
+        results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
+        print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
