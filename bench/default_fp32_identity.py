@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from _default_model import demo_set
+
 
 def decode(model, ids: list[int], max_new: int, kwargs: dict) -> tuple[list[int], int]:
     """(new tokens, serial forwards of the base model, prefill included)."""
@@ -49,14 +51,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
 
     import draftlattice.hf as dlhf
-    from draftlattice.apps.demo_prompts import demo_prompts
-    from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
 
-    b = dlhf.load_default(torch.float32)
-    prompts = demo_prompts(b.tokenizer, data_file(WIKITEXT_RAW_TEST), chat=args.chat, text=args.text)
+    b, prompts = demo_set(args.chat, args.text, torch.float32, args.threads)
     drafted = {"custom_generate": dlhf.generate, "draft_heads": b.heads, "draft_lm": b.lm, "draft_p": args.p}
     methods = {f"heads+lm p={args.p}": dict(drafted, draft_k=args.k)}
     if args.lookup:

@@ -14,11 +14,8 @@ import time
 import torch
 
 import draftlattice.decode.target as target_module
-from draftlattice.assets import WIKITEXT_TEST, data_file
+from _default_model import paragraph_set
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper
-from draftlattice.default_model import load_default
-from draftlattice.evaluate.prompts import paragraph_prompts
-from draftlattice.tokenizer import load_tokenizer
 
 
 def ms_per_step(bundle, prompts, max_new: int, layout: str, p: int) -> float:
@@ -40,10 +37,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    bundle = load_default(torch.bfloat16)
-    tokenizer = load_tokenizer(bundle.folder / "tokenizer.json")
-    prompts = paragraph_prompts(data_file(WIKITEXT_TEST), tokenizer, args.prompts, 32)
+    bundle, prompts = paragraph_set(args.prompts, torch.bfloat16, args.threads)
     fused = target_module.FUSED_HEADS_MAX_NODES
     print(f"default model, bf16, {args.threads} threads, {len(prompts)} prompts x {args.max_new_tokens} tokens")
     print("| layout | two projections ms/step (reference) | one projection ms/step | ratio |")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from _default_model import demo_set
+
 
 def run_rows(b, prompts, max_new: int, make_drafter, references=None):
     """(DecodeStats summed over the prompts, outputs) of one drafter."""
@@ -50,15 +52,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
 
-    import draftlattice.hf as dlhf
-    from draftlattice.apps.demo_prompts import demo_prompts
-    from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
     from draftlattice.decode import LatticeDrafter, OracleDrafter
 
-    b = dlhf.load_default(torch.float32)
-    prompts = demo_prompts(b.tokenizer, data_file(WIKITEXT_RAW_TEST), chat=args.chat, text=args.text)
+    b, prompts = demo_set(args.chat, args.text, torch.float32, args.threads)
     _, reference = run_rows(b, prompts, args.max_new_tokens, lambda: LatticeDrafter(k=1, p=1))
     rows = {
         "heads": lambda: LatticeDrafter(k=1, p=1),

@@ -1,0 +1,32 @@
+"""What the benchmarks on the default model share: the bundle on the CPU threads asked for, and
+one of two prompt sets (the demo's chat and text prompts, or WikiText-2 test paragraph openings)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def demo_set(chat: int, text: int, dtype: torch.dtype, threads: int):
+    """``(bundle, prompts)``: the default model and the demo's prompt set (:class:`DemoPrompt`s:
+    chat questions through the chat template, WikiText-2 raw test openings)."""
+    import draftlattice.hf as dlhf
+    from draftlattice.apps.demo_prompts import demo_prompts
+    from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
+
+    torch.set_num_threads(threads)
+    bundle = dlhf.load_default(dtype)
+    return bundle, demo_prompts(bundle.tokenizer, data_file(WIKITEXT_RAW_TEST), chat=chat, text=text)
+
+
+def paragraph_set(count: int, dtype: torch.dtype, threads: int, length: int = 32):
+    """``(bundle, prompts)``: the default model and the first ``length`` tokens of ``count``
+    WikiText-2 test paragraphs (token id lists)."""
+    import draftlattice.hf as dlhf
+    from draftlattice.assets import WIKITEXT_TEST, data_file
+    from draftlattice.evaluate.prompts import paragraph_prompts
+    from draftlattice.tokenizer import load_tokenizer
+
+    torch.set_num_threads(threads)
+    bundle = dlhf.load_default(dtype)
+    tokenizer = load_tokenizer(bundle.folder / "tokenizer.json")
+    return bundle, paragraph_prompts(data_file(WIKITEXT_TEST), tokenizer, count, length)
