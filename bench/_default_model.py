@@ -9,24 +9,24 @@ import torch
 def demo_set(chat: int, text: int, dtype: torch.dtype, threads: int):
     """``(bundle, prompts)``: the default model and the demo's prompt set (:class:`DemoPrompt`s:
     chat questions through the chat template, WikiText-2 raw test openings)."""
-    import draftlattice.hf as dlhf
     from draftlattice.apps.demo_prompts import demo_prompts
     from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
+    from draftlattice.default_model import load_default
 
     torch.set_num_threads(threads)
-    bundle = dlhf.load_default(dtype)
+    bundle = load_default(dtype)
     return bundle, demo_prompts(bundle.tokenizer, data_file(WIKITEXT_RAW_TEST), chat=chat, text=text)
 
 
 def paragraph_set(count: int, dtype: torch.dtype, threads: int, length: int = 32):
     """``(bundle, prompts)``: the default model and the first ``length`` tokens of ``count``
     WikiText-2 test paragraphs (token id lists)."""
-    import draftlattice.hf as dlhf
     from draftlattice.assets import WIKITEXT_TEST, data_file
+    from draftlattice.default_model import load_default
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.tokenizer import load_tokenizer
 
     torch.set_num_threads(threads)
-    bundle = dlhf.load_default(dtype)
+    bundle = load_default(dtype)
     tokenizer = load_tokenizer(bundle.folder / "tokenizer.json")
     return bundle, paragraph_prompts(data_file(WIKITEXT_TEST), tokenizer, count, length)

@@ -1,7 +1,7 @@
 """Issue 23's float32 criterion, prompt by prompt: the plug-in equals plain greedy generate(), and how
 many new tokens each target call gives.
 
-Loads the default model the way the issue states it, ``draftlattice.hf.load_default(torch.float32)``
+Loads the default model as the README does, ``draftlattice.default_model.load_default(torch.float32)``
 (fetched on first use like a user would), and decodes the demo's prompt set (chat questions through
 the chat template, WikiText-2 raw test openings) with plain greedy ``generate()`` and with
 ``custom_generate=draftlattice.hf.generate``, ``draft_heads=b.heads, draft_lm=b.lm, draft_p=P``

@@ -9,17 +9,11 @@ Three lines add lattice-rescored multi-head drafting to a model's own ``generate
 * :class:`DraftHeads`: heads 2..h on the model's final hidden state (save/load, fixed format).
 * :func:`generate`: the ``custom_generate`` (also callable directly); it maps generate()'s
   arguments onto draftlattice's one decoding engine (:mod:`draftlattice.decode`).
-* :func:`load_default`: the default model (SmolLM2-135M-Instruct) with its shipped heads and
-  n-gram LM, fetched on first use (:mod:`draftlattice.default_model`)::
-
-      b = dlhf.load_default(torch.float32)
-      out = b.model.generate(ids, custom_generate=dlhf.generate, draft_heads=b.heads, draft_lm=b.lm)
 
 Heads are trained by :func:`draftlattice.training.train_heads` (``draftlattice hf train-heads``).
 """
 
 from ..decode.stats import DecodeStats
-from ..default_model import DefaultModel, load_default
 from ..tokenizer import folder_tokenizer
 from .generate import DraftGenerateOutput, generate
 from .heads import DraftHeads
@@ -27,12 +21,10 @@ from .tokenizer import check_lm_for_model, model_tokenizer_sha256
 
 __all__ = [
     "DecodeStats",
-    "DefaultModel",
     "DraftGenerateOutput",
     "DraftHeads",
     "check_lm_for_model",
     "folder_tokenizer",
     "generate",
-    "load_default",
     "model_tokenizer_sha256",
 ]
