@@ -118,6 +118,28 @@ def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, l
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
+@pytest.mark.parametrize("rule", ["multi", "tree"])
+def test_the_tree_layout_samples_what_the_chains_sample(lm, rule):
+    """Same seed, float32: verifying the drafts over their trie gives the chains' very tokens and
+    acceptances (equal laws at every node, the same draws in the same order), so nothing the law
+    test cannot see (e.g. the heads reading another node's state next step) differs either."""
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    ids = torch.tensor([PROMPT] * 500)
+    runs = {}
+    for layout in ("tree", "batch"):
+        torch.manual_seed(23)
+        drafter = LatticeDrafter(lm, k=4, p=3, alpha=1.0, sample_alpha=1.0)
+        engine = Engine(
+            model, heads, drafter, layout=layout, sample_rule=rule, sampling=sampling, processors=sampling.processors()
+        )
+        runs[layout] = engine.run(ids, RowStopper(ids, 8, set(), [], 0), max_length=len(PROMPT) + 8)
+    (tree_tokens, tree_stats), (chain_tokens, chain_stats) = runs["tree"], runs["batch"]
+    assert tree_tokens == chain_tokens
+    assert tree_stats.accepted == chain_stats.accepted
+    assert 0 < tree_stats.mean_accepted < 3
+
+
 @pytest.mark.parametrize("rule", ["multi", "token"])
 def test_left_padded_rows_keep_the_target_law(lm, rule):
     """PROMPT's rows, left-padded in a batch with longer prompts (rows accept different lengths,
