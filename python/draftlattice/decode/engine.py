@@ -230,18 +230,10 @@ class _Run:
             path = accept_tree(forward.tree, forward.scores, forward.hidden)
         elif engine.layout == "tree" and drafts.shape[1] > 1:
             # Sampled drafts over their trie: p chains would repeat the cache p times and the
-            # shared prefixes (the root at least) p times; the rules read the trie as chains.
+            # shared prefixes (the root at least) p times.
             drafts = fill_padding(drafts)
             forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
-            nodes = chain_nodes(forward.tree)  # [B, p, g+1]
-            rows = torch.arange(nodes.shape[0], device=nodes.device).view(-1, 1, 1)
-            num, next_token, best = verify_sampled(
-                engine.sample_rule,
-                drafts,
-                forward.scores.softmax(-1)[rows, nodes],
-                None if sampled is None else sampled.q,
-            )
-            path = accept_tree_chains(forward.tree, drafts, forward.scores, forward.hidden, num, next_token, best)
+            path = self._sampled_on_tree(forward, drafts, sampled)
         else:
             drafts = fill_padding(drafts)
             forward = chain_forward(target, self.kv_valid, root, drafts, positions, sequences)
@@ -249,6 +241,16 @@ class _Run:
             path = accept_chains(drafts, forward.scores, forward.hidden, *rule)
         self.stats.target_calls += 1
         return forward, path
+
+    def _sampled_on_tree(self, forward, drafts: Tensor, sampled):
+        """The sampling rule over drafts verified as their token tree, read as chains."""
+        nodes = chain_nodes(forward.tree)  # [B, p, g+1]
+        rows = torch.arange(nodes.shape[0], device=nodes.device).view(-1, 1, 1)
+        probs = forward.scores.softmax(-1)[rows, nodes]  # [B, p, g+1, V]
+        num, next_token, best = verify_sampled(
+            self.engine.sample_rule, drafts, probs, None if sampled is None else sampled.q
+        )
+        return accept_tree_chains(forward.tree, drafts, forward.scores, forward.hidden, num, next_token, best)
 
     def _sampling_rule(self, forward, drafts: Tensor, sampled):
         B, p, g = drafts.shape
