@@ -43,9 +43,7 @@ def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath
     B = tree.tokens.shape[0]
     slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
     rows = torch.arange(B, device=slots.device).unsqueeze(1)
-    tokens = tree.tokens.gather(1, slots)[:, 1:]
-    tokens = torch.cat([tokens, torch.zeros_like(tokens[:, :1])], dim=1)
-    tokens.scatter_(1, result.num_accepted.unsqueeze(1), result.next_token.unsqueeze(1))
+    tokens = _committed(tree.tokens.gather(1, slots)[:, 1:], result.num_accepted, result.next_token)
     last = (rows[:, 0], result.last_node)
     return AcceptedPath(result.num_accepted, tokens, hidden[rows, slots], scores[rows, slots], None, slots, last)
 
@@ -73,8 +71,7 @@ def accept_chains(
     elif best is None:
         best = torch.zeros(B, dtype=torch.int64, device=device)
     rows = torch.arange(B, device=device)
-    tokens = torch.cat([drafts[rows, best], torch.zeros_like(drafts[:, 0, :1])], dim=1)
-    tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
+    tokens = _committed(drafts[rows, best], num, next_token)
     cache_rows = rows * p + best
     slots = torch.arange(g + 1, device=device).expand(B, g + 1)
     chains = cache_rows if p > 1 else None
@@ -109,8 +106,14 @@ def accept_tree_chains(
     if best is None:
         best = torch.zeros(B, dtype=torch.int64, device=device)
     slots = chain_nodes(tree)[rows, best]  # [B, g+1] the chosen draft's nodes, by depth
-    tokens = torch.cat([drafts.to(device)[rows, best], torch.zeros_like(slots[:, :1])], dim=1)
-    tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
+    tokens = _committed(drafts.to(device)[rows, best], num, next_token)
     at = rows.unsqueeze(1)
     last = (rows, slots.gather(1, num.unsqueeze(1)).squeeze(1))
     return AcceptedPath(num, tokens, hidden[at, slots], scores[at, slots], None, slots, last)
+
+
+def _committed(path_tokens: Tensor, num: Tensor, next_token: Tensor) -> Tensor:
+    """``[B, g+1]``: the accepted path's draft tokens ``path_tokens [B, g]``, with the target's
+    token written at index ``num`` (what :attr:`AcceptedPath.tokens` holds)."""
+    tokens = torch.cat([path_tokens, torch.zeros_like(path_tokens[:, :1])], dim=1)
+    return tokens.scatter_(1, num.unsqueeze(1), next_token.unsqueeze(1))
