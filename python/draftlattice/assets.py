@@ -26,6 +26,7 @@ DATA_ENV = "DRAFTLATTICE_DATA"
 PACKAGE_DIR = Path(__file__).resolve().parent
 WIKITEXT_TEST = "wikitext-2/test.txt"  # inside the data directory
 WIKITEXT_RAW_TEST = "wikitext-2-raw/test.txt"  # the demo's text prompts
+WIKITEXT_RAW_VALID = "wikitext-2-raw/valid.txt"  # held-out calibration prompts (the demo reads test)
 
 
 class AssetNotFoundError(FileNotFoundError):

@@ -13,15 +13,16 @@ its :class:`~draftlattice.hf.DraftHeads`:
    at every ``stride``-th position, for every candidate weight, the drafter samples its drafts
    (the engine's ``"multi"`` rule: ``p`` drafts; ``"block"``: one) from the heads there, with
    the same seed for every weight (common random numbers);
-3. one batched target forward over all candidates' draft rows gives the target's law after every
-   draft prefix, and the **expected** number of accepted tokens given the drafts is computed
+3. one batched target forward over all candidates' draft rows (their root and draft tokens
+   only: every row reads the context's keys and values from step 2's forward) gives the target's
+   law after every draft prefix, and the **expected** number of accepted tokens given the drafts is computed
    exactly from the rule's output law (``verify.multi_draft_verify_distribution`` or
    ``block_verify_distribution``), so the verifier's own randomness adds no noise;
 4. the weight with the highest mean expected accepted length wins.
 
 Block efficiency of decoding is about ``1 + E[accepted]`` per step, so this is the quantity to
 maximise. Cost: per evaluated position, ``len(alphas)`` lattice samplings and one forward over
-``len(alphas) * p`` rows of the whole context (no cache: calibration, not decoding). The random
+``len(alphas) * p`` rows of ``h`` tokens each. The random
 draws come from torch's generators, seeded from ``seed``; the caller's generator state is
 restored afterwards.
 """
@@ -37,8 +38,9 @@ import torch
 
 from .. import verify
 from ..decode import Engine, LatticeDrafter, RowStopper, Sampling
+from ..decode.cache import cache_layers
 from ..decode.drafters import to_host
-from ..decode.target import draft_head_logits
+from ..decode.target import cache_keyword, draft_head_logits
 
 logger = logging.getLogger(__name__)
 
@@ -161,13 +163,22 @@ def tune_sample_alpha(
             stopper = RowStopper(ids, max_new_tokens, set(), [], 0)
             continuation = sampler.run(ids, stopper, max_length=len(prompt) + max_new_tokens)[0][0]
             sequence = prompt + continuation
-            hidden = model.base_model(input_ids=torch.tensor([sequence], device=device)).last_hidden_state[0]
+            hidden, kv = _cached_forward(model, torch.tensor([sequence], device=device))
+            hidden = hidden[0]
             # Heads 2..h at every position [L, h-1, V]; heads that read the next token get it.
             following = torch.tensor(sequence[1:] + [0], device=device)
             head_logits = draft_head_logits(heads, model, hidden, following)
             for t in range(len(prompt), len(sequence), stride):
+                prefix = [(keys[:, :, :t], values[:, :, :t]) for keys, values in kv]
                 expected = _expected_accepted(
-                    model, drafters, rule, sequence[: t + 1], head_logits[t - 1], sampling, (seed + i) * 100_003 + t
+                    model,
+                    drafters,
+                    rule,
+                    sequence[: t + 1],
+                    head_logits[t - 1],
+                    sampling,
+                    (seed + i) * 100_003 + t,
+                    prefix,
                 )
                 for scores, value in zip(samples, expected):
                     scores.append(value)
@@ -191,18 +202,33 @@ def _check_positions(model, length: int) -> None:
 
 
 def _expected_accepted(
-    model, drafters, rule: str, context: list[int], head_logits: torch.Tensor, sampling: Sampling, seed: int
+    model,
+    drafters,
+    rule: str,
+    context: list[int],
+    head_logits: torch.Tensor,
+    sampling: Sampling,
+    seed: int,
+    prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> list[float]:
     """Per drafter: E[accepted draft tokens | its drafts] after ``context`` (its last token
     decided, not yet in the cache), from the heads 2..h ``head_logits [h-1, V]`` that read the
     hidden state before it; drafts drawn after the same ``torch.manual_seed(seed)`` for every
-    drafter (common random numbers)."""
+    drafter (common random numbers).
+
+    ``prefix``: the keys and values ``[1, heads, len(context) - 1, d]`` of every layer over
+    ``context[:-1]`` (default: one forward computes them). Every draft row reads them, so only
+    the drafts' own tokens are forwarded.
+    """
     device = head_logits.device
     drawn = [_sampled_drafts(d, head_logits, context, sampling, seed) for d in drafters]
     tokens = torch.cat([dr.tokens[0] for dr in drawn]).to(device)  # [A*n, g]
     rows, g = tokens.shape
-    prefix = torch.tensor(context, device=device).expand(rows, len(context))
-    z = model.base_model(input_ids=torch.cat([prefix, tokens], dim=1)).last_hidden_state[:, len(context) - 1 :]
+    if prefix is None:
+        prefix = _cached_forward(model, torch.tensor([context[:-1]], device=device))[1]
+    root = torch.full((rows, 1), context[-1], dtype=torch.int64, device=device)
+    positions = torch.arange(len(context) - 1, len(context) + g, device=device).expand(rows, g + 1)
+    z = _cached_forward(model, torch.cat([root, tokens], dim=1), positions, prefix)[0]
     logits = model.get_output_embeddings()(z).float()  # [A*n, g+1, V]
     probs = verify.sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
     out, start = [], 0
@@ -216,6 +242,22 @@ def _expected_accepted(
             accepted = verify.multi_draft_verify_distribution(d[None], law[None], q[None])[0].sum((0, 2))
         out.append(float((accepted * torch.arange(g + 1, device=accepted.device)).sum()))
     return out
+
+
+def _cached_forward(model, input_ids: torch.Tensor, position_ids=None, prefix=None):
+    """``(last hidden states, [(keys, values)] per layer)`` of a forward over ``input_ids [R, N]``
+    after the cached ``prefix`` (one row's keys and values per layer, read by every row; None:
+    no prefix)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    rows = input_ids.shape[0]
+    for index, (keys, values) in enumerate(prefix or []):
+        cache.update(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), index)
+    out = model.base_model(
+        input_ids=input_ids, position_ids=position_ids, use_cache=True, **{cache_keyword(model): cache}
+    )
+    return out.last_hidden_state, [(layer.keys, layer.values) for layer in cache_layers(cache)]
 
 
 def _sampled_drafts(drafter: LatticeDrafter, head_logits: torch.Tensor, context: list[int], sampling, seed: int):

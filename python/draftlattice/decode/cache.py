@@ -44,15 +44,20 @@ def repeat_rows(cache, repeats: int) -> None:
 def keep_block(cache, past: int, rows: Tensor | None, index: Tensor) -> None:
     """After a forward over a block of new tokens: keep the ``past`` context slots and, of the
     block, the slots ``index [B, m]`` (block-relative) in that order; ``rows [B]`` first picks
-    one cache row per sequence (None: row b is sequence b)."""
+    one cache row per sequence (None: row b is sequence b).
+
+    The kept slots are written over the block's first slots and the tensor is cut there (a view):
+    the context is not copied, the next forward's append copies it once anyway."""
     for layer in cache_layers(cache):
         for name in ("keys", "values"):
             t = getattr(layer, name)
             if rows is not None:
                 t = t.index_select(0, rows)
             B, H, _, D = t.shape
-            picked = t[:, :, past:].gather(2, index.view(B, 1, -1, 1).expand(B, H, index.shape[1], D))
-            setattr(layer, name, torch.cat([t[:, :, :past], picked], dim=2))
+            m = index.shape[1]
+            picked = t[:, :, past:].gather(2, index.view(B, 1, -1, 1).expand(B, H, m, D))
+            t[:, :, past : past + m] = picked
+            setattr(layer, name, t[:, :, : past + m])
 
 
 def additive_mask(kv_valid: Tensor, block: Tensor, dtype: torch.dtype) -> Tensor:

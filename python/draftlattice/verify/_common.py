@@ -5,25 +5,46 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["sampling_distribution", "residual_distribution", "draw_categorical"]
+__all__ = ["sampling_distribution", "residual_distribution", "draw_categorical", "may_hold"]
 
 
-def draw_categorical(probs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def uniforms(
+    rows: int, generator: torch.Generator | None, device: torch.device, dtype: torch.dtype, count: int = 1
+) -> Tensor:
+    """``[rows, count]`` uniforms on ``device``, drawn as :func:`draw_categorical` draws them (a
+    CUDA generator draws on its own device)."""
+    where = device if generator is None else generator.device
+    return torch.rand(rows, count, generator=generator, device=where, dtype=dtype).to(device)
+
+
+def draw_categorical(
+    probs: Tensor, generator: torch.Generator | None = None, u: Tensor | None = None, count: int | None = None
+) -> Tensor:
     """One draw per row of ``probs [..., V]`` (non-negative, positive sum; need not be
-    normalised), int64 ``[...]``, by inversion: one uniform per row from ``generator``, the first
-    token whose cumulative mass exceeds it. Never returns a token of probability 0. Same law as
-    ``torch.multinomial(probs, 1)`` at a fraction of its CPU cost for large V.
+    normalised), int64 ``[...]``, by inversion: one uniform per row from ``generator`` (or the
+    given ``u``, ``[rows, 1]`` from :func:`uniforms`), the first token whose cumulative mass
+    exceeds it. Never returns a token of probability 0. Same law as ``torch.multinomial(probs, 1)``
+    at a fraction of its CPU cost for large V. ``count``: that many independent draws per row,
+    ``[..., count]`` (one cumulative sum per row for all of them).
     """
     flat = probs.reshape(-1, probs.shape[-1])
     cdf = flat.cumsum(-1)
-    device = probs.device if generator is None else generator.device  # CUDA generators draw on CUDA
-    u = torch.rand(flat.shape[0], 1, generator=generator, device=device, dtype=cdf.dtype).to(cdf.device)
+    if u is None:
+        u = uniforms(flat.shape[0], generator, cdf.device, cdf.dtype, count or 1)
     total = cdf[:, -1:].contiguous()
     index = torch.searchsorted(cdf, u * total, right=True)  # first cdf > u * total
     # u * total can round up to the total: then take the first token where the cdf reaches the
     # total (it has positive mass: adding a zero leaves the cdf unchanged, exactly).
     last = torch.searchsorted(cdf, total)
-    return torch.minimum(index, last).reshape(probs.shape[:-1])
+    drawn = torch.minimum(index, last)
+    return drawn.reshape(probs.shape[:-1]) if count is None else drawn.reshape(*probs.shape[:-1], count)
+
+
+def may_hold(mask: Tensor) -> bool:
+    """Whether ``mask`` may have a True entry: read on the CPU, where reading is free; always
+    True on an accelerator, where reading would wait for the device. For skipping work that only
+    masked rows need: skipping is an optimisation, doing it anyway is never wrong."""
+    return mask.device.type != "cpu" or bool(mask.any())
 
 
 def _as_lengths(lengths: Tensor | int | None, shape: tuple[int, ...], full: int, device) -> Tensor:

@@ -53,7 +53,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._common import draw_categorical, residual_distribution
+from ._common import draw_categorical, may_hold, residual_distribution, uniforms
 
 __all__ = ["MultiDraftResult", "multi_draft_verify", "multi_draft_verify_distribution"]
 
@@ -92,13 +92,43 @@ def _check(
 def _row_law(x: Tensor, row: Tensor, j: int) -> Tensor:
     """x[b, row[b], j, :] for x [B, p, n, V] and row [B]."""
     B, _, _, V = x.shape
-    return x[:, :, j].gather(1, row.view(B, 1, 1).expand(B, 1, V)).squeeze(1)
+    return x[:, :, j].gather(1, row.view(B, 1, 1).expand(B, 1, V)).squeeze(-2)
 
 
-def _accept_prob(p_cur: Tensor, q_node: Tensor, x: Tensor) -> Tensor:
-    """min(1, p(x)/q(x)), 1 where q(x) = 0 (a token the drafter cannot draw), [B]."""
-    px = p_cur.gather(-1, x.unsqueeze(-1)).squeeze(-1)
-    qx = q_node.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+class _NodeLaw:
+    """A law at every batch row's current node, ``x[b, row[b], j, :]`` of ``x [B, p, n, V]``.
+
+    Recursive rejection reads it at the tried tokens only, until a rejection replaces it by a
+    residual; the whole ``[B, V]`` rows are gathered only then, or for a draw from it. Most tries
+    are accepted, so most nodes never touch V entries.
+    """
+
+    def __init__(self, x: Tensor, row: Tensor, j: int) -> None:
+        self.x, self.row, self.j = x, row, j
+        self._rows: Tensor | None = None
+
+    def at(self, tokens: Tensor) -> Tensor:
+        """The law's values at ``tokens [B]``, ``[B]``."""
+        if self._rows is not None:
+            return self._rows.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        batch = torch.arange(tokens.shape[0], device=tokens.device)
+        return self.x[batch, self.row, self.j, tokens]
+
+    @property
+    def rows(self) -> Tensor:
+        """The law, ``[B, V]``."""
+        if self._rows is None:
+            self._rows = _row_law(self.x, self.row, self.j)
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: Tensor) -> None:
+        self._rows = value
+
+
+def _accept_prob(px: Tensor, qx: Tensor) -> Tensor:
+    """min(1, p(x)/q(x)) from the laws' values at the tried tokens, 1 where q(x) = 0 (a token
+    the drafter cannot draw), [B]."""
     return torch.where(px >= qx, torch.ones_like(px), px / torch.where(qx > 0, qx, torch.ones_like(qx)))
 
 
@@ -131,23 +161,29 @@ def multi_draft_verify(
     nxt = torch.zeros(B, dtype=torch.int64, device=device)
     for j in range(g + 1):
         first = live.to(torch.int8).argmax(-1)  # lowest-index live row
-        law = _row_law(target_probs, first, j)
+        law = _NodeLaw(target_probs, first, j)
+        child = None
         if j < g and q is not None:
-            child, law = _recursive_rejection(
-                drafts[:, :, j], live, law, _row_law(q, first, j), generator, without_replacement
+            child = _recursive_rejection(
+                drafts[:, :, j], live, law, _NodeLaw(q, first, j), generator, without_replacement
             )
-        else:
-            child = None
-        y = draw_categorical(law, generator)  # next token if not descending
+        # The next token's uniform is drawn at every node, needed or not: the number of draws
+        # does not depend on the outcome. The draw itself is made only where a row stops.
+        u = uniforms(B, generator, device, target_probs.dtype)
         if j == g:
-            nxt = torch.where(walking, y, nxt)
+            if may_hold(walking):
+                nxt = torch.where(walking, draw_categorical(law.rows, u=u), nxt)
             break
         if child is None:  # tree rule: the draw itself picks the child
-            child = y
+            child = draw_categorical(law.rows, u=u)
+            y = child
+        else:
+            y = None
         match = live & (drafts[:, :, j] == child.unsqueeze(-1))
         descend = walking & match.any(-1)
         stop = walking & ~descend
-        nxt = torch.where(stop, y, nxt)
+        if may_hold(stop):
+            nxt = torch.where(stop, y if y is not None else draw_categorical(law.rows, u=u), nxt)
         live = torch.where(descend.unsqueeze(-1), match, live)
         num += descend.to(torch.int64)
         walking = descend
@@ -156,30 +192,32 @@ def multi_draft_verify(
 
 
 def _recursive_rejection(
-    tokens: Tensor, live: Tensor, p_node: Tensor, q_node: Tensor, generator, without_replacement: bool
-) -> tuple[Tensor, Tensor]:
-    """One node of recursive rejection sampling for every batch row.
-
-    Returns (accepted token [B], -1 where every live row was rejected; law [B, V] of the next
-    token for the rows that reject everything)."""
+    tokens: Tensor, live: Tensor, law: _NodeLaw, q_law: _NodeLaw, generator, without_replacement: bool
+) -> Tensor:
+    """One node of recursive rejection sampling for every batch row: the accepted token [B],
+    -1 where every live row was rejected. ``law`` becomes the law of the next token for the
+    rows that reject everything (the last residual)."""
     B, p = tokens.shape
     accepted = torch.full((B,), -1, dtype=torch.int64, device=tokens.device)
-    p_cur, q_cur = p_node, q_node
     for i in range(p):
         trying = live[:, i] & (accepted < 0)
         x = tokens[:, i]
         if without_replacement:  # only a child's first row tries it
             earlier = live[:, :i] & (tokens[:, :i] == x.unsqueeze(-1))
             trying &= ~earlier.any(-1)
-        a = _accept_prob(p_cur, q_cur, x)
+        a = _accept_prob(law.at(x), q_law.at(x))
         u = torch.rand(B, generator=generator, device=tokens.device, dtype=a.dtype)
         ok = trying & (u < a)
         accepted = torch.where(ok, x, accepted)
-        rejected = (trying & ~ok).unsqueeze(-1)
-        p_cur = torch.where(rejected, residual_distribution(p_cur, q_cur), p_cur)
+        rejected = trying & ~ok
+        if not may_hold(rejected):  # every row accepted or stopped trying: the laws stay
+            continue
+        rejected = rejected.unsqueeze(-1)
+        p_rows, q_rows = law.rows, q_law.rows
+        law.rows = torch.where(rejected, residual_distribution(p_rows, q_rows), p_rows)
         if without_replacement:
-            q_cur = torch.where(rejected, _remove(q_cur, x), q_cur)
-    return accepted, p_cur
+            q_law.rows = torch.where(rejected, _remove(q_rows, x), q_rows)
+    return accepted
 
 
 def _remove(q: Tensor, x: Tensor) -> Tensor:
@@ -229,7 +267,7 @@ def _node_law(out: Tensor, rows: list, tp: Tensor, q: Tensor | None, live: list[
     tried = list(through) if wor else [rows[r][j] for r in live]  # children once, or every row
     for x in tried:  # recursive rejection: try them in order
         idx = torch.tensor([x], device=law.device)
-        a = _accept_prob(law[None], q_node[None], idx)[0]
+        a = _accept_prob(law[idx], q_node[idx])[0]
         if a > 0:
             _node_law(out, rows, tp, q, through[x], j + 1, reach * a, wor)
         reach = reach * (1 - a)
