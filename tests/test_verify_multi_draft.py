@@ -241,6 +241,55 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
     assert torch.equal(again.num_accepted.cpu().view(len(cases), n), num)
 
 
+def per_node_laws(drafts: torch.Tensor, tp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(laws [B, N, V], nodes [B, p, g+1])``: each distinct draft prefix once (the law of the
+    lowest row through it), as a token tree verified in one forward gives them."""
+    B, p, g = drafts.shape
+    nodes = torch.zeros(B, p, g + 1, dtype=torch.int64)
+    laws = []
+    for b in range(B):
+        ids: dict[tuple, int] = {}
+        row_laws = []
+        for i in range(p):
+            for j in range(g + 1):
+                prefix = tuple(drafts[b, i, :j].tolist())
+                if prefix not in ids:
+                    ids[prefix] = len(ids)
+                    row_laws.append(tp[b, i, j])
+                nodes[b, i, j] = ids[prefix]
+        laws.append(torch.stack(row_laws))
+    width = max(len(t) for t in laws)
+    padded = torch.stack([torch.cat([t, t[:1].expand(width - len(t), -1)]) for t in laws])  # unread padding
+    return padded, nodes
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+def test_laws_per_tree_node_give_the_same_draws(device, rule):
+    """target_probs given once per tree node (with ``nodes``) is the same rule as the per-row
+    copies: same generator, same outputs, draw for draw."""
+    V, p, g, n = 4, 3, 3, 400
+    model = PositiveQ(V, 7, same_prob=0.3)
+    rng = random.Random(5)
+    cases = []
+    for c in range(n):
+        if rule == "wor":
+            trees = list(wor_drafts(model, (), p, g))
+            drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
+        else:
+            drafts = deterministic_tree((), V, p, g, c)
+        cases.append(tensors(model, (), drafts))
+    X, tp, q = (torch.stack(t).to(device) for t in zip(*cases))
+    q = None if rule == "tree" else q
+    laws, nodes = (t.to(device) for t in per_node_laws(X.cpu(), tp.cpu()))
+    wor = rule == "wor"
+    rows = multi_draft_verify(X, tp, torch.Generator(device=device).manual_seed(3), q, wor)
+    tree = multi_draft_verify(X, laws, torch.Generator(device=device).manual_seed(3), q, wor, nodes=nodes)
+    for a, b in zip(rows, tree):
+        assert torch.equal(a, b)
+    assert int(rows.num_accepted.max()) > 0  # the drafts were accepted at times
+
+
 def test_empty_drafts_sample_the_target():
     tp = torch.tensor([[[[0.0, 1.0]], [[0.0, 1.0]]]], dtype=F64)  # B=1, p=2, g=0
     res = multi_draft_verify(torch.zeros(1, 2, 0, dtype=torch.int64), tp, torch.Generator().manual_seed(0))
@@ -260,6 +309,10 @@ def test_bad_inputs_raise():
         multi_draft_verify(X.float(), tp)
     with pytest.raises(ValueError, match="without_replacement"):
         multi_draft_verify(X, tp, without_replacement=True)
+    with pytest.raises(ValueError, match="nodes must be"):
+        multi_draft_verify(X, tp[:, 0], nodes=torch.zeros(1, 2, 2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="one per tree node"):
+        multi_draft_verify(X, tp, nodes=torch.zeros(1, 2, 3, dtype=torch.int64))
 
 
 def test_without_replacement_accepts_more_than_with():

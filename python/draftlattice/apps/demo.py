@@ -41,7 +41,9 @@ class DemoSettings:
     alpha: float = 0.5
     temperature: float | None = None
     top_p: float = 1.0
-    sample_alpha: float = 0.2
+    #: LM weight of sampled lattice drafts: 0.1 was best at T = 0.7 and 1.0 on held-out prompts
+    #: (bench/tune_sample_alpha.py; within one standard error of 0.05 and 0.2)
+    sample_alpha: float = 0.1
     prompt_lookup_tokens: int = 10
     lookup: int = 3  #: longest context n-gram the copied draft of ``ngram_lookup_tree`` matches
     lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft

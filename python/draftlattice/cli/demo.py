@@ -52,7 +52,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--temperature", type=float, help="lossless sampling at this temperature instead of greedy")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus of the sampling mode (default 1: off)")
-    p.add_argument("--sample-alpha", type=float, default=0.2, help="LM weight of sampled lattice drafts")
+    p.add_argument(
+        "--sample-alpha",
+        type=float,
+        default=0.1,  # DemoSettings.sample_alpha (apps/demo.py imports torch; the CLI loads it on use)
+        help="LM weight of sampled lattice drafts (default %(default)s: tuned on held-out prompts)",
+    )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (prompt i uses seed + i)")
     p.add_argument("--lm", type=Path, help="n-gram LM over the model's tokens (default: the shipped one)")
     p.add_argument("--model-dir", type=Path, help="transformers folder of the model (default: fetched)")

@@ -245,10 +245,8 @@ class _Run:
     def _sampled_on_tree(self, forward, drafts: Tensor, sampled):
         """The sampling rule over drafts verified as their token tree, read as chains."""
         nodes = chain_nodes(forward.tree)  # [B, p, g+1]
-        rows = torch.arange(nodes.shape[0], device=nodes.device).view(-1, 1, 1)
-        probs = forward.scores.softmax(-1)[rows, nodes]  # [B, p, g+1, V]
         num, next_token, best = verify_sampled(
-            self.engine.sample_rule, drafts, probs, None if sampled is None else sampled.q
+            self.engine.sample_rule, drafts, forward.scores.softmax(-1), None if sampled is None else sampled.q, nodes
         )
         return accept_tree_chains(forward.tree, drafts, forward.scores, forward.hidden, num, next_token, best)
 

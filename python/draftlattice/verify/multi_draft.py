@@ -65,18 +65,28 @@ class MultiDraftResult(NamedTuple):
 
 
 def _check(
-    drafts: Tensor, target_probs: Tensor, q: Tensor | None, without_replacement: bool = False
+    drafts: Tensor,
+    target_probs: Tensor,
+    q: Tensor | None,
+    without_replacement: bool = False,
+    nodes: Tensor | None = None,
 ) -> tuple[int, int, int, int]:
     if without_replacement and q is None:
         raise ValueError("without_replacement needs q (the law the children were drawn from)")
-    if drafts.dim() != 3 or target_probs.dim() != 4:
+    laws = "[B, N, V] (one per tree node, with nodes)" if nodes is not None else "[B, p, g+1, V]"
+    if drafts.dim() != 3 or target_probs.dim() != (3 if nodes is not None else 4):
         raise ValueError(
-            f"expected drafts [B, p, g] and target_probs [B, p, g+1, V], got "
-            f"{tuple(drafts.shape)} and {tuple(target_probs.shape)}"
+            f"expected drafts [B, p, g] and target_probs {laws}, got {tuple(drafts.shape)} and {tuple(target_probs.shape)}"
         )
     B, p, g = drafts.shape
     V = target_probs.shape[-1]
-    if target_probs.shape != (B, p, g + 1, V) or p < 1:
+    if nodes is not None:
+        if nodes.shape != (B, p, g + 1) or target_probs.shape[0] != B or p < 1:
+            raise ValueError(
+                f"nodes must be [B, p, g+1] = [{B}, {p}, {g + 1}] over target_probs [{B}, N, V], "
+                f"got {tuple(nodes.shape)} and {tuple(target_probs.shape)}"
+            )
+    elif target_probs.shape != (B, p, g + 1, V) or p < 1:
         raise ValueError(
             f"target_probs must be [B, p, g+1, V] = [{B}, {p}, {g + 1}, V] with p >= 1, got {tuple(target_probs.shape)}"
         )
@@ -96,29 +106,33 @@ def _row_law(x: Tensor, row: Tensor, j: int) -> Tensor:
 
 
 class _NodeLaw:
-    """A law at every batch row's current node, ``x[b, row[b], j, :]`` of ``x [B, p, n, V]``.
+    """A law at every batch row's current node, ``x[b, row[b], j, :]`` of ``x [B, p, n, V]``
+    (or ``x[b, nodes[b, row[b], j], :]`` of per-node laws ``x [B, N, V]``).
 
     Recursive rejection reads it at the tried tokens only, until a rejection replaces it by a
     residual; the whole ``[B, V]`` rows are gathered only then, or for a draw from it. Most tries
     are accepted, so most nodes never touch V entries.
     """
 
-    def __init__(self, x: Tensor, row: Tensor, j: int) -> None:
+    def __init__(self, x: Tensor, row: Tensor, j: int, nodes: Tensor | None = None) -> None:
         self.x, self.row, self.j = x, row, j
+        self.batch = torch.arange(row.shape[0], device=row.device)
+        self.node = None if nodes is None else nodes[self.batch, row, j]
         self._rows: Tensor | None = None
 
     def at(self, tokens: Tensor) -> Tensor:
         """The law's values at ``tokens [B]``, ``[B]``."""
         if self._rows is not None:
             return self._rows.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        batch = torch.arange(tokens.shape[0], device=tokens.device)
-        return self.x[batch, self.row, self.j, tokens]
+        if self.node is not None:
+            return self.x[self.batch, self.node, tokens]
+        return self.x[self.batch, self.row, self.j, tokens]
 
     @property
     def rows(self) -> Tensor:
         """The law, ``[B, V]``."""
         if self._rows is None:
-            self._rows = _row_law(self.x, self.row, self.j)
+            self._rows = _row_law(self.x, self.row, self.j) if self.node is None else self.x[self.batch, self.node]
         return self._rows
 
     @rows.setter
@@ -138,21 +152,25 @@ def multi_draft_verify(
     generator: torch.Generator | None = None,
     q: Tensor | None = None,
     without_replacement: bool = False,
+    nodes: Tensor | None = None,
 ) -> MultiDraftResult:
     """Verifies ``p`` drafts per batch row losslessly (see the module docstring for both rules).
 
     Args:
         drafts: [B, p, g] int token ids.
-        target_probs: [B, p, g+1, V] target's law after each row's first j tokens.
+        target_probs: [B, p, g+1, V] target's law after each row's first j tokens; with
+            ``nodes``, [B, N, V]: one law per node of the drafts' token tree.
         generator: ``torch.Generator`` on the tensors' device (None: the global one).
         q: None (deterministic drafts: tree rule) or [B, p, g, V] (i.i.d. rows: recursive
             rejection sampling).
         without_replacement: with q, the rows' children were drawn without replacement (module
             docstring); the rule removes each rejected child from q.
+        nodes: [B, p, g+1] int64, the tree node of row i's first j tokens (a tree verified in
+            one forward: its laws are read where they are, not copied per row).
     Returns:
         MultiDraftResult (best_draft [B], num_accepted [B], next_token [B]), int64.
     """
-    B, p, g, _ = _check(drafts, target_probs, q, without_replacement)
+    B, p, g, _ = _check(drafts, target_probs, q, without_replacement, nodes)
     device = target_probs.device
     drafts = drafts.to(torch.int64)
     live = torch.ones(B, p, dtype=torch.bool, device=device)  # rows through the current node
@@ -161,7 +179,7 @@ def multi_draft_verify(
     nxt = torch.zeros(B, dtype=torch.int64, device=device)
     for j in range(g + 1):
         first = live.to(torch.int8).argmax(-1)  # lowest-index live row
-        law = _NodeLaw(target_probs, first, j)
+        law = _NodeLaw(target_probs, first, j, nodes)
         child = None
         if j < g and q is not None:
             child = _recursive_rejection(
