@@ -18,7 +18,15 @@ from _hf_models import TINY_DECODER, fetched_default_model
 from draftlattice.cli.main import main
 
 GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree", "ngram_lookup_tree"]
-SAMPLING_ROWS = ["generate", "heads", "heads_multi", "ngram_multi", "ngram_tree", "ngram_lookup_tree"]
+SAMPLING_ROWS = [
+    "generate",
+    "heads",
+    "heads_multi",
+    "ngram_multi",
+    "ngram_lookup_multi",
+    "ngram_tree",
+    "ngram_lookup_tree",
+]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ import torch
 from scipy.stats import chisquare
 
 from _hf_models import disagreeing_heads, misreporting_propose, ngram_over, peaked_model_and_heads
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode import ContextLookup, Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode.drafters import SampledDrafts
 from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -116,6 +117,33 @@ def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, l
     assert stats.new_tokens == ROWS * NEW
     assert 0 < stats.mean_accepted < 2
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout):
+    """p sampled drafts and one copied from the context (one-hot law), recursive rejection: rows
+    whose context repeats a token get the copy, the others one more sampled draft."""
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    drafter = ContextLookup(LatticeDrafter(lm, k=4, p=2, alpha=1.0, sample_alpha=1.0), max_ngram=2)
+    counts, stats = engine_counts(model, heads, drafter, "multi", sampling, seed=23, layout=layout)
+    assert stats.new_tokens == ROWS * NEW
+    assert 0 < stats.mean_accepted < 2
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
+def test_a_copied_draft_replaces_the_extra_sampled_draft_where_the_context_has_one():
+    q = torch.full((2, 3, 2, 5), 0.2).expand(2, 3, 2, 5)  # a view, as the heads' own law is
+    sampled = SampledDrafts(torch.tensor([[[0, 1], [2, 3], [4, 0]], [[1, 1], [2, 2], [3, 3]]]), q)
+    tokens, joined = ContextLookup(LatticeDrafter(k=2, p=2), max_ngram=2)._join_sampled(
+        sampled,
+        [[4, 1, 2, 4], [0, 1, 2, 3]],  # row 0: "4" recurs, followed by "1 2"; row 1: no copy
+    )
+    assert tokens.tolist() == [[[0, 1], [2, 3], [1, 2]], [[1, 1], [2, 2], [3, 3]]]
+    assert torch.equal(joined.q[0, 2], torch.eye(5)[[1, 2]]) and torch.equal(joined.q[1], q[1])
+    assert torch.equal(joined.q[0, :2], q[0, :2])
+    none, alone = ContextLookup(LatticeDrafter(k=2, p=2))._join_sampled(sampled, [[0, 1], [2, 3]])
+    assert none.shape == (2, 2, 2) and alone.q.shape == (2, 2, 2, 5)  # no copy: the p drafts
 
 
 @pytest.mark.parametrize("rule", ["multi", "tree"])

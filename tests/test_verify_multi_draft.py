@@ -109,14 +109,20 @@ def step_cases(model, s, rule, p, g, seed):
         return [(deterministic_tree(s, model.V, p, g, seed), 1.0)]
     if rule == "wor":
         return list(wor_drafts(model, s, p, g))
+    if rule == "copy":  # p - 1 i.i.d. rows and, last, a fixed row (as a draft copied from the context)
+        fixed = deterministic_tree(s, model.V, 1, g, seed)[0]
+        return [(rows + [fixed], pr) for rows, pr in iid_drafts(model, s, p - 1, g)]
     return list(iid_drafts(model, s, p, g))
 
 
 def law_of(rule, X, tp, q):
+    if rule == "copy":  # the fixed row's law is one-hot on its tokens
+        q = q.clone()
+        q[:, -1] = torch.nn.functional.one_hot(X[:, -1], q.shape[-1]).to(q.dtype)
     return multi_draft_verify_distribution(X, tp, None if rule == "tree" else q, without_replacement=rule == "wor")
 
 
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("V,p,g,N,seed", [(3, 2, 2, 4, 0), (3, 3, 2, 3, 1), (4, 2, 1, 3, 2), (2, 3, 3, 4, 3)])
 def test_speculative_loop_is_exact(rule, V, p, g, N, seed):
     """Draft p rows, verify, append, repeat until N tokens: the law of the first N tokens is the
@@ -199,7 +205,7 @@ def _chi2_pvalue(counts: torch.Tensor, expected_prob: torch.Tensor, n: int) -> f
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_monte_carlo_matches_exact_law(device, rule, dtype):
     V, p, g, n = 3, 3, 2, 20000
@@ -212,16 +218,20 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype):
         elif rule == "wor":
             trees = list(wor_drafts(model, (), p, g))
             drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
-        else:  # one i.i.d. draw of the p rows
+        else:  # one i.i.d. draw of the p rows (of p - 1 rows and a fixed one for "copy")
             drafts = []
-            for _ in range(p):
+            for _ in range(p - (rule == "copy")):
                 row: list[int] = []
                 for _ in range(g):
                     row.append(rng.choices(range(V), model.q(tuple(row)))[0])
                 drafts.append(row)
+            if rule == "copy":
+                drafts.append(deterministic_tree((), V, 1, g, c)[0])
         cases.append(tensors(model, (), drafts))
     X, tp, q = (torch.stack(t) for t in zip(*cases))
     q = None if rule == "tree" else q
+    if rule == "copy":  # the fixed row's law is one-hot on its tokens
+        q[:, -1] = torch.nn.functional.one_hot(X[:, -1], V).to(q.dtype)
     wor = rule == "wor"
     law = multi_draft_verify_distribution(X, tp, q, wor)
 

@@ -97,7 +97,8 @@ def generate(
         draft_lookup: also verify a draft copied from the context (prompt lookup): what followed
             an earlier occurrence of the context's final n tokens, n from ``draft_lookup`` down to
             1 (:func:`draftlattice.decode.drafters.lookup.continuation`; 0, the default: off).
-            Greedy decoding, or ``draft_sample="tree"``.
+            Greedy decoding, ``draft_sample="tree"``, or ``"multi"`` (the copy, as long as the
+            sampled drafts, joins them with a one-hot law).
         draft_lookup_tokens: longest copied draft (it may be longer than the heads' drafts).
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
@@ -216,9 +217,10 @@ def _drafter(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -
 
 
 def _with_lookup(drafter, max_ngram, tokens, sample_rule: str, do_sample: bool) -> ContextLookup:
-    if do_sample and sample_rule != "tree":
+    if do_sample and sample_rule not in ("tree", "multi"):
         raise ValueError(
-            f"draft_lookup drafts are deterministic: with do_sample=True use draft_sample='tree' (got {sample_rule!r})"
+            f"draft_lookup joins several drafts: with do_sample=True use draft_sample='tree' or 'multi' "
+            f"(got {sample_rule!r})"
         )
     try:
         return ContextLookup(drafter, max_ngram, tokens)

@@ -18,16 +18,20 @@ Three rules, one function, :func:`multi_draft_verify`:
   target mass the tree covers.
 * ``q [B, p, g, V]`` -- the rows are independent samples of the drafter's law:
   row ``i``'s token ``j`` was drawn from ``q[b, i, j]``, the drafter's law given row ``i``'s first
-  ``j`` tokens (with replacement: rows may coincide).  Rule: recursive rejection sampling
+  ``j`` tokens (with replacement: rows may coincide). Rows may come from different laws, as long
+  as each row is drawn independently of the others given the context: e.g. i.i.d. sampled rows
+  and a row copied from the context, whose law is one-hot; every try is judged against the law
+  of the row that drew it.  Rule: recursive rejection sampling
   (SpecInfer's multi-round speculative sampling; Miao et al. 2024, Jeon et al. 2024 "with
   replacement") at every node: with ``p_1`` the target's law there and the node's live rows in
-  index order, try each live row's token ``x``: accept with ``min(1, p_r(x) / q(x))`` (the walk
-  descends into ``x`` with every live row whose token is ``x``), else ``p_{r+1} =
-  normalize(max(p_r - q, 0))`` (``p_r`` itself if that is empty); if every live row is
-  rejected, the next token is drawn from the last ``p_r``.  At depth ``g`` the next token comes
-  from the target's law.  The live rows' tokens at a node are i.i.d. from ``q`` given the node
-  (their selection depends only on earlier tokens), so every node's output is exactly the
-  target's law there: the whole rule is lossless.
+  index order, try each live row's token ``x``, drawn from that row's ``q_r``: accept with
+  ``min(1, p_r(x) / q_r(x))`` (the walk descends into ``x`` with every live row whose token is
+  ``x``), else ``p_{r+1} = normalize(max(p_r - q_r, 0))`` (``p_r`` itself if that is empty); if
+  every live row is rejected, the next token is drawn from the last ``p_r``.  At depth ``g``
+  the next token comes from the target's law.  The live rows' tokens at a node are independent
+  draws from their laws given the node (their selection depends only on earlier tokens), so
+  each try is one speculative sampling step against the current residual and every node's
+  output is exactly the target's law there: the whole rule is lossless.
 * ``q`` with ``without_replacement=True`` -- the rows form a tree whose nodes' children were
   drawn without replacement: at every node, the distinct tokens its rows take next (its
   children, in order of first appearance by row index) were drawn one after another from ``q``
@@ -182,9 +186,7 @@ def multi_draft_verify(
         law = _NodeLaw(target_probs, first, j, nodes)
         child = None
         if j < g and q is not None:
-            child = _recursive_rejection(
-                drafts[:, :, j], live, law, _NodeLaw(q, first, j), generator, without_replacement
-            )
+            child = _recursive_rejection(drafts[:, :, j], live, law, q, first, j, generator, without_replacement)
         # The next token's uniform is drawn at every node, needed or not: the number of draws
         # does not depend on the outcome. The draw itself is made only where a row stops.
         u = uniforms(B, generator, device, target_probs.dtype)
@@ -210,19 +212,25 @@ def multi_draft_verify(
 
 
 def _recursive_rejection(
-    tokens: Tensor, live: Tensor, law: _NodeLaw, q_law: _NodeLaw, generator, without_replacement: bool
+    tokens: Tensor, live: Tensor, law: _NodeLaw, q: Tensor, first: Tensor, j: int, generator, without_replacement: bool
 ) -> Tensor:
-    """One node of recursive rejection sampling for every batch row: the accepted token [B],
-    -1 where every live row was rejected. ``law`` becomes the law of the next token for the
+    """One node (depth ``j``, lowest live row ``first``) of recursive rejection sampling for every
+    batch row: the accepted token [B], -1 where every live row was rejected. Each try is judged
+    against the law of the row that drew it (``q[b, i, j]``; without replacement, the node's
+    law with the rejected children removed). ``law`` becomes the law of the next token for the
     rows that reject everything (the last residual)."""
     B, p = tokens.shape
     accepted = torch.full((B,), -1, dtype=torch.int64, device=tokens.device)
+    node_q = _NodeLaw(q, first, j)
     for i in range(p):
         trying = live[:, i] & (accepted < 0)
         x = tokens[:, i]
         if without_replacement:  # only a child's first row tries it
             earlier = live[:, :i] & (tokens[:, :i] == x.unsqueeze(-1))
             trying &= ~earlier.any(-1)
+            q_law = node_q
+        else:
+            q_law = _NodeLaw(q, torch.full_like(first, i), j)
         a = _accept_prob(law.at(x), q_law.at(x))
         u = torch.rand(B, generator=generator, device=tokens.device, dtype=a.dtype)
         ok = trying & (u < a)
@@ -282,14 +290,17 @@ def _node_law(out: Tensor, rows: list, tp: Tensor, q: Tensor | None, live: list[
         return
     q_node = q[first, j]
     reach = mass
-    tried = list(through) if wor else [rows[r][j] for r in live]  # children once, or every row
-    for x in tried:  # recursive rejection: try them in order
+    # Children once (without replacement, against the node's law), or every row against its own.
+    tried = [through[x][0] for x in through] if wor else live
+    for r in tried:  # recursive rejection: try them in order
+        x = rows[r][j]
         idx = torch.tensor([x], device=law.device)
-        a = _accept_prob(law[idx], q_node[idx])[0]
+        q_try = q_node if wor else q[r, j]
+        a = _accept_prob(law[idx], q_try[idx])[0]
         if a > 0:
             _node_law(out, rows, tp, q, through[x], j + 1, reach * a, wor)
         reach = reach * (1 - a)
-        law = residual_distribution(law, q_node)
+        law = residual_distribution(law, q_try)
         if wor:
             q_node = _remove(q_node[None], idx)[0]
     out[first, j] += reach * law

@@ -58,9 +58,11 @@ class ContextLookup:
         max_ngram: longest context suffix matched (tried first, down to 1 token).
         length: longest copied draft, in tokens (may exceed the heads' horizon).
 
-    The copied draft is deterministic: greedy decoding (tree or chains), or sampling with the
-    tree rule (any fixed tree of drafts is verified exactly); it cannot join sampled drafts.
-    Drafts of different lengths are ``-1``-padded.
+    The copied draft is deterministic: greedy decoding (tree or chains), sampling with the tree
+    rule (any fixed tree of drafts is verified exactly), or sampled drafts with recursive
+    rejection (``draws``), where its law is one-hot. Drafts of different lengths are
+    ``-1``-padded; joined to sampled drafts, the copy has their length (a row whose context has
+    no copy that long keeps one more sampled draft instead: the drafter samples p + 1).
     """
 
     name = "lookup"
@@ -74,17 +76,14 @@ class ContextLookup:
         self.lm = getattr(drafter, "lm", None)  # the engine reports whether drafts were rescored
 
     def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
-        if draws:
-            raise ValueError(
-                "context lookup drafts are deterministic: sample with the tree rule (draft_sample='tree'), "
-                "not with sampled drafts"
-            )
-        return self.drafter.propose(head_logits, sampling, draws)
+        return self.drafter.propose(head_logits, sampling, draws)  # draws = p + 1: one may become the copy
 
     def finish(
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
     ) -> tuple[Tensor, SampledDrafts | None]:
         drafts, sampled = self.drafter.finish(proposal, host, contexts, device)
+        if sampled is not None:
+            return self._join_sampled(sampled, contexts)
         B, p, g = drafts.shape
         copies = [continuation(context, self.max_ngram, self.length) for context in contexts]
         width = max(g, *(len(c) for c in copies))
@@ -97,3 +96,20 @@ class ContextLookup:
             else:
                 out[b, p, :g] = drafts[b, 0].cpu()
         return out, sampled
+
+    def _join_sampled(self, sampled: SampledDrafts, contexts: list[list[int]]) -> tuple[Tensor, SampledDrafts]:
+        """The last of the p + 1 sampled drafts replaced, in each row whose context has one, by
+        the copy (its first g tokens, law one-hot). The rows are drawn independently of each
+        other, so dropping a draw and adding a fixed draft keeps recursive rejection exact."""
+        tokens, q = sampled.tokens, sampled.q  # [B, p + 1, g], [B, p + 1, g, V]
+        g = tokens.shape[-1]
+        copies = [continuation(context, self.max_ngram, g) for context in contexts]
+        rows = [b for b, copy in enumerate(copies) if len(copy) == g]
+        if not rows:  # no copy anywhere: the p drafts asked for
+            return tokens[:, :-1], SampledDrafts(tokens[:, :-1], q[:, :-1])
+        q = q.contiguous()  # a fresh tensor to write the copies' laws into (q may be a view)
+        index = torch.tensor(rows, device=tokens.device)
+        copied = torch.tensor([copies[b] for b in rows], device=tokens.device)  # [R, g]
+        tokens = tokens.index_put((index, torch.full_like(index, -1)), copied)
+        q[rows, -1] = torch.nn.functional.one_hot(copied, q.shape[-1]).to(q.dtype)
+        return tokens, SampledDrafts(tokens, q)
