@@ -23,7 +23,6 @@ SAMPLING_ROWS = [
     "heads",
     "heads_multi",
     "ngram_multi",
-    "ngram_lookup_multi",
     "ngram_tree",
     "ngram_lookup_tree",
 ]

@@ -139,9 +139,10 @@ def test_a_copied_draft_replaces_the_extra_sampled_draft_where_the_context_has_o
         sampled,
         [[4, 1, 2, 4], [0, 1, 2, 3]],  # row 0: "4" recurs, followed by "1 2"; row 1: no copy
     )
-    assert tokens.tolist() == [[[0, 1], [2, 3], [1, 2]], [[1, 1], [2, 2], [3, 3]]]
-    assert torch.equal(joined.q[0, 2], torch.eye(5)[[1, 2]]) and torch.equal(joined.q[1], q[1])
-    assert torch.equal(joined.q[0, :2], q[0, :2])
+    # The copy first, then the sampled drafts; without a copy, the extra sampled draft first.
+    assert tokens.tolist() == [[[1, 2], [0, 1], [2, 3]], [[3, 3], [1, 1], [2, 2]]]
+    assert torch.equal(joined.q[0, 0], torch.eye(5)[[1, 2]]) and torch.equal(joined.q[1], q[1])
+    assert torch.equal(joined.q[0, 1:], q[0, :2])
     none, alone = ContextLookup(LatticeDrafter(k=2, p=2))._join_sampled(sampled, [[0, 1], [2, 3]])
     assert none.shape == (2, 2, 2) and alone.q.shape == (2, 2, 2, 5)  # no copy: the p drafts
 

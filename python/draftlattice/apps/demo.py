@@ -7,8 +7,7 @@ lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree
 ``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's). Sampling
 rows (``temperature``): ``generate``, ``heads`` (one head draft, block verification),
 ``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p drafts from the
-full-support rescored lattice), ``ngram_lookup_multi`` (those and a draft copied from the context,
-one-hot law, recursive rejection), ``ngram_tree`` (the p best drafts, tree rule) and
+full-support rescored lattice), ``ngram_tree`` (the p best drafts, tree rule) and
 ``ngram_lookup_tree`` (those and a copied draft, tree rule).
 
 Block efficiency is tokens per serial call of the target, counted at the model's trunk (the
@@ -167,18 +166,6 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
             f"h={h} k={st.k} p={st.p} sample_alpha={st.sample_alpha}",
             "multi",
             {**ngram, "draft_p": st.p, "draft_sample": "multi", "draft_sample_alpha": st.sample_alpha},
-        ),
-        RowSpec(
-            "ngram_lookup_multi",
-            f"ngram_multi + a context copy (n<={st.lookup}, {h - 1} tokens)",
-            "multi",
-            {
-                **ngram,
-                "draft_p": st.p,
-                "draft_sample": "multi",
-                "draft_sample_alpha": st.sample_alpha,
-                "draft_lookup": st.lookup,
-            },
         ),
         RowSpec(
             "ngram_tree",

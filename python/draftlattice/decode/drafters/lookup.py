@@ -99,17 +99,20 @@ class ContextLookup:
 
     def _join_sampled(self, sampled: SampledDrafts, contexts: list[list[int]]) -> tuple[Tensor, SampledDrafts]:
         """The last of the p + 1 sampled drafts replaced, in each row whose context has one, by
-        the copy (its first g tokens, law one-hot). The rows are drawn independently of each
-        other, so dropping a draw and adding a fixed draft keeps recursive rejection exact."""
+        the copy (its first g tokens, law one-hot), which becomes the first draft. The drafts
+        are drawn independently of each other, so dropping a draw and adding a fixed draft, in
+        an order fixed before the draws, keeps recursive rejection exact."""
         tokens, q = sampled.tokens, sampled.q  # [B, p + 1, g], [B, p + 1, g, V]
         g = tokens.shape[-1]
         copies = [continuation(context, self.max_ngram, g) for context in contexts]
         rows = [b for b, copy in enumerate(copies) if len(copy) == g]
         if not rows:  # no copy anywhere: the p drafts asked for
             return tokens[:, :-1], SampledDrafts(tokens[:, :-1], q[:, :-1])
-        q = q.contiguous()  # a fresh tensor to write the copies' laws into (q may be a view)
+        # The copy goes first: recursive rejection tries rows in order, and a copy that repeats
+        # the text is likelier under the target than after the sampled drafts' rejections.
+        tokens, q = tokens.roll(1, dims=1), q.roll(1, dims=1)  # the extra draw last -> first, then replaced
         index = torch.tensor(rows, device=tokens.device)
         copied = torch.tensor([copies[b] for b in rows], device=tokens.device)  # [R, g]
-        tokens = tokens.index_put((index, torch.full_like(index, -1)), copied)
-        q[rows, -1] = torch.nn.functional.one_hot(copied, q.shape[-1]).to(q.dtype)
+        tokens[index, 0] = copied
+        q[index, 0] = torch.nn.functional.one_hot(copied, q.shape[-1]).to(q.dtype)
         return tokens, SampledDrafts(tokens, q)
