@@ -10,19 +10,9 @@ use); medians of ``--repeats`` calls after a warm-up.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from types import SimpleNamespace
 
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+from _timing import median_ms
 
 
 def main() -> None:

@@ -12,12 +12,12 @@ random candidates. Fixed seeds, 1 warm-up, median over lattices x repeats.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 import draftlattice as dl
+from _timing import median_ms
 from draftlattice import _core
 
 root = Path(__file__).resolve().parents[1]
@@ -44,16 +44,6 @@ def make(kind: str, h: int, k: int):
             logits[j, ids[pos + j]] += 6
             logits[j, rng.integers(0, V, size=k)] += 4
     return dl.Lattice.from_logits(logits, k), ctx
-
-
-def median_ms(fn, repeats=3):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 print("| lattices | h | k | p | rescore ms | full composition ms | ratio | arcs scored |")

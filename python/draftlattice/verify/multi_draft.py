@@ -194,16 +194,14 @@ def multi_draft_verify(
             if may_hold(walking):
                 nxt = torch.where(walking, draw_categorical(law.rows, u=u), nxt)
             break
-        if child is None:  # tree rule: the draw itself picks the child
+        tree_rule = child is None
+        if tree_rule:  # the draw itself picks the child, and is the next token where none matches
             child = draw_categorical(law.rows, u=u)
-            y = child
-        else:
-            y = None
         match = live & (drafts[:, :, j] == child.unsqueeze(-1))
         descend = walking & match.any(-1)
         stop = walking & ~descend
         if may_hold(stop):
-            nxt = torch.where(stop, y if y is not None else draw_categorical(law.rows, u=u), nxt)
+            nxt = torch.where(stop, child if tree_rule else draw_categorical(law.rows, u=u), nxt)
         live = torch.where(descend.unsqueeze(-1), match, live)
         num += descend.to(torch.int64)
         walking = descend
@@ -221,7 +219,7 @@ def _recursive_rejection(
     rows that reject everything (the last residual)."""
     B, p = tokens.shape
     accepted = torch.full((B,), -1, dtype=torch.int64, device=tokens.device)
-    node_q = _NodeLaw(q, first, j)
+    node_q = _NodeLaw(q, first, j) if without_replacement else None
     for i in range(p):
         trying = live[:, i] & (accepted < 0)
         x = tokens[:, i]
