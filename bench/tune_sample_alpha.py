@@ -6,7 +6,7 @@ every candidate weight, computed exactly from the rule's output law (apps/tune_s
 weight 0 is the heads' own law, i.e. the ``heads_multi`` row's drafts.
 
     python bench/tune_sample_alpha.py [--temperature 0.7 1.0] [--alphas 0 0.05 0.1 0.2 0.35]
-        [--p 4] [--k 8] [--chat 8] [--text 8] [--max-new-tokens 64] [--stride 4] [--json F]
+        [--p 4] [--k 8] [--horizon H] [--chat 8] [--text 8] [--max-new-tokens 64] [--stride 4] [--json F]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2, 0.35])
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--horizon", type=int, help="draft with heads 2..H only (default: all the heads)")
     parser.add_argument("--chat", type=int, default=8)
     parser.add_argument("--text", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -52,16 +53,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     bundle = load_default(torch.bfloat16)
     prompts = calibration_prompts(bundle, args.chat, args.text)
+    heads = bundle.sampling_heads if args.horizon is None else bundle.sampling_heads.truncated(args.horizon)
     print(
         f"default model (bf16), sampling heads, katz4; {args.chat} chat + {args.text} text held-out prompts, "
-        f"{args.max_new_tokens} tokens, every {args.stride}th position; k={args.k} p={args.p}"
+        f"{args.max_new_tokens} tokens, every {args.stride}th position; k={args.k} p={args.p} h={heads.horizon}"
     )
     results = []
     for temperature in args.temperature:
         start = time.perf_counter()
         tuning = tune_sample_alpha(
             bundle.model,
-            bundle.sampling_heads,
+            heads,
             bundle.lm,
             prompts,
             Sampling(temperature=temperature),
@@ -73,7 +75,7 @@ def main() -> None:
         )
         print(f"\nT = {temperature}: {tuning.positions} positions, {time.perf_counter() - start:.0f} s")
         print(tuning.table(), flush=True)
-        results.append({"temperature": temperature, "k": args.k, **tuning.to_json()})
+        results.append({"temperature": temperature, "k": args.k, "horizon": heads.horizon, **tuning.to_json()})
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

@@ -7,6 +7,7 @@ heads read them) and computes logits itself, only where a step needs them.
 from __future__ import annotations
 
 import inspect
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -32,22 +33,29 @@ class Target:
     heads: object = None
 
     def __post_init__(self) -> None:
+        from .attention import grouped_query_attention  # transformers is there: it made the model
+
         self.keyword = cache_keyword(self.model)
         self.output_layer = self.model.get_output_embeddings()
+        self._grouped_attention = grouped_query_attention
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         """``base_model(...).last_hidden_state`` ``[R, N, d]``, the cache extended in place.
 
         Positions are clamped to ``max_position``: only draft nodes past ``max_length`` (never
-        committed) reach it, and learned position tables (GPT-2) would fail on them.
+        committed) reach it, and learned position tables (GPT-2) would fail on them. Under a
+        verification forward's own 4D mask, grouped-query attention reads the cache without
+        repeating it (:mod:`.attention`).
         """
-        out = self.model.base_model(
-            input_ids=input_ids,
-            position_ids=position_ids.clamp(max=self.max_position),
-            attention_mask=attention_mask,
-            use_cache=True,
-            **{self.keyword: self.cache},
-        )
+        explicit_mask = attention_mask is not None and attention_mask.ndim == 4
+        with self._grouped_attention(self.model) if explicit_mask else nullcontext():
+            out = self.model.base_model(
+                input_ids=input_ids,
+                position_ids=position_ids.clamp(max=self.max_position),
+                attention_mask=attention_mask,
+                use_cache=True,
+                **{self.keyword: self.cache},
+            )
         return out.last_hidden_state
 
     def logits(self, hidden: Tensor) -> Tensor:
