@@ -2,7 +2,8 @@
 plain sampling ``generate()`` (the reference) and of the demo's sampling rows through the
 plug-in, split into the engine's phases.
 
-Phases (per target call): ``trunk`` (the base model's forward over the step's nodes),
+Phases (per target call): ``trunk`` (the base model's forward over the step's nodes; for
+``generate()``, over its one token),
 ``output`` (the output projection at the nodes), ``heads`` (the draft heads at the accepted
 node), ``verify`` (the target's law at the nodes read as chains, and the rule), ``draft``
 (proposal and host half: lattice sampling, q), ``cache`` (rolling the cache back to the accepted
@@ -31,8 +32,7 @@ from draftlattice.apps.demo import DemoSettings, decode_once, row_specs
 from draftlattice.decode import LatticeDrafter
 
 PHASES = ("trunk", "output", "heads", "verify", "draft", "cache")
-TIMED = (  # (owner, function, phase)
-    (target_module.Target, "hidden", "trunk"),
+TIMED = (  # (owner, function, phase); the trunk (the base model's forward) is added in main()
     (target_module.Target, "node_logits", "output"),
     (engine_module._Run, "_heads_at", "heads"),
     (engine_module._Run, "_sampled_on_tree", "verify"),
@@ -43,9 +43,10 @@ TIMED = (  # (owner, function, phase)
 )
 
 
-def instrument(seconds: collections.Counter) -> None:
-    """Wrap the engine's functions of TIMED so their time adds to ``seconds[phase]``."""
-    for owner, name, phase in TIMED:
+def instrument(seconds: collections.Counter, model) -> None:
+    """Wrap the engine's functions of TIMED, and the forward of ``model``'s trunk (in plain
+    ``generate()`` too), so their time adds to ``seconds[phase]``."""
+    for owner, name, phase in (*TIMED, (type(model.base_model), "forward", "trunk")):
         function = getattr(owner, name)
 
         def timed(*args, _function=function, _phase=phase, **kwargs):
@@ -80,7 +81,7 @@ def main() -> None:
         raise SystemExit(f"unknown rows {unknown}; the sampling rows are {sorted(specs)}")
     names = ["generate", *[n for n in args.rows if n != "generate"]]
     phase_seconds = collections.Counter()
-    instrument(phase_seconds)
+    instrument(phase_seconds, bundle.model)
     totals = {n: collections.Counter() for n in names}
     with torch.inference_mode():
         for name in names:  # warm-up
@@ -106,7 +107,7 @@ def main() -> None:
         calls = row["calls"]
         per_call = {phase: 1e3 * row[phase] / calls for phase in PHASES}
         total = 1e3 * row["seconds"] / calls
-        cells = " | ".join(f"{per_call[p]:.1f}" if name != "generate" else "-" for p in PHASES)
+        cells = " | ".join(f"{per_call[p]:.1f}" if name != "generate" or p == "trunk" else "-" for p in PHASES)
         other = f"{total - sum(per_call.values()):.1f}" if name != "generate" else "-"
         print(
             f"| {name} | {row['tokens'] / calls:.3f} | {row['tokens'] / row['seconds']:.1f} | {total:.1f} | "

@@ -12,7 +12,7 @@ import torch
 from scipy.stats import chi2
 
 from _verify_helpers import ContextModel
-from draftlattice.verify import multi_draft_verify, multi_draft_verify_distribution
+from draftlattice.verify import multi_draft, multi_draft_verify, multi_draft_verify_distribution
 
 F64 = torch.float64
 DEVICES = [
@@ -204,11 +204,22 @@ def _chi2_pvalue(counts: torch.Tensor, expected_prob: torch.Tensor, n: int) -> f
     return float(chi2.sf(stat, dof)) if dof > 0 else 1.0
 
 
+def _walk(monkeypatch, walk: str, device: str) -> None:
+    """Make multi_draft_verify walk the rows on the host or batched, whatever the batch size."""
+    if walk == "host" and device != "cpu":
+        pytest.skip("the host walk runs on the CPU only")
+    monkeypatch.setattr(multi_draft, "HOST_WALK_MAX_ROWS", 10**9 if walk == "host" else 0)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_monte_carlo_matches_exact_law(device, rule, dtype):
-    V, p, g, n = 3, 3, 2, 20000
+@pytest.mark.parametrize("walk", ["batched", "host"])
+def test_monte_carlo_matches_exact_law(device, rule, dtype, walk, monkeypatch):
+    _walk(monkeypatch, walk, device)
+    # The host walk costs about 0.1 ms a row: fewer rows (its draws equal the batched walk's,
+    # test_the_host_walk_draws_as_the_batched_walk, which carries the power).
+    V, p, g, n = 3, 3, 2, 20000 if walk == "batched" else 2000
     cases = []
     for c in range(5):
         model = PositiveQ(V, 30 + c, same_prob=0.1)
@@ -281,10 +292,10 @@ def test_laws_per_tree_node_give_the_same_draws(device, rule):
     V, p, g, n = 4, 3, 3, 400
     model = PositiveQ(V, 7, same_prob=0.3)
     rng = random.Random(5)
+    trees = list(wor_drafts(model, (), p, g)) if rule == "wor" else []  # enumerated once
     cases = []
     for c in range(n):
         if rule == "wor":
-            trees = list(wor_drafts(model, (), p, g))
             drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
         else:
             drafts = deterministic_tree((), V, p, g, c)
@@ -298,6 +309,37 @@ def test_laws_per_tree_node_give_the_same_draws(device, rule):
     for a, b in zip(rows, tree):
         assert torch.equal(a, b)
     assert int(rows.num_accepted.max()) > 0  # the drafts were accepted at times
+
+
+@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("per_node", [False, True])
+def test_the_host_walk_draws_as_the_batched_walk(rule, dtype, per_node):
+    """Row by row on the CPU (multi_draft_host) and batched: the same generator state gives the
+    same outputs, draw for draw, rejections and residual draws included."""
+    V, p, g, n = 4, 3, 3, 300
+    rng = random.Random(11)
+    models = [PositiveQ(V, 100 + m, same_prob=0.2) for m in range(3)]
+    trees = [list(wor_drafts(model, (), p, g)) if rule == "wor" else None for model in models]
+    cases = []
+    for c in range(n):
+        model, model_trees = models[c % 3], trees[c % 3]
+        if rule == "wor":
+            drafts = rng.choices([t for t, _ in model_trees], [w for _, w in model_trees])[0]
+        else:
+            drafts = deterministic_tree((), V, p, g, c)
+        cases.append(tensors(model, (), drafts))
+    X, tp, q = (torch.stack(t) for t in zip(*cases))
+    tp, q = tp.to(dtype), (None if rule == "tree" else q.to(dtype))
+    if rule == "copy":
+        q[:, -1] = torch.nn.functional.one_hot(X[:, -1], V).to(dtype)
+    laws, nodes = per_node_laws(X, tp) if per_node else (tp, None)
+    wor = rule == "wor"
+    batched = multi_draft._walk_batched(X, laws, torch.Generator().manual_seed(5), q, wor, nodes)
+    host = multi_draft.walk_on_host(X, laws, torch.Generator().manual_seed(5), q, wor, nodes)
+    for a, b in zip(batched, host):
+        assert torch.equal(a, b)
+    assert int(batched.num_accepted.max()) > 0 and int(batched.num_accepted.min()) < g  # both outcomes seen
 
 
 def test_empty_drafts_sample_the_target():

@@ -79,6 +79,13 @@ def residual_distribution(p: Tensor, q: Tensor, weight: Tensor | float | None = 
     return torch.where(s > 0, r / torch.where(s > 0, s, torch.ones_like(s)), p)
 
 
+def without_token(q: Tensor, x: Tensor) -> Tensor:
+    """q with token x [...] set to 0 and the rest renormalised (all zero if nothing is left)."""
+    out = q.scatter(-1, x.unsqueeze(-1), 0.0)
+    s = out.sum(-1, keepdim=True)
+    return out / torch.where(s > 0, s, torch.ones_like(s))
+
+
 def sampling_distribution(
     logits: Tensor,
     temperature: float | Tensor = 1.0,

@@ -57,9 +57,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ._common import draw_categorical, may_hold, residual_distribution, uniforms
+from ._common import draw_categorical, may_hold, residual_distribution, uniforms, without_token
+from .multi_draft_host import walk_on_host
 
 __all__ = ["MultiDraftResult", "multi_draft_verify", "multi_draft_verify_distribution"]
+
+# Batches up to this many rows are walked row by row on the CPU (:mod:`.multi_draft_host`):
+# per row it costs a fraction of the batched walk's fixed per-step dispatch, which larger
+# batches share (a decoding step's batch is a handful of rows; tests walk thousands at once).
+HOST_WALK_MAX_ROWS = 64
 
 
 class MultiDraftResult(NamedTuple):
@@ -175,6 +181,16 @@ def multi_draft_verify(
         MultiDraftResult (best_draft [B], num_accepted [B], next_token [B]), int64.
     """
     B, p, g, _ = _check(drafts, target_probs, q, without_replacement, nodes)
+    on_host = target_probs.device.type == "cpu" and target_probs.dtype in (torch.float32, torch.float64)
+    if on_host and B <= HOST_WALK_MAX_ROWS and (q is None or q.dtype == target_probs.dtype):
+        return MultiDraftResult(*walk_on_host(drafts, target_probs, generator, q, without_replacement, nodes))
+    return _walk_batched(drafts, target_probs, generator, q, without_replacement, nodes)
+
+
+def _walk_batched(drafts, target_probs, generator, q, without_replacement, nodes) -> MultiDraftResult:
+    """The rule for every batch row at once, in tensor operations: on an accelerator nothing is
+    read back to the host (the CPU walks row by row, :mod:`.multi_draft_host`)."""
+    B, p, g = drafts.shape
     device = target_probs.device
     drafts = drafts.to(torch.int64)
     live = torch.ones(B, p, dtype=torch.bool, device=device)  # rows through the current node
@@ -240,15 +256,8 @@ def _recursive_rejection(
         p_rows, q_rows = law.rows, q_law.rows
         law.rows = torch.where(rejected, residual_distribution(p_rows, q_rows), p_rows)
         if without_replacement:
-            q_law.rows = torch.where(rejected, _remove(q_rows, x), q_rows)
+            q_law.rows = torch.where(rejected, without_token(q_rows, x), q_rows)
     return accepted
-
-
-def _remove(q: Tensor, x: Tensor) -> Tensor:
-    """q with token x [...] set to 0 and the rest renormalised (all zero if nothing is left)."""
-    out = q.scatter(-1, x.unsqueeze(-1), 0.0)
-    s = out.sum(-1, keepdim=True)
-    return out / torch.where(s > 0, s, torch.ones_like(s))
 
 
 def multi_draft_verify_distribution(
@@ -300,5 +309,5 @@ def _node_law(out: Tensor, rows: list, tp: Tensor, q: Tensor | None, live: list[
         reach = reach * (1 - a)
         law = residual_distribution(law, q_try)
         if wor:
-            q_node = _remove(q_node[None], idx)[0]
+            q_node = without_token(q_node[None], idx)[0]
     out[first, j] += reach * law
