@@ -47,14 +47,20 @@ def keep_block(cache, past: int, rows: Tensor | None, index: Tensor) -> None:
     one cache row per sequence (None: row b is sequence b).
 
     The kept slots are written over the block's first slots and the tensor is cut there (a view):
-    the context is not copied, the next forward's append copies it once anyway."""
+    the context is not copied, the next forward's append copies it once anyway. Where the kept
+    slots already are the block's first ones (the root alone, or the first draft's chain), and
+    reading ``index`` costs nothing (the CPU), the cut is all there is to do."""
+    m = index.shape[1]
+    if rows is None and index.device.type == "cpu" and bool((index == torch.arange(m)).all()):
+        for layer in cache_layers(cache):
+            layer.keys, layer.values = layer.keys[:, :, : past + m], layer.values[:, :, : past + m]
+        return
     for layer in cache_layers(cache):
         for name in ("keys", "values"):
             t = getattr(layer, name)
             if rows is not None:
                 t = t.index_select(0, rows)
             B, H, _, D = t.shape
-            m = index.shape[1]
             picked = t[:, :, past:].gather(2, index.view(B, 1, -1, 1).expand(B, H, m, D))
             t[:, :, past : past + m] = picked
             setattr(layer, name, t[:, :, : past + m])
