@@ -6,6 +6,15 @@ from __future__ import annotations
 import torch
 
 
+def add_demo_set_arguments(parser) -> None:
+    """The options of :func:`demo_set` and of how long and how often its prompts are decoded."""
+    parser.add_argument("--chat", type=int, default=4)
+    parser.add_argument("--text", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
+
+
 def demo_set(chat: int, text: int, dtype: torch.dtype, threads: int):
     """``(bundle, prompts)``: the default model and the demo's prompt set (:class:`DemoPrompt`s:
     chat questions through the chat template, WikiText-2 raw test openings)."""

@@ -15,13 +15,11 @@ import sys
 
 import torch
 
+from _heldout import heldout_positions, target_laws
 from draftlattice import verify
 from draftlattice.apps import tune_sampling as ts
-from draftlattice.decode import Engine, LatticeDrafter, Sampling
-from draftlattice.decode.stopping import RowStopper
-from draftlattice.decode.target import draft_head_logits
+from draftlattice.decode import LatticeDrafter, Sampling
 from draftlattice.default_model import load_default
-from tune_sample_alpha import calibration_prompts
 
 T = float(sys.argv[1])
 alpha = float(sys.argv[2]) if len(sys.argv) > 2 else 0.1
@@ -29,40 +27,22 @@ stride = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 torch.set_num_threads(2)
 b = load_default(torch.bfloat16)
 model = b.model
-prompts = calibration_prompts(b, 8, 8)
 samp = Sampling(temperature=T)
 H = b.sampling_heads
 shapes = [(4, 3), (4, 2), (5, 2), (6, 2), (8, 2), (6, 3), (3, 3), (2, 3), (1, 3)]
 vals = {s: [] for s in shapes}
-sampler = Engine(
-    model, H, LatticeDrafter(None, k=1, p=1), sample_rule="block", sampling=samp, processors=samp.processors()
-)
 d = LatticeDrafter(b.lm, k=8, p=8, sample_alpha=alpha)
 with torch.inference_mode():
-    for i, prompt in enumerate(prompts):
-        torch.manual_seed(i)
-        ids = torch.tensor([prompt])
-        cont = sampler.run(ids, RowStopper(ids, 64, set(), [], 0), max_length=len(prompt) + 64)[0][0]
-        seq = prompt + cont
-        hidden, kv = ts._cached_forward(model, torch.tensor([seq]))
-        hl = draft_head_logits(H, model, hidden[0], torch.tensor(seq[1:] + [0]))
-        for t in range(len(prompt), len(seq), stride):
-            prefix = [(k[:, :, :t], v[:, :, :t]) for k, v in kv]
-            context = seq[: t + 1]
-            dr = ts._sampled_drafts(d, hl[t - 1], context, samp, (i) * 100_003 + t)
-            tokens = dr.tokens[0]
-            rows, g = tokens.shape
-            root = torch.full((rows, 1), context[-1])
-            pos = torch.arange(len(context) - 1, len(context) + g).expand(rows, g + 1)
-            z = ts._cached_forward(model, torch.cat([root, tokens], 1), pos, prefix)[0]
-            probs = verify.sampling_distribution(model.get_output_embeddings()(z).float(), T, None, None)
-            q = dr.q[0].to(probs)
-            for p, gg in shapes:
-                law = verify.multi_draft_verify_distribution(
-                    tokens[None, :p, :gg], probs[None, :p, : gg + 1], q[None, :p, :gg]
-                )[0].sum((0, 2))
-                vals[(p, gg)].append(float((law * torch.arange(gg + 1)).sum()))
-        print(i, {s: round(sum(v) / len(v), 4) for s, v in vals.items()}, flush=True)
+    for i, t, context, prefix, head_logits in heldout_positions(b, H, samp, stride):
+        dr = ts._sampled_drafts(d, head_logits, context, samp, i * 100_003 + t)
+        tokens = dr.tokens[0]
+        probs = target_laws(model, context, prefix, tokens, T)
+        q = dr.q[0].to(probs)
+        for p, gg in shapes:
+            law = verify.multi_draft_verify_distribution(
+                tokens[None, :p, :gg], probs[None, :p, : gg + 1], q[None, :p, :gg]
+            )[0].sum((0, 2))
+            vals[(p, gg)].append(float((law * torch.arange(gg + 1)).sum()))
 base = vals[(4, 3)]
 for s, v in vals.items():
     n = len(v)

@@ -14,60 +14,38 @@ import sys
 
 import torch
 
+from _heldout import heldout_positions, target_laws
 from draftlattice import verify
-from draftlattice.apps import tune_sampling as ts
-from draftlattice.decode import Engine, LatticeDrafter, Sampling
-from draftlattice.decode.stopping import RowStopper
-from draftlattice.decode.target import draft_head_logits
+from draftlattice.decode import Sampling
 from draftlattice.default_model import load_default
-from tune_sample_alpha import calibration_prompts
 
 T = float(sys.argv[1])
 P = 4
 torch.set_num_threads(1)
 b = load_default(torch.bfloat16)
 model = b.model
-prompts = calibration_prompts(b, 8, 8)
 samp = Sampling(temperature=T)
 H = b.sampling_heads
-sampler = Engine(
-    model, H, LatticeDrafter(None, k=1, p=1), sample_rule="block", sampling=samp, processors=samp.processors()
-)
 vals = {"iid": [], "wor": []}
 dup = []
 with torch.inference_mode():
-    for i, prompt in enumerate(prompts):
-        torch.manual_seed(i)
-        ids = torch.tensor([prompt])
-        cont = sampler.run(ids, RowStopper(ids, 64, set(), [], 0), max_length=len(prompt) + 64)[0][0]
-        seq = prompt + cont
-        hidden, kv = ts._cached_forward(model, torch.tensor([seq]))
-        hl = draft_head_logits(H, model, hidden[0], torch.tensor(seq[1:] + [0]))
-        for t in range(len(prompt), len(seq), 4):
-            prefix = [(k[:, :, :t], v[:, :, :t]) for k, v in kv]
-            context = seq[: t + 1]
-            laws = verify.sampling_distribution(hl[t - 1].float(), T)  # [g, V]
-            g = laws.shape[0]
-            gen = torch.Generator().manual_seed(i * 100_003 + t)
-            iid = torch.stack(
-                [torch.multinomial(laws[j], P, replacement=True, generator=gen) for j in range(g)], 1
-            )  # [P, g]
-            first = torch.multinomial(laws[0], P, replacement=False, generator=gen)  # sequential WOR draws
-            rest = torch.stack([torch.multinomial(laws[j], P, replacement=True, generator=gen) for j in range(1, g)], 1)
-            wor = torch.cat([first[:, None], rest], 1)
-            dup.append(P - len(set(iid[:, 0].tolist())))
-            q = laws[None].expand(P, g, -1)
-            tokens = torch.cat([iid, wor])
-            rows = tokens.shape[0]
-            root = torch.full((rows, 1), context[-1])
-            pos = torch.arange(len(context) - 1, len(context) + g).expand(rows, g + 1)
-            z = ts._cached_forward(model, torch.cat([root, tokens], 1), pos, prefix)[0]
-            probs = verify.sampling_distribution(model.get_output_embeddings()(z).float(), T)
-            for name, sl, w in (("iid", slice(0, P), False), ("wor", slice(P, 2 * P), True)):
-                law = verify.multi_draft_verify_distribution(tokens[None, sl], probs[None, sl], q[None], w)[0].sum(
-                    (0, 2)
-                )
-                vals[name].append(float((law * torch.arange(g + 1)).sum()))
+    for i, t, context, prefix, head_logits in heldout_positions(b, H, samp):
+        laws = verify.sampling_distribution(head_logits.float(), T)  # [g, V]
+        g = laws.shape[0]
+        gen = torch.Generator().manual_seed(i * 100_003 + t)
+        iid = torch.stack(
+            [torch.multinomial(laws[j], P, replacement=True, generator=gen) for j in range(g)], 1
+        )  # [P, g]
+        first = torch.multinomial(laws[0], P, replacement=False, generator=gen)  # sequential WOR draws
+        rest = torch.stack([torch.multinomial(laws[j], P, replacement=True, generator=gen) for j in range(1, g)], 1)
+        wor = torch.cat([first[:, None], rest], 1)
+        dup.append(P - len(set(iid[:, 0].tolist())))
+        q = laws[None].expand(P, g, -1)
+        tokens = torch.cat([iid, wor])
+        probs = target_laws(model, context, prefix, tokens, T)
+        for name, sl, w in (("iid", slice(0, P), False), ("wor", slice(P, 2 * P), True)):
+            law = verify.multi_draft_verify_distribution(tokens[None, sl], probs[None, sl], q[None], w)[0].sum((0, 2))
+            vals[name].append(float((law * torch.arange(g + 1)).sum()))
 n = len(vals["iid"])
 gap = [a - c for a, c in zip(vals["wor"], vals["iid"])]
 gm = sum(gap) / n

@@ -27,7 +27,7 @@ import torch
 
 import draftlattice.decode.engine as engine_module
 import draftlattice.decode.target as target_module
-from _default_model import demo_set
+from _default_model import add_demo_set_arguments, demo_set
 from draftlattice.apps.demo import DemoSettings, decode_once, row_specs
 from draftlattice.decode import LatticeDrafter
 
@@ -63,13 +63,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--rows", nargs="+", default=["heads", "heads_multi", "ngram_multi"])
-    parser.add_argument("--chat", type=int, default=4)
-    parser.add_argument("--text", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    add_demo_set_arguments(parser)
     parser.add_argument("--sample-alpha", type=float, default=0.2)
     parser.add_argument("--p", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     bundle, prompts = demo_set(args.chat, args.text, torch.bfloat16, args.threads)
     settings = DemoSettings(

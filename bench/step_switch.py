@@ -23,7 +23,7 @@ import torch
 
 import draftlattice.decode.attention as attention
 import draftlattice.verify.multi_draft as multi_draft
-from _default_model import demo_set
+from _default_model import add_demo_set_arguments, demo_set
 from draftlattice.apps.demo import DemoSettings, decode_once, row_specs
 
 
@@ -48,11 +48,7 @@ def main() -> None:
     parser.add_argument("--switch", choices=sorted(SWITCHES), required=True)
     parser.add_argument("--temperature", type=float, help="sampling rows at T (default: the greedy rows)")
     parser.add_argument("--rows", nargs="+", default=["ngram_multi"])
-    parser.add_argument("--chat", type=int, default=4)
-    parser.add_argument("--text", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
+    add_demo_set_arguments(parser)
     args = parser.parse_args()
     bundle, prompts = demo_set(args.chat, args.text, torch.bfloat16, args.threads)
     settings = DemoSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature)

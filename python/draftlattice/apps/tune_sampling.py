@@ -140,14 +140,7 @@ def tune_sample_alpha(
         raise ValueError("tune_sample_alpha needs at least one calibration prompt")
     n = p if rule == "multi" else 1
     drafters = [LatticeDrafter(lm, k=k, p=n, sample_alpha=a) for a in alphas]
-    sampler = Engine(
-        model,
-        heads,
-        LatticeDrafter(None, k=1, p=1),
-        sample_rule="block",
-        sampling=sampling,
-        processors=sampling.processors(),
-    )
+    sampler = continuation_sampler(model, heads, sampling)
     device = model.get_output_embeddings().weight.device
     samples: list[list[float]] = [[] for _ in alphas]
     wrap = progress or (lambda items, **_: items)
@@ -189,6 +182,19 @@ def tune_sample_alpha(
     tuning = SampleAlphaTuning(result, len(samples[0]), rule, n, sampling)
     logger.info("tune_sample_alpha: best %g over %d positions", tuning.best.alpha, tuning.positions)
     return tuning
+
+
+def continuation_sampler(model, heads, sampling: Sampling) -> Engine:
+    """The engine that samples the calibration continuations: exactly the target's law (one
+    head draft, block verification), whatever the heads."""
+    return Engine(
+        model,
+        heads,
+        LatticeDrafter(None, k=1, p=1),
+        sample_rule="block",
+        sampling=sampling,
+        processors=sampling.processors(),
+    )
 
 
 def _check_positions(model, length: int) -> None:
