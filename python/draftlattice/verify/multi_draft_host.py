@@ -6,8 +6,8 @@ tensor costs nothing, so this walk reads the drafts and the node map once as Pyt
 each try's law values as numbers, and touches whole ``[V]`` rows only where the rule needs them
 (a residual after a rejection, the draw of the next token). It is the same rule on the same
 numbers: the uniforms are drawn up front in the batched walk's order (one block from the same
-generator), acceptance is decided in float32 like the batched comparison, residuals and draws go
-through the same functions. Given one generator state, both walks return the same result (the
+generator), acceptance is decided in the laws' dtype like the batched comparison, residuals and
+draws go through the same functions. Given one generator state, both walks return the same result (the
 fake-device tests compare them through the engine).
 """
 
@@ -37,7 +37,7 @@ def walk_on_host(
     u = torch.rand(g * (tries + 1) + 1, B, generator=generator, dtype=target_probs.dtype).T.tolist()
     tokens = drafts.tolist()
     node_of = nodes.tolist() if nodes is not None else None
-    ratio = _RATIO.get(target_probs.dtype, _RATIO[torch.float64])
+    ratio = _RATIO[target_probs.dtype]  # the caller walks float32 and float64 laws only
     out = [_walk_row(b, tokens[b], target_probs, node_of, q, without_replacement, u[b], tries, ratio) for b in range(B)]
     best, num, nxt = zip(*out)
     return tuple(torch.tensor(v, dtype=torch.int64) for v in (best, num, nxt))
@@ -47,24 +47,26 @@ def _walk_row(b, rows, target_probs, node_of, q, wor, u, tries, ratio) -> tuple[
     """One batch row's walk: ``rows`` its drafts (lists), ``u`` its uniforms in draw order."""
     g = len(rows[0])
     live = list(range(len(rows)))
-    for j in range(g + 1):
+
+    def node_law(j: int) -> Tensor:  # the target's law at the node of the live rows, depth j
         first = live[0]
-        law = target_probs[b, node_of[b][first][j]] if node_of is not None else target_probs[b, first, j]
+        return target_probs[b, node_of[b][first][j]] if node_of is not None else target_probs[b, first, j]
+
+    for j in range(g):
+        law = node_law(j)
         base = j * (tries + 1)
-        if j == g:
-            return first, g, _draw(law, u[base])
         u_next = u[base + tries]
         if q is None:  # tree rule: the draw picks the child, and is the next token where none matches
             child = _draw(law, u_next)
         else:
             child, law = _recursive_rejection(b, rows, live, j, law, q, wor, u[base : base + tries], ratio)
             if child is None:  # every live row rejected: the next token comes from the last residual
-                return first, j, _draw(law, u_next)
+                return live[0], j, _draw(law, u_next)
         through = [r for r in live if rows[r][j] == child]
         if not through:
-            return first, j, child
+            return live[0], j, child
         live = through
-    raise AssertionError("unreachable: the walk stops at depth g")
+    return live[0], g, _draw(node_law(g), u[g * (tries + 1)])  # every draft accepted
 
 
 def _recursive_rejection(b, rows, live, j, law: Tensor, q: Tensor, wor: bool, u: list[float], ratio):
@@ -72,7 +74,7 @@ def _recursive_rejection(b, rows, live, j, law: Tensor, q: Tensor, wor: bool, u:
     was rejected (the node's law otherwise)."""
     node_q = q[b, live[0], j] if wor else None
     tried: set[int] = set()
-    for i in sorted(live):
+    for i in live:  # in index order
         x = rows[i][j]
         if wor:
             if x in tried:  # only a child's first row tries it
