@@ -6,7 +6,7 @@ every candidate weight, computed exactly from the rule's output law (apps/tune_s
 weight 0 is the heads' own law, i.e. the ``heads_multi`` row's drafts.
 
     python bench/tune_sample_alpha.py [--temperature 0.7 1.0] [--alphas 0 0.05 0.1 0.2 0.35]
-        [--p 4] [--k 8] [--horizon H] [--chat 8] [--text 8] [--max-new-tokens 64] [--stride 4] [--json F]
+        [--p 4] [--k 8] [--horizon H] [--chat 8] [--text 8] [--max-new-tokens 64] [--stride 4] [--lm F] [--json F]
 """
 
 from __future__ import annotations
@@ -48,14 +48,15 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--stride", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lm", help="another n-gram LM over the model's tokens (default: the shipped katz4)")
     parser.add_argument("--json", help="write the tables here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    bundle = load_default(torch.bfloat16)
+    bundle = load_default(torch.bfloat16, lm=args.lm)
     prompts = calibration_prompts(bundle, args.chat, args.text)
     heads = bundle.sampling_heads if args.horizon is None else bundle.sampling_heads.truncated(args.horizon)
     print(
-        f"default model (bf16), sampling heads, katz4; {args.chat} chat + {args.text} text held-out prompts, "
+        f"default model (bf16), sampling heads, {args.lm or 'katz4'}; {args.chat} chat + {args.text} text held-out prompts, "
         f"{args.max_new_tokens} tokens, every {args.stride}th position; k={args.k} p={args.p} h={heads.horizon}"
     )
     results = []

@@ -2,7 +2,7 @@
 session brings it back) out again as the shards of a distill folder, so ``distill`` resumes after
 them (the same prompt file and shard size give the same shard boundaries).
 
-    python lm_models/recipe/corpus_shards.py corpus.npz FOLDER --model NAME [--shard 1024] [--mode greedy]
+    python lm_models/recipe/corpus_shards.py corpus.npz FOLDER --model NAME [--shard 1024] [--temperature T]
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ def main() -> None:
     p.add_argument("folder", type=Path)
     p.add_argument("--model", required=True, help="the model name recorded in meta.json")
     p.add_argument("--shard", type=int, default=1024, help="records per shard (distill's shard_size)")
-    p.add_argument("--mode", choices=["greedy", "sampled"], default="greedy")
+    p.add_argument("--temperature", type=float, default=0.0, help="the corpus' sampling temperature (0: greedy)")
+    p.add_argument(
+        "--complete", action="store_true", help="the corpus answers its whole prompt list: keep its last, shorter shard"
+    )
     p.add_argument("--max-new-tokens", type=int, default=192)
     args = p.parse_args()
     data = np.load(args.corpus)
@@ -32,22 +35,25 @@ def main() -> None:
         "format": FORMAT,
         "version": VERSION,
         "model": args.model,
-        "mode": args.mode,
-        "temperature": 0.0 if args.mode == "greedy" else 1.0,
+        "mode": "greedy" if args.temperature == 0 else "sampled",
+        "temperature": args.temperature,
         "top_p": 1.0,
         "max_new_tokens": args.max_new_tokens,
         "dtype": "bfloat16",
     }
     (args.folder / META).write_text(json.dumps(meta, indent=2) + "\n")
-    for s in range(len(prompt_lens) // args.shard):  # whole shards only: distill redoes a partial one
-        a, b = s * args.shard, (s + 1) * args.shard
+    records = len(prompt_lens)
+    # whole shards only, unless the corpus is complete: distill redoes a partial shard
+    shards = -(-records // args.shard) if args.complete else records // args.shard
+    for s in range(shards):
+        a, b = s * args.shard, min(records, (s + 1) * args.shard)
         np.savez(
             args.folder / f"shard-{s:05d}.npz",
             tokens=tokens[offsets[a] : offsets[b]],
             offsets=offsets[a : b + 1] - offsets[a],
             prompt_lens=prompt_lens[a:b],
         )
-    print(f"{args.folder}: {len(prompt_lens) // args.shard} shards of {args.shard} records")
+    print(f"{args.folder}: {shards} shards of at most {args.shard} records")
 
 
 if __name__ == "__main__":

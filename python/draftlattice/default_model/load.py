@@ -5,8 +5,8 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 :mod:`draftlattice.assets`):
 
 * ``heads/``: heads 2..h trained on the model's greedy outputs (self-distillation);
-* ``heads-sampled/``: the same heads further trained on its outputs sampled at T = 1, for
-  ``do_sample=True``;
+* ``heads-sampled/``: the same heads further trained on its outputs sampled at T = 1, then at
+  T = 0.7, for ``do_sample=True``;
 * ``katz4.dlm``: a Katz 4-gram over the model's token ids (its outputs and English text).
 """
 
