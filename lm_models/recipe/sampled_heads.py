@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import recipe_setup
 import torch
 
 logger = logging.getLogger("sampled_heads")
@@ -97,18 +98,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.temperature <= 0:
         raise SystemExit("--temperature must be > 0 (greedy heads: smollm2_heads.py)")
-    args.work.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(name)s: %(message)s",
-        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(args.work / "recipe.log")],
-    )
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from draftlattice.default_model import fetch_default
+    device = recipe_setup.start(args.work, args.threads, None)
     from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf.heads import DraftHeads
     from draftlattice.training.distill import distill
@@ -116,10 +106,7 @@ def main(argv=None) -> int:
     from draftlattice.training.head_loss import CandidateSoftmax
     from draftlattice.training.trainer import train_heads
 
-    folder = args.model or fetch_default()
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to(device).eval()
-    logger.info("model %s on %s", folder, device)
+    tokenizer, model = recipe_setup.load_model(args.model, device)
     prompts, heldout = training_and_heldout_prompts(args)
     tag = f"t{args.temperature:g}"
     common = dict(batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, shard_size=args.gen_batch * 2)

@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import recipe_setup
 import torch
 
 logger = logging.getLogger("smollm2_heads")
@@ -75,18 +76,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    args.work.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(name)s: %(message)s",
-        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(args.work / "recipe.log")],
-    )
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from draftlattice.default_model import fetch_default
+    device = recipe_setup.start(args.work, args.threads, args.device)
     from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf.heads import DraftHeads
     from draftlattice.training.distill import distill
@@ -95,10 +85,7 @@ def main(argv=None) -> int:
     from draftlattice.training.head_loss import CandidateSoftmax
     from draftlattice.training.trainer import train_heads
 
-    folder = args.model or fetch_default()
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to(device).eval()
-    logger.info("model %s on %s", folder, device)
+    tokenizer, model = recipe_setup.load_model(args.model, device)
 
     if args.prompts_file:
         opener = lzma.open if args.prompts_file.suffix == ".xz" else open

@@ -1,0 +1,36 @@
+"""What every recipe does first: a log in its work folder (and on stderr), the torch threads,
+the device, and the model in bf16 on it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import torch
+
+
+def start(work: Path, threads: int | None = None, device: str | None = None) -> torch.device:
+    """Log to stderr and ``work/recipe.log`` (appended: a rerun resumes); CUDA when there is a GPU."""
+    work.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s: %(message)s",
+        handlers=[logging.StreamHandler(sys.stderr), logging.FileHandler(work / "recipe.log")],
+    )
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def load_model(folder: Path | None, device: torch.device):
+    """``(tokenizer, model)`` of ``folder`` or of the fetched default model: bf16, eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from draftlattice.default_model import fetch_default
+
+    folder = folder or fetch_default()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to(device).eval()
+    logging.getLogger("recipe").info("model %s on %s", folder, device)
+    return tokenizer, model
