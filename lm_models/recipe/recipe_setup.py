@@ -1,8 +1,9 @@
-"""What every recipe does first: a log in its work folder (and on stderr), the torch threads,
-the device, and the model in bf16 on it."""
+"""What every recipe does first (a log in its work folder and on stderr, the torch threads, the
+device, the model in bf16 on it) and last (the held-out accuracies written and logged)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -34,3 +35,14 @@ def load_model(folder: Path | None, device: torch.device):
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16).to(device).eval()
     logging.getLogger("recipe").info("model %s on %s", folder, device)
     return tokenizer, model
+
+
+def write_accuracy(report: dict, path: Path) -> None:
+    """The held-out accuracies (``{name: head_accuracy rows}``) as JSON in ``path``, and a log line each."""
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    for name, rows in report.items():
+        logging.getLogger("recipe").info(
+            "held-out, %s: %s",
+            name,
+            " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows),
+        )

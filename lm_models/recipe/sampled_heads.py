@@ -142,13 +142,7 @@ def main(argv=None) -> int:
         output_dir=args.work / f"heads-{tag}",
     ).heads
     report.update({f"trained on {name}": head_accuracy(model, trained, c) for name, c in heldout_sets.items()})
-    (args.work / f"accuracy-{tag}.json").write_text(json.dumps(report, indent=2) + "\n")
-    for name, rows in report.items():
-        logger.info(
-            "held-out, %s: %s",
-            name,
-            " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows),
-        )
+    recipe_setup.write_accuracy(report, args.work / f"accuracy-{tag}.json")
     if args.out:
         trained.to(torch.bfloat16).save_pretrained(args.out)
     return 0

@@ -168,13 +168,7 @@ def main(argv=None) -> int:
         ).heads
         report["sampled"] = head_accuracy(model, sampled, DistilledCorpus.load(args.work / "heldout-sampled"))
         report["greedy_on_sampled"] = head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-sampled"))
-    (args.work / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
-    for name, rows in report.items():
-        logger.info(
-            "held-out %s: %s",
-            name,
-            " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows),
-        )
+    recipe_setup.write_accuracy(report, args.work / "accuracy.json")
     if args.out:
         for heads, name in ((greedy, "heads"), (sampled, "heads-sampled")):
             if heads is not None:
