@@ -39,7 +39,7 @@ def parse_args():
     return p.parse_args()
 
 
-def position_batches(corpus, max_len: int = 1024):
+def records(corpus, max_len: int = 1024):
     """Per record: its tokens ``[1, T]`` and the first continuation position."""
     for r, prompt_len in enumerate(corpus.prompt_lens.tolist()):
         tokens = torch.from_numpy(corpus.record(r)[:max_len].astype("int64"))[None]
@@ -54,7 +54,7 @@ def calibration(model, heads_sets, corpus, temperature: float, scales, stride: i
 
     g = heads_sets[0].horizon - 1
     sums = [[[[0.0, 0.0, 0] for _ in scales] for _ in range(g)] for _ in heads_sets]
-    for tokens, prompt_len in position_batches(corpus):
+    for tokens, prompt_len in records(corpus):
         T = tokens.shape[1]
         z = model.base_model(input_ids=tokens).last_hidden_state[0]  # [T, d]
         target = torch.log_softmax(output_embeddings(model)(z).float() / temperature, dim=-1)  # law of token u + 1
@@ -108,8 +108,8 @@ def main() -> int:
                     }
                 )
                 best = max(range(len(cells)), key=lambda s: cells[s][0])
-                text = [f"{'**' if s == best else ''}{a:.4f}{'**' if s == best else ''} / {nll:.2f}" for s, (a, nll) in
-                        enumerate(cells)]  # fmt: skip
+                text = [f"{a:.4f} / {nll:.2f}" for a, nll in cells]
+                text[best] = f"**{cells[best][0]:.4f}** / {cells[best][1]:.2f}"
                 print(f"| {folder.name} ({temperature:g}) | {path} | {j + 2} | " + " | ".join(text) + " |")
     print("\ncells: mean acceptance of one sampled draft token / NLL of the model's token under q (nats)")
     if args.json:

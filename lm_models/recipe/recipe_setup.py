@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import lzma
 import sys
 from pathlib import Path
 
@@ -46,3 +47,29 @@ def write_accuracy(report: dict, path: Path) -> None:
             name,
             " | ".join(f"head{r['head']} top1 {r['top1']:.3f} top8 {r['top8']:.3f}" for r in rows),
         )
+
+
+def read_prompts(path: Path):
+    """A JSON list of ``[kind, text]`` prompts (``.json``, or ``.json.xz``)."""
+    from draftlattice.training.distillation_prompts import Prompt
+
+    opener = lzma.open if path.suffix == ".xz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [Prompt(kind, text) for kind, text in json.load(f)]
+
+
+def training_prompts(prompts_file: Path | None, data: Path, n: int):
+    """The first ``n`` training prompts: of ``prompts_file``, else drawn from the enwiki sample
+    (seed 0, so every recipe draws the same list)."""
+    from draftlattice.training.distillation_prompts import distillation_prompts
+
+    if prompts_file:
+        return read_prompts(prompts_file)[:n]
+    return distillation_prompts(data / "enwiki-sample" / "enwiki-sample.txt.xz", n, seed=0)
+
+
+def heldout_prompts(data: Path, n: int = 192):
+    """``n`` held-out prompts from WikiText-2 raw *valid* (never seen in training), half chat."""
+    from draftlattice.training.distillation_prompts import distillation_prompts
+
+    return distillation_prompts(data / "wikitext-2-raw" / "valid.txt", n, seed=2, chat_share=0.5)

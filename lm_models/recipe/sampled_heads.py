@@ -26,9 +26,7 @@ Progress and ETAs go to stderr and ``WORK/recipe.log``. Uses CUDA when there is 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import lzma
 import sys
 import time
 from pathlib import Path
@@ -70,27 +68,14 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def read_prompts(path: Path):
-    from draftlattice.training.distillation_prompts import Prompt
-
-    opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [Prompt(kind, text) for kind, text in json.load(f)]
-
-
 def training_and_heldout_prompts(args):
     """The prompts of the files given, else those smollm2_heads.py draws (the same seeds)."""
-    from draftlattice.training.distillation_prompts import distillation_prompts
-
-    end = args.first + args.prompts
-    if args.prompts_file:
-        training = read_prompts(args.prompts_file)[args.first : end]
-    else:
-        training = distillation_prompts(args.data / "enwiki-sample" / "enwiki-sample.txt.xz", end, seed=0)[args.first :]
-    if args.heldout_prompts:
-        heldout = read_prompts(args.heldout_prompts)
-    else:
-        heldout = distillation_prompts(args.data / "wikitext-2-raw" / "valid.txt", 192, seed=2, chat_share=0.5)
+    training = recipe_setup.training_prompts(args.prompts_file, args.data, args.first + args.prompts)[args.first :]
+    heldout = (
+        recipe_setup.read_prompts(args.heldout_prompts)
+        if args.heldout_prompts
+        else recipe_setup.heldout_prompts(args.data)
+    )
     return training, heldout
 
 
@@ -117,8 +102,15 @@ def main(argv=None) -> int:
         heldout_sets[f"t{t:g}"] = DistilledCorpus.load(folder_t)
     started = time.monotonic()
     deadline = started + args.distill_seconds if args.distill_seconds else None
-    data = distill(model, tokenizer, prompts, args.work / f"distill-{tag}", temperature=args.temperature,
-                   deadline=deadline, **common)  # fmt: skip
+    data = distill(
+        model,
+        tokenizer,
+        prompts,
+        args.work / f"distill-{tag}",
+        temperature=args.temperature,
+        deadline=deadline,
+        **common,
+    )
     logger.info("distillation: %.0f s this run", time.monotonic() - started)
 
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False).to(device)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import lzma
 import sys
 import time
 from pathlib import Path
@@ -80,28 +79,20 @@ def main(argv=None) -> int:
     from draftlattice.distilled_corpus import DistilledCorpus
     from draftlattice.hf.heads import DraftHeads
     from draftlattice.training.distill import distill
-    from draftlattice.training.distillation_prompts import Prompt, distillation_prompts
     from draftlattice.training.head_accuracy import head_accuracy
     from draftlattice.training.head_loss import CandidateSoftmax
     from draftlattice.training.trainer import train_heads
 
     tokenizer, model = recipe_setup.load_model(args.model, device)
 
-    if args.prompts_file:
-        opener = lzma.open if args.prompts_file.suffix == ".xz" else open
-        with opener(args.prompts_file, "rt", encoding="utf-8") as f:
-            pairs = json.load(f)
-        train_prompts = [Prompt(kind, text) for kind, text in pairs]
-    else:
-        enwiki = args.data / "enwiki-sample" / "enwiki-sample.txt.xz"
-        train_prompts = distillation_prompts(enwiki, args.prompts + args.sampled_prompts, seed=0)
+    train_prompts = recipe_setup.training_prompts(args.prompts_file, args.data, args.prompts + args.sampled_prompts)
     greedy_prompts = train_prompts[: args.prompts]
     sampled_prompts = train_prompts[args.prompts : args.prompts + args.sampled_prompts]
     heldout_file = args.work / "heldout-prompts.json"
     if heldout_file.is_file():
-        heldout = [Prompt(k, t) for k, t in json.loads(heldout_file.read_text())]
+        heldout = recipe_setup.read_prompts(heldout_file)
     else:
-        heldout = distillation_prompts(args.data / "wikitext-2-raw" / "valid.txt", args.heldout, seed=2, chat_share=0.5)
+        heldout = recipe_setup.heldout_prompts(args.data, args.heldout)
         heldout_file.write_text(json.dumps([[p.kind, p.text] for p in heldout]))
 
     common = dict(batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, shard_size=args.gen_batch * 2)
