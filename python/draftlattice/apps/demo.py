@@ -41,9 +41,8 @@ class DemoSettings:
     alpha: float = 0.5
     temperature: float | None = None
     top_p: float = 1.0
-    #: LM weight of sampled lattice drafts: 0.1 was best at T = 0.7 and 1.0 on held-out prompts
-    #: (bench/tune_sample_alpha.py; within one standard error of 0.05 and 0.2)
-    sample_alpha: float = 0.1
+    #: LM weight of sampled lattice drafts, the plug-in's default too (bench/RESULTS.md, "sample_alpha")
+    sample_alpha: float = 0.2
     prompt_lookup_tokens: int = 10
     lookup: int = 3  #: longest context n-gram the copied draft of ``ngram_lookup_tree`` matches
     lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--sample-alpha",
         type=float,
-        default=0.1,  # DemoSettings.sample_alpha (apps/demo.py imports torch; the CLI loads it on use)
+        default=0.2,  # DemoSettings.sample_alpha (apps/demo.py imports torch; the CLI loads it on use)
         help="LM weight of sampled lattice drafts (default %(default)s: tuned on held-out prompts)",
     )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (prompt i uses seed + i)")
