@@ -73,7 +73,7 @@ def test_recorded_tokens_are_the_greedy_decode(setup):
 @pytest.mark.parametrize("k,p,alpha", [(4, 1, 0.5), (4, 4, 2.0), (8, 3, 1.0), (3, 2, 0.0)])
 def test_ngram_replay_equals_live(setup, k, p, alpha):
     _, _, _, trace, lm = setup
-    replayed = replay(trace, D.NgramRescore(lm, k, p, alpha, False), progress=False)
+    replayed = replay(trace, D.NgramRescore(lm, k, p, alpha), progress=False)
     assert_identical(replayed, live(setup, lambda i, _: LatticeDrafter(lm, k, p, alpha)))
 
 

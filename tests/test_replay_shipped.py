@@ -71,7 +71,7 @@ def test_vanilla_replay_equals_live(shipped):
 @pytest.mark.parametrize("k,p,alpha", [(8, 1, 0.5), (4, 4, 1.0)])
 def test_ngram_replay_equals_live(shipped, k, p, alpha):
     lm = shipped[4]
-    replayed = replay(shipped[3], D.NgramRescore(lm, k, p, alpha, False), progress=False)
+    replayed = replay(shipped[3], D.NgramRescore(lm, k, p, alpha), progress=False)
     assert_same(replayed, live_stats(shipped, lambda i: LatticeDrafter(lm, k, p, alpha)))
 
 

@@ -68,7 +68,6 @@ def _run(args: argparse.Namespace) -> int:
         k=args.k,
         p=args.p,
         alpha=args.alpha,
-        bos=not args.no_bos,
         ks=_ints(args.ks),
         ps=_ints(args.ps),
         tune_alpha=args.tune_alpha,
@@ -127,7 +126,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--k", type=int, default=16, help="candidates per head (<= trace top-K)")
     parser.add_argument("--p", type=int, default=16, help="drafts for the p-best rows of Table 4")
     parser.add_argument("--alpha", type=float, default=0.5, help="LM weight (natural log)")
-    parser.add_argument("--no-bos", action="store_true", help="do not put <s> before the context")
     parser.add_argument("--tune-alpha", action="store_true", help="tune alpha on held-out prompts, report on the rest")
     parser.add_argument("--alphas", default="0,0.1,0.25,0.5,1,2")
     parser.add_argument("--heldout-fraction", type=float, default=0.25)

@@ -89,19 +89,18 @@ def tune_alpha(
     alphas: Sequence[float],
     heldout_fraction: float = 0.25,
     num_threads=None,
-    bos: bool = False,
 ) -> dict:
     """Appendix E: alpha maximising block efficiency on the held-out prompts (ties: smaller
     alpha), with block efficiency reported on the remaining prompts."""
     held, rest = split_prompts(len(view.trace), heldout_fraction)
     tuning = {
         float(a): replay(
-            view, NgramRescore(lm, k, p, float(a), bos), held, num_threads, progress=False
+            view, NgramRescore(lm, k, p, float(a)), held, num_threads, progress=False
         ).block_efficiency
         for a in alphas
     }
     best = max(sorted(tuning), key=lambda a: (tuning[a], -a))
-    report = replay(view, NgramRescore(lm, k, p, best, bos), rest, num_threads).block_efficiency
+    report = replay(view, NgramRescore(lm, k, p, best), rest, num_threads).block_efficiency
     return {
         "alpha": best,
         "heldout_prompts": held,

@@ -8,6 +8,8 @@ at that step:
 * :class:`NgramRescore`   the p best paths of the heads' top-k lattice under
                           lattice log-prob + alpha * n-gram log-prob (``rescore_batch``; C++
                           threads across the batch). alpha = 0 is the "p-best 0-gram" drafter.
+                          The LM context is the live drafter's: the last ``LM_CONTEXT``
+                          committed tokens, no ``<s>``, so replay and live give the same drafts.
 * :class:`Oracle`         follows the reference while it is in each head's top-k (upper bound).
 * :class:`Adaptive`       chooses (k, p) per step from the heads' entropies, then rescores.
 * :class:`LiveDrafter`    wraps any engine drafter (:class:`draftlattice.decode.Drafter`): it
@@ -29,6 +31,7 @@ import numpy as np
 import torch
 
 from ..decode.drafters import to_host
+from ..decode.drafters.lattice import LM_CONTEXT
 from ..lattice import Lattice
 from ..rescore import rescore_batch
 from .trace import Trace
@@ -101,7 +104,6 @@ class NgramRescore:
     k: int
     p: int = 1
     alpha: float = 1.0
-    bos: bool = False
 
     @property
     def name(self) -> str:
@@ -110,14 +112,15 @@ class NgramRescore:
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
         _check_k(self.k, view)
         return _rescore(
-            view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, self.bos, num_threads
+            view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, num_threads
         )
 
 
-def _rescore(view, steps, lm, ks, ps, alpha, bos, num_threads) -> list[np.ndarray]:
-    """Rescored drafts per step; steps with equal p go to one rescore_batch call."""
+def _rescore(view, steps, lm, ks, ps, alpha, num_threads) -> list[np.ndarray]:
+    """Rescored drafts per step; steps with equal p go to one rescore_batch call. Contexts as
+    :class:`draftlattice.decode.LatticeDrafter` forms them: the last ``LM_CONTEXT`` tokens of
+    prompt + output, without ``<s>``."""
     out: list[np.ndarray | None] = [None] * len(steps)
-    last = max(lm.order - 1, 0)
     for p in sorted(set(ps)):
         idx = [s for s, q in enumerate(ps) if q == p]
         lattices, contexts = [], []
@@ -129,8 +132,8 @@ def _rescore(view, steps, lm, ks, ps, alpha, bos, num_threads) -> list[np.ndarra
                     view.trace.topk_ids[i][n, 1 : 1 + g, :k], view.trace.topk_logprobs[i][n, 1 : 1 + g, :k]
                 )
             )
-            contexts.append(view.context(i, n, last) if last else np.zeros(0, np.int32))
-        results = rescore_batch(lattices, lm, contexts, p=p, alpha=alpha, bos=bos, num_threads=num_threads)
+            contexts.append(view.context(i, n, LM_CONTEXT))
+        results = rescore_batch(lattices, lm, contexts, p=p, alpha=alpha, num_threads=num_threads)
         for s, r in zip(idx, results):
             out[s] = r.tokens
     return out  # type: ignore[return-value]
@@ -166,7 +169,6 @@ class Adaptive:
     lm: object
     policy: Callable[[np.ndarray], tuple[int, int]]
     alpha: float = 1.0
-    bos: bool = False
     name: str = "adaptive"
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
@@ -174,7 +176,7 @@ class Adaptive:
         for k, _ in choices:
             _check_k(k, view)
         return _rescore(
-            view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices], self.alpha, self.bos, num_threads
+            view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices], self.alpha, num_threads
         )
 
 

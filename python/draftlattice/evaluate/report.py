@@ -28,7 +28,6 @@ def evaluate_trace(
     k: int = 16,
     p: int = 16,
     alpha: float = 0.5,
-    bos: bool = True,
     ks: Sequence[int] = (1, 2, 4, 8, 16),
     ps: Sequence[int] = (1, 2, 4, 8, 16),
     tune_alpha: bool = False,
@@ -64,11 +63,10 @@ def evaluate_trace(
         "top_k": trace.top_k,
         "k": k,
         "p": p,
-        "bos": bos,
     }
     report = None
     if tune_alpha:
-        tuned = analyses.tune_alpha(view, lm, k, 1, alphas, heldout_fraction, num_threads, bos)
+        tuned = analyses.tune_alpha(view, lm, k, 1, alphas, heldout_fraction, num_threads)
         alpha, report = tuned["alpha"], tuned["report_prompts"]
         out["alpha_tuning"] = {key: v for key, v in tuned.items() if key != "block_efficiency_rest"}
     out["alpha"] = alpha
@@ -78,14 +76,14 @@ def evaluate_trace(
         return replay(view, spec, report, num_threads).block_efficiency
 
     table4 = {"baseline (vanilla)": be(Vanilla())}
-    table4[f"{lm.order}-gram rescoring"] = be(NgramRescore(lm, k, 1, alpha, bos))
-    table4[f"{p}-best 0-gram"] = be(NgramRescore(lm, k, p, 0.0, bos))
-    table4[f"{p}-best {lm.order}-gram"] = be(NgramRescore(lm, k, p, alpha, bos))
+    table4[f"{lm.order}-gram rescoring"] = be(NgramRescore(lm, k, 1, alpha))
+    table4[f"{p}-best 0-gram"] = be(NgramRescore(lm, k, p, 0.0))
+    table4[f"{p}-best {lm.order}-gram"] = be(NgramRescore(lm, k, p, alpha))
     table4["neural rescoring"] = be(LiveDrafter(neural)) if neural is not None else None
     table4[f"oracle k={k}"] = be(Oracle(k))
     out["table4"] = table4
 
-    rescored = NgramRescore(lm, k, 1, alpha, bos)
+    rescored = NgramRescore(lm, k, 1, alpha)
     out["comparison"] = analyses.compare_drafters(view, Vanilla(), rescored, report, num_threads)
     entropy, accuracy = metrics.head_entropy(trace), metrics.head_accuracy(trace)
     out["heads"] = {
@@ -97,8 +95,8 @@ def evaluate_trace(
         "h_max_accuracy": metrics.h_max_accuracy(accuracy, accuracy_threshold),
     }
     out["figure6_oracle"] = {int(kk): be(Oracle(kk)) for kk in ks if kk <= trace.top_k}
-    out["figure7_pbest"] = {int(pp): be(NgramRescore(lm, k, int(pp), alpha, bos)) for pp in ps}
-    out["figure7_pbest_0gram"] = {int(pp): be(NgramRescore(lm, k, int(pp), 0.0, bos)) for pp in ps}
+    out["figure7_pbest"] = {int(pp): be(NgramRescore(lm, k, int(pp), alpha)) for pp in ps}
+    out["figure7_pbest_0gram"] = {int(pp): be(NgramRescore(lm, k, int(pp), 0.0)) for pp in ps}
     if adaptive and len(trace) >= 2:
         out["adaptive"] = compare_adaptive(
             view, lm, min(4, k), alpha, heldout_fraction=heldout_fraction, num_threads=num_threads
