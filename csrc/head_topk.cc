@@ -34,7 +34,7 @@ void Insert(HeadCandidate candidate, HeadCandidate* best, int* filled, int k) {
 }
 
 // The largest of row[0..kBlock) by a tree of element-wise maxima (vectorized; a float max
-// reduction loop is not, without -ffast-math). NaN logits are caught by SumExp or HasInvalidLogit.
+// reduction loop is not, without -ffast-math). NaN logits are caught by SumExp.
 inline float BlockMax(const float* row) {
   static_assert(kBlock == 16, "the tree below has 4 levels");
   float m[8];
@@ -113,13 +113,6 @@ double SumExp(const float* row, int vocab, float max_logit, double inv_temperatu
   }
   *invalid = bad != 0;
   return total;
-}
-
-DL_VECTOR_CLONES
-bool HasInvalidLogit(const float* row, int vocab) {
-  int bad = 0;  // an integer reduction: the loop vectorizes
-  for (int v = 0; v < vocab; ++v) bad |= (row[v] != row[v]) | (row[v] == INFINITY);
-  return bad != 0;
 }
 
 }  // namespace dl

@@ -32,7 +32,4 @@ void ScanHead(const float* row, int vocab, int k, HeadCandidate* best);
 // *invalid: some logit is NaN or +inf (the sum is then meaningless).
 double SumExp(const float* row, int vocab, float max_logit, double inv_temperature, bool* invalid);
 
-// Whether some logit is NaN or +inf (SumExp's check alone, for callers that skip the sum).
-bool HasInvalidLogit(const float* row, int vocab);
-
 }  // namespace dl

@@ -49,8 +49,7 @@ std::string EscapeDot(const std::string& text) {
 
 }  // namespace
 
-Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float temperature,
-                            Scores scores) {
+Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float temperature) {
   if (h < 1) throw InvalidArgument(Message("logits must have at least one head, got h=", h));
   if (vocab < 1)
     throw InvalidArgument(Message("logits must have a non-empty vocabulary, got V=", vocab));
@@ -72,9 +71,7 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
     ScanHead(row, vocab, k, best.data());
     const float max_logit = best[0].logit;
     bool invalid = false;
-    const double sum = scores == Scores::kLogSoftmax
-                           ? SumExp(row, vocab, max_logit, inv_temperature, &invalid)
-                           : (invalid = HasInvalidLogit(row, vocab), 1.0);
+    const double sum = SumExp(row, vocab, max_logit, inv_temperature, &invalid);
     if (invalid) ThrowInvalidLogit(row, vocab, t);
     if (best[k - 1].logit == -INFINITY) {
       const auto unmasked = std::count_if(row, row + vocab, [](float x) { return x > -INFINITY; });

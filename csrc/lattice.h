@@ -27,19 +27,10 @@ struct Lattice {
   int32_t token(int t, int rank) const { return tokens[static_cast<size_t>(t) * k + rank]; }
   float logprob(int t, int rank) const { return logprobs[static_cast<size_t>(t) * k + rank]; }
 
-  // What FromLogits stores as a candidate's score: its log-softmax, or (logit - max) / T, the
-  // log-softmax plus a constant per head. Every draft's total then moves by the same sum, so the
-  // p best drafts are the same up to the float rounding of the stored scores (two drafts whose
-  // totals differ by less than that may trade places; tools/fuzz found such near-ties), and the
-  // normalizer's pass over the vocabulary is saved (about half of the time at V = 4096; the
-  // decoder's greedy drafting step uses it).
-  enum class Scores { kLogSoftmax, kShiftedLogits };
-
   // logits: [h, vocab] row-major float32. Throws on h < 1, vocab < 1, k < 1, k > vocab,
   // non-positive or non-finite temperature, NaN or +inf logits, fewer than k logits above -inf
   // in a head. A -inf logit is a masked token (probability 0) and never a candidate.
-  static Lattice FromLogits(const float* logits, int h, int vocab, int k, float temperature,
-                            Scores scores = Scores::kLogSoftmax);
+  static Lattice FromLogits(const float* logits, int h, int vocab, int k, float temperature);
   // tokens, logprobs: [h, k] row-major. Throws on h < 1, k < 1, negative token ids, ids >=
   // vocab_size (when vocab_size >= 0; it must then be >= 1), a token repeated within a head, or a
   // non-finite or positive log-probability. Sorts each head.

@@ -40,8 +40,9 @@ def _run(lm, steps, p, memo, state=None):
     state = lm.start([], False) if state is None else state
     out = []
     for tokens, logprobs, new in steps:
-        drafts, state = _core.draft_from_topk(tokens, logprobs, lm, state, new, p, 0.8, memo)
-        out.append((drafts, state))
+        state = lm.advance(state, new)
+        (best,) = dl.rescore_batch([dl.Lattice.from_topk(tokens, logprobs)], lm, [state], p=p, alpha=0.8, memos=[memo])
+        out.append((best.tokens, state))
     return out
 
 
@@ -111,13 +112,6 @@ def test_threads_sharing_a_memo_get_the_drafts_of_no_memo(tmp_path):
     assert not errors
     for got in results:
         _assert_same(got, want)
-
-
-def test_the_memo_argument_must_be_a_memo(tmp_path):
-    lm = _lm(tmp_path, 3, seed=6)
-    tokens, logprobs, _ = _steps(6, 1)[0]
-    with pytest.raises(TypeError, match="memo must be a LmMemo or None"):
-        _core.draft_from_topk(tokens, logprobs, lm, lm.start([], False), [], 1, 1.0, "memo")
 
 
 def test_the_lattice_drafter_keeps_one_memo_per_row_and_uses_it(tmp_path):

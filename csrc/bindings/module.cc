@@ -11,7 +11,7 @@ void BindLattice(py::module_& m);  // lattice.h
 void BindRescore(py::module_& m);  // nbest.h
 void BindSample(py::module_& m);   // sample.h
 void BindOracle(py::module_& m);   // oracle.h
-void BindDraft(py::module_& m);    // lattice.h + nbest.h: a decoder's greedy drafting step
+void BindMemo(py::module_& m);     // lm_memo.h: LM answers kept across a decoding loop's steps
 void BindLmBuild(py::module_& m);  // lmbuild/
 }  // namespace dl::bindings
 
@@ -23,6 +23,6 @@ PYBIND11_MODULE(_core, m) {
   dl::bindings::BindRescore(m);
   dl::bindings::BindSample(m);
   dl::bindings::BindOracle(m);
-  dl::bindings::BindDraft(m);
+  dl::bindings::BindMemo(m);
   dl::bindings::BindLmBuild(m);
 }

@@ -112,27 +112,6 @@ class LmMemo:
     @property
     def stats(self) -> dict[str, int]: ...
 
-def draft_from_logits(
-    logits: Any,
-    k: int,
-    temperature: float,
-    lm: NgramLM,
-    state: LmState,
-    new_tokens: Any,
-    p: int,
-    alpha: float,
-    memo: LmMemo | None = None,
-) -> tuple[_np.ndarray, LmState]: ...
-def draft_from_topk(
-    tokens: Any,
-    logprobs: Any,
-    lm: NgramLM,
-    state: LmState,
-    new_tokens: Any,
-    p: int,
-    alpha: float,
-    memo: LmMemo | None = None,
-) -> tuple[_np.ndarray, LmState]: ...
 def rescore_stats(
     lattice: Lattice, lm: NgramLM, p: int, alpha: float, context: Any | LmState, bos: bool
 ) -> tuple[int, int, int]: ...
