@@ -69,6 +69,20 @@ def test_page_structure_text_spans_charts_and_step_data():
     assert doc.find("aside", id="step-detail")
 
 
+def test_agreement_column_says_identical_or_how_far_outputs_agree_and_notes_say_why():
+    run = synthetic_run()
+    run["rows"][1].update(identical=False, agreement={"outputs": [1, 2], "tokens": [90, 120]})
+    run["notes"] = ["In bfloat16 <verification> rounds differently."]
+    doc = parse_html(render_html(run))
+    cells = [tr.find_all("td")[-1] for tr in doc.find("table", cls="rows").find("tbody").find_all("tr")]
+    assert [c.text for c in cells] == ["identical", "1/2 outputs, 75% of tokens"]
+    assert "90 of its 120 tokens" in cells[1].attrs["title"]
+    assert [p.text for p in doc.find_all("p", cls="note")] == run["notes"]  # escaped, shown as text
+    run["rows"][1].pop("agreement")
+    assert parse_html(render_html(run)).find("table", cls="rows").find_all("td")[-1].text == "differs"
+    assert ">NO<" not in render_html(run)
+
+
 def test_step_data_island_holds_lattices_and_drafts_in_display_form():
     doc = parse_html(render_html(synthetic_run()))
     island = doc.find("script", id="run-data")
@@ -183,6 +197,12 @@ BAD_RUNS = [
     (lambda r: _step(r)["lattice"][0].__setitem__(0, [" x"]), r"lattice\[0\]\[0\]: expected \[token, probability\]"),
     (lambda r: _step(r).update(drafts_before=[[" a", 3]]), r"drafts_before\[0\]\[1\]: expected a string"),
     (lambda r: r["curves"].update(pbest=[[1, 2, 3]]), r"run.curves.pbest\[0\]: expected \[x, value\]"),
+    (
+        lambda r: r["rows"][1].update(agreement={"outputs": [3, 2], "tokens": [1, 1]}),
+        r"run.rows\[1\].agreement.outputs: 3 agreeing of 2 compared",
+    ),
+    (lambda r: r["rows"][1].update(agreement={"outputs": [1, 2]}), r"run.rows\[1\].agreement: missing tokens"),
+    (lambda r: r.update(notes=[1]), r"run.notes\[0\]: expected a string"),
 ]
 
 

@@ -36,15 +36,17 @@ def html_run(report: DemoReport, recorded: dict[tuple[int, str], StepRecorder], 
     rows = []
     for row in report.rows:
         histogram = Counter(row.accepted)
-        rows.append(
-            {
-                "name": row.name,
-                "block_efficiency": row.block_efficiency,
-                "tokens_per_s": row.tokens_per_s,
-                "identical": row.identical if row is not report.reference else True,
-                "accepted_histogram": {int(a): int(n) for a, n in sorted(histogram.items())},
-            }
-        )
+        entry = {
+            "name": row.name,
+            "block_efficiency": row.block_efficiency,
+            "tokens_per_s": row.tokens_per_s,
+            "identical": row.identical if row is not report.reference else True,
+            "accepted_histogram": {int(a): int(n) for a, n in sorted(histogram.items())},
+        }
+        if row is not report.reference and not report.settings.sampling:
+            same, n, prefix, total = report.agreement(row)
+            entry["agreement"] = {"outputs": [same, n], "tokens": [prefix, total]}
+        rows.append(entry)
     prompts = []
     for i, prompt in enumerate(report.prompts):
         runs = {}
@@ -62,6 +64,7 @@ def html_run(report: DemoReport, recorded: dict[tuple[int, str], StepRecorder], 
         "settings": {"k": st.k, "p": st.p, "alpha": st.alpha, "max_new_tokens": st.max_new_tokens, "lm": report.lm},
         "rows": rows,
         "prompts": prompts,
+        "notes": [note] if (note := report.agreement_note()) else [],
     }
 
 

@@ -26,6 +26,29 @@ class DemoReport:
     def reference(self) -> Row:
         return self.rows[0]
 
+    def agreement(self, row: Row) -> tuple[int, int, int, int]:
+        """(outputs equal to generate()'s, outputs, tokens before each output's first difference
+        from generate()'s, generate()'s tokens): how far a row agrees with plain decoding."""
+        reference = self.reference.outputs
+        same = sum(list(a) == list(b) for a, b in zip(row.outputs, reference))
+        prefix = sum(_common_prefix(a, b) for a, b in zip(row.outputs, reference))
+        return same, len(reference), prefix, sum(len(b) for b in reference)
+
+    def agreement_note(self) -> str | None:
+        """Why drafted outputs can differ from generate()'s, or that they do not; None when sampling."""
+        if self.settings.sampling:
+            return None
+        drafted = [r for r in self.rows[1:] if r.name != "prompt_lookup"]
+        if all(r.identical for r in drafted):
+            return f"{self.dtype}: every drafted output is token for token generate()'s (checked)."
+        return (
+            f"In {self.dtype} a drafted row verifies several tokens in one forward, which rounds "
+            "differently from generate()'s one token at a time; where two tokens are nearly tied the "
+            "other one can win, and the texts part from there (transformers' own prompt lookup does "
+            "the same). \"Tokens\" counts the tokens before each output's first difference. "
+            "--dtype float32 makes every drafted output identical to generate()'s, and the demo checks it."
+        )
+
     def speedup(self, row: Row) -> float:
         base = self.reference.tokens_per_s
         return row.tokens_per_s / base if base else 0.0
@@ -42,13 +65,17 @@ class DemoReport:
             last = (
                 f"{row.calls} | {row.tokens} |"
                 if sampling
-                else ("(reference) |" if row is self.reference else f"{row.agreeing}/{n} |")
+                else ("(reference) |" if row is self.reference else f"{self._agreement_cell(row)} |")
             )
             lines.append(
                 f"| {row.name} | {row.spec.settings} | {row.spec.verifier} | {row.block_efficiency:.3f} "
                 f"| {row.tokens_per_s:.1f} | {self.speedup(row):.2f}x | {last}"
             )
         return "\n".join(lines)
+
+    def _agreement_cell(self, row: Row) -> str:
+        same, n, prefix, total = self.agreement(row)
+        return f"{same}/{n}" if same == n else f"{same}/{n}, {100 * prefix / max(total, 1):.0f}% of tokens"
 
     def to_json(self) -> dict:
         """``demo --json``: ``{"rows": [...], "outputs": [text per prompt], ...}``."""
@@ -62,6 +89,8 @@ class DemoReport:
                 "speedup": self.speedup(row),
                 "identical": row.identical if row is not self.reference else True,
                 "agreeing": row.agreeing if row is not self.reference else len(self.prompts),
+                # tokens before each output's first difference from generate()'s, of generate()'s tokens
+                "agreeing_tokens": list(self.agreement(row)[2:]) if not self.settings.sampling else None,
                 "serial_calls": row.calls,
                 "tokens": row.tokens,
                 "seconds": row.seconds,
@@ -109,7 +138,12 @@ class DemoReport:
         if all(r.identical for r in drafted):
             return f"Checked: all {agree} drafted outputs ({len(drafted)} rows x {n} prompts) equal generate()'s."
         lookup = next((r for r in self.rows if r.name == "prompt_lookup"), None)
-        text = f"{agree} of {len(drafted) * n} drafted outputs equal generate()'s"
+        prefix = sum(self.agreement(r)[2] for r in drafted)
+        total = sum(self.agreement(r)[3] for r in drafted)
+        text = (
+            f"{agree} of {len(drafted) * n} drafted outputs equal generate()'s, and {100 * prefix / max(total, 1):.0f}% "
+            "of their tokens come before the first difference"
+        )
         if self.dtype != "float32":
             text += (
                 f" (in {self.dtype}, verifying several tokens in one forward rounds differently from one at "
@@ -118,3 +152,12 @@ class DemoReport:
             if lookup is not None:
                 text += f"; transformers' prompt lookup: {lookup.agreeing} of {n}"
         return text + "."
+
+
+def _common_prefix(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

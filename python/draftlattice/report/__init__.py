@@ -15,6 +15,8 @@ The input (:class:`~draftlattice.report.schema.Run`, checked by
                 "tokens_per_s": float | None,     # None: not timed (a trace replay)
                 "identical": bool | None,         # output identical to greedy? None: not checked
                 "accepted_histogram": {int: int}, # accepted draft length -> steps (JSON: "2": 17)
+                "agreement": {"outputs": [int, int],  # optional: outputs equal to the reference's / compared,
+                              "tokens": [int, int]},  # tokens before each output's first difference / all
                }, ...],
       "prompts": [{"prompt": str,                 # as the tokenizer decodes it
                    "runs": {row_name: {"steps": [{   # a row may be missing for a prompt
@@ -29,13 +31,15 @@ The input (:class:`~draftlattice.report.schema.Run`, checked by
                                                   # it must start with committed[-accepted:]
                    }, ...]}}}, ...],
       "curves": {"oracle_topk": [[k, value], ...], "pbest": [[p, value], ...]} | None,  # optional
+      "notes": [str, ...],                        # optional: sentences under the summary table
     }
 
 Tokens are decoded strings (``" the"``, not ``"Ġthe"``); probabilities lie in [0, 1]; unknown
 keys are errors. Numbers may be numpy scalars.
 
-The page, top to bottom: a header (title, model, settings); a summary (the rows' table and bar
-charts of block efficiency and tokens/s); the explorer; one accepted-length histogram per row;
+The page, top to bottom: a header (title, model, settings); a summary (the rows' table, whose
+last column says "identical" or, with ``agreement``, how many outputs and what share of tokens
+agree with the reference, then bar charts of block efficiency and tokens/s, then the notes); the explorer; one accepted-length histogram per row;
 and with ``curves`` the oracle top-k and p-best line charts. The explorer has a prompt selector
 and one tab per row. It shows the prompt (muted) and the generated text, every token shaded by
 the step that committed it (alternating shades) and marked by origin: accepted draft tokens
@@ -57,10 +61,11 @@ headless Chromium (``tools/report_screenshot.py RUN_JSON OUT_PNG``).
 from __future__ import annotations
 
 from .html import render_html, write_html_report
-from .schema import Curves, Prompt, Row, RowRun, Run, Step, validate_run
+from .schema import Agreement, Curves, Prompt, Row, RowRun, Run, Step, validate_run
 from .tokens import visible
 
 __all__ = [
+    "Agreement",
     "Curves",
     "Prompt",
     "Row",

@@ -14,14 +14,25 @@ import numbers
 from typing import Any, TypedDict
 
 
-class Row(TypedDict):
-    """One drafter row of the summary (the demo's table row)."""
+class Agreement(TypedDict):
+    """How far a row's outputs agree with the reference decode's (the demo: plain ``generate()``)."""
 
+    outputs: tuple[int, int]  # [outputs equal to the reference's, outputs compared]
+    tokens: tuple[int, int]  # [tokens before each output's first difference, the reference's tokens]
+
+
+class _RowRequired(TypedDict):
     name: str
     block_efficiency: float  # generated tokens per serial call of the target
     tokens_per_s: float | None
     identical: bool | None  # output identical to plain greedy decoding; None: not checked
     accepted_histogram: dict[int, int]  # accepted draft length -> number of steps
+
+
+class Row(_RowRequired, total=False):
+    """One drafter row of the summary (the demo's table row)."""
+
+    agreement: Agreement | None  # shown instead of a bare "no" when the outputs are not identical
 
 
 class Step(TypedDict):
@@ -70,11 +81,12 @@ class _RunRequired(TypedDict):
 
 class Run(_RunRequired, total=False):
     curves: Curves | None  # eval reports: the oracle top-k and p-best curves
+    notes: list[str]  # plain sentences under the summary table (e.g. why outputs can differ)
 
 
 def validate_run(run: Any) -> Run:
     """``run`` checked against :class:`Run` and normalised; ``ValueError`` naming the place otherwise."""
-    _keys(run, "run", required={"title", "model", "settings", "rows", "prompts"}, optional={"curves"})
+    _keys(run, "run", required={"title", "model", "settings", "rows", "prompts"}, optional={"curves", "notes"})
     settings = _mapping(run["settings"], "run.settings")
     for key, value in settings.items():
         _text(key, f"run.settings key {key!r}")
@@ -99,18 +111,20 @@ def validate_run(run: Any) -> Run:
     }
     if run.get("curves") is not None:
         out["curves"] = _curves(run["curves"], "run.curves")
+    if "notes" in run:
+        out["notes"] = [_text(n, f"run.notes[{i}]") for i, n in enumerate(_list(run["notes"], "run.notes"))]
     return out
 
 
 def _row(row: Any, where: str) -> Row:
-    _keys(row, where, required=set(Row.__annotations__))
+    _keys(row, where, required=set(_RowRequired.__annotations__), optional={"agreement"})
     histogram = {}
     for key, count in _mapping(row["accepted_histogram"], f"{where}.accepted_histogram").items():
         length = _int(int(key) if isinstance(key, str) and key.isdecimal() else key, f"{where}.accepted_histogram key")
         histogram[length] = _int(count, f"{where}.accepted_histogram[{length}]")
     if row["identical"] is not None and not isinstance(row["identical"], bool):
         raise ValueError(f"{where}.identical: expected true, false or null, got {row['identical']!r}")
-    return {
+    out: Row = {
         "name": _text(row["name"], f"{where}.name", nonempty=True),
         "block_efficiency": _number(row["block_efficiency"], f"{where}.block_efficiency"),
         # None: not timed (a trace replay measures block efficiency only)
@@ -118,6 +132,23 @@ def _row(row: Any, where: str) -> Row:
         "identical": row["identical"],
         "accepted_histogram": dict(sorted(histogram.items())),
     }
+    if row.get("agreement") is not None:
+        out["agreement"] = _agreement(row["agreement"], f"{where}.agreement")
+    return out
+
+
+def _agreement(value: Any, where: str) -> Agreement:
+    _keys(value, where, required=set(Agreement.__annotations__))
+    out = {}
+    for key in ("outputs", "tokens"):
+        pair = _list(value[key], f"{where}.{key}")
+        if len(pair) != 2:
+            raise ValueError(f"{where}.{key}: expected [agreeing, compared], got {pair!r}")
+        agreeing, compared = (_int(x, f"{where}.{key}") for x in pair)
+        if agreeing > compared:
+            raise ValueError(f"{where}.{key}: {agreeing} agreeing of {compared} compared")
+        out[key] = (agreeing, compared)
+    return out  # type: ignore[return-value]
 
 
 def _prompt(prompt: Any, where: str, names: list[str]) -> Prompt:

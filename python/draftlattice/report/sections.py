@@ -12,7 +12,7 @@ from html import escape
 
 from . import charts
 from .explorer import panel_id, panel_stats, text_html
-from .schema import Run
+from .schema import Row, Run
 
 
 def header(run: Run) -> str:
@@ -30,16 +30,33 @@ def _rate(value: float | None) -> str:
     return "not timed" if value is None else f"{value:.1f}"
 
 
+def _agreement(row: Row) -> str:
+    """The summary's cell: identity, or how far the outputs agree with the reference's."""
+    agreement = row.get("agreement")
+    if row["identical"] is None:
+        return '<td class="agreement">not checked</td>'
+    if row["identical"]:
+        return '<td class="agreement">identical</td>'
+    if agreement is None:
+        return '<td class="agreement">differs</td>'
+    (same, outputs), (tokens, total) = agreement["outputs"], agreement["tokens"]
+    share = f"{100 * tokens / total:.0f}%" if total else "-"
+    title = (
+        f"{same} of {outputs} outputs equal the reference's; {tokens} of its {total} tokens come "
+        "before the first difference of their output"
+    )
+    return f'<td class="agreement" title="{escape(title)}">{same}/{outputs} outputs, {share} of tokens</td>'
+
+
 def summary(run: Run) -> str:
     rows = run["rows"]
     names = [r["name"] for r in rows]
-    identical = {True: "yes", False: "NO", None: "not checked"}
     table = "".join(
         f"<tr><th>{_swatch(i)}{escape(r['name'])}</th>"
-        f"<td>{r['block_efficiency']:.3f}</td><td>{_rate(r['tokens_per_s'])}</td>"
-        f'<td class="identical-{str(r["identical"]).lower()}">{identical[r["identical"]]}</td></tr>'
+        f"<td>{r['block_efficiency']:.3f}</td><td>{_rate(r['tokens_per_s'])}</td>{_agreement(r)}</tr>"
         for i, r in enumerate(rows)
     )
+    notes = "".join(f'<p class="note">{escape(note)}</p>' for note in run.get("notes", []))
     bars = [
         charts.bar_chart(
             "Block efficiency (tokens per serial call)", names, [r["block_efficiency"] for r in rows], "{:.3f}".format
@@ -51,8 +68,8 @@ def summary(run: Run) -> str:
     return (
         '<section id="summary"><h2>Summary</h2><div class="charts bars">'
         '<table class="rows"><thead><tr><th>drafter</th><th>block efficiency</th><th>tokens/s</th>'
-        f"<th>identical to greedy</th></tr></thead><tbody>{table}</tbody></table>"
-        f"{''.join(bars)}</div></section>"
+        f"<th>agreement with greedy</th></tr></thead><tbody>{table}</tbody></table>"
+        f"{''.join(bars)}</div>{notes}</section>"
     )
 
 

@@ -1,0 +1,39 @@
+"""The demo's report without the model: how far a drafted row agrees with generate(), in the
+printed table, the JSON and the HTML report's rows and notes."""
+
+from __future__ import annotations
+
+from draftlattice.apps.demo import DemoSettings, Row, RowSpec
+from draftlattice.apps.demo_html import html_run
+from draftlattice.apps.demo_prompts import DemoPrompt
+from draftlattice.apps.demo_report import DemoReport
+from draftlattice.report import validate_run
+
+
+def _report(dtype: str, drafted: list[list[int]]) -> DemoReport:
+    reference = Row(RowSpec("generate", "", "-", {}), outputs=[[1, 2, 3, 4], [5, 6, 7, 8]], calls=8, seconds=1.0)
+    row = Row(RowSpec("ngram_tree", "k=8", "tree", {}), outputs=drafted, calls=5, seconds=0.8, accepted=[1, 2])
+    row.agreeing = sum(a == b for a, b in zip(drafted, reference.outputs))
+    row.identical = row.agreeing == len(reference.outputs)
+    prompts = [DemoPrompt("text", "one", [0]), DemoPrompt("chat", "two", [0])]
+    return DemoReport(DemoSettings(), prompts, [reference, row], lambda ids: " ".join(map(str, ids)), "m", "lm", dtype)
+
+
+def test_agreement_counts_outputs_and_the_tokens_before_each_first_difference():
+    report = _report("bfloat16", [[1, 2, 3, 4], [5, 6, 9, 9]])
+    assert report.agreement(report.rows[1]) == (1, 2, 6, 8)
+    assert "1/2, 75% of tokens" in report.table()
+    assert report.to_json()["rows"][1]["agreeing_tokens"] == [6, 8]
+    line = report.identity_line()
+    assert line.startswith("1 of 2 drafted outputs equal generate()'s, and 75% of their tokens")
+    assert "--dtype float32" in line
+
+
+def test_the_html_run_shows_agreement_in_reduced_precision_and_identity_in_float32():
+    run = validate_run(html_run(_report("bfloat16", [[1, 2, 3, 4], [5, 6, 9, 9]]), {}, str))
+    assert run["rows"][1]["identical"] is False
+    assert run["rows"][1]["agreement"] == {"outputs": (1, 2), "tokens": (6, 8)}
+    assert "rounds differently" in run["notes"][0] and "float32" in run["notes"][0]
+    run = validate_run(html_run(_report("float32", [[1, 2, 3, 4], [5, 6, 7, 8]]), {}, str))
+    assert run["rows"][1]["identical"] is True
+    assert run["notes"] == ["float32: every drafted output is token for token generate()'s (checked)."]
