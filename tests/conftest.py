@@ -48,3 +48,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def empty_cache(tmp_path_factory, monkeypatch) -> Path:
+    """An empty user cache (``$DRAFTLATTICE_CACHE``, ``$HOME`` and ``$XDG_CACHE_HOME`` in a fresh
+    folder) in which a fetch fails the test: for checks that must refuse before fetching, and that
+    must not depend on what an earlier run left in the real cache. Yields the cache folder."""
+    from draftlattice.default_model import fetch
+
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv(fetch.CACHE_ENV, str(home / "cache"))
+
+    def no_fetch(*args, **kwargs):
+        pytest.fail("the default model was fetched before the arguments were checked")
+
+    monkeypatch.setattr(fetch, "_fetch_into", no_fetch)
+    yield home / "cache"
+    assert not (home / "cache").exists(), "the fetch created the cache folder before the arguments were checked"

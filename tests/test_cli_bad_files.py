@@ -1,8 +1,10 @@
 """Every CLI subcommand that reads a file, given a missing, empty, truncated or wrong-type file,
 prints one line naming the file and exits non-zero, with no traceback.
 
-Each case runs ``main`` in-process: an exception escaping it (a traceback for the user) fails the
-case.
+Each case runs ``main`` in-process with an empty user cache (the ``empty_cache`` fixture of
+conftest.py: a fetch of the default model fails the case), so the file is refused before the
+default model is fetched, whatever an earlier run left in the real cache. An exception escaping
+``main`` (a traceback for the user) fails the case.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def _cases():
 
 
 @pytest.mark.parametrize(("template", "kind", "problem"), list(_cases()))
-def test_bad_file_is_one_line(files, tmp_path, capsys, template, kind, problem):
+def test_bad_file_is_one_line(files, empty_cache, tmp_path, capsys, template, kind, problem):
     d, good, bad = files
     path = bad[problem](kind)
     argv = template.format(path, out=tmp_path / "out", **good).split()

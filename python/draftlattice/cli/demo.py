@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
 
 
@@ -86,6 +87,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.quick:
         args.chat, args.text, args.max_new_tokens = 1, 1, 16
     data = args.data or data_file(WIKITEXT_RAW_TEST)
+    _check_arguments(args, data)
     expect_text(data)
     if args.lm is not None:
         expect_lm(args.lm)
@@ -105,15 +107,17 @@ def _demo(args: argparse.Namespace) -> int:
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
     )
     torch.set_num_threads(args.threads)
-    try:
-        bundle = load_default(
-            getattr(torch, args.dtype),
-            horizon=args.horizon,
-            model_dir=args.model_dir,
-            models=args.models,
-            lm=args.lm,
-            allow_mismatch=args.allow_mismatch,
-        )
+    try:  # load_default checks horizon, folders and LM before it fetches
+        with _progress_line() as line:
+            bundle = load_default(
+                getattr(torch, args.dtype),
+                horizon=args.horizon,
+                model_dir=args.model_dir,
+                models=args.models,
+                lm=args.lm,
+                allow_mismatch=args.allow_mismatch,
+                progress=line,
+            )
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
@@ -141,6 +145,19 @@ def _demo(args: argparse.Namespace) -> int:
         print("ERROR: in float32 every drafted output must equal generate()'s", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_arguments(args: argparse.Namespace, data: Path) -> None:
+    """What DemoSettings and load_default do not check, before anything is fetched or loaded."""
+    from ._checks import at_least
+
+    at_least("--chat", args.chat, 0)
+    at_least("--text", args.text, 0)
+    if args.chat + args.text < 1:
+        raise ValueError("--chat 0 --text 0: no prompt to decode")
+    at_least("--threads", args.threads, 1)
+    if not data.is_file():
+        raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
 
 
 def _write_html(bundle, report, path: Path) -> None:

@@ -10,15 +10,24 @@ from ..pairing import ALLOW_MISMATCH_HELP
 from ._limits import add_decompression_limit
 from ._output import FORCE_HELP, atomic_dir, check_output
 from ._target import TARGET_HELP
-from .trace import WIKITEXT_HELP, record_from_args
+from .trace import WIKITEXT_HELP, check_record_args, record_from_args
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
+def _floats(text: str, option: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x]
+    except ValueError:
+        raise ValueError(f"{option} takes comma-separated numbers, got {text!r}") from None
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise ValueError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise ValueError(f"{option} takes whole numbers >= 1, got {text!r}")
+    return values
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -28,22 +37,36 @@ def _run(args: argparse.Namespace) -> int:
     from draftlattice.ngram import NgramLM
     from draftlattice.pairing import check_lm_tokenizer_pair, check_same_tokenizer
 
+    from ._checks import at_least, finite
+
     if args.model is not None and not args.live:
         raise ValueError("--model picks the target of a live evaluation: add --live (or give --trace)")
     if args.output:  # before the long work: refuse now, not after it
         check_output(args.output, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
     if args.html:
         check_output(args.html, force=args.force, inputs=[args.trace, args.lm, args.model, args.neural_lm])
+    at_least("--k", args.k, 1)
+    at_least("--p", args.p, 1)
+    finite("--alpha", args.alpha)
+    finite("--neural-alpha", args.neural_alpha)
+    at_least("--threads", args.threads, 0)
+    if not 0 < args.heldout_fraction < 1:
+        raise ValueError(f"--heldout-fraction must be in (0, 1), got {args.heldout_fraction}")
+    ks, ps, alphas = _ints(args.ks, "--ks"), _ints(args.ps, "--ps"), _floats(args.alphas, "--alphas")
     expect_lm(args.lm)
-    if args.trace:
-        trace = load_trace(args.trace)
-    else:
+    if args.live:
         if not (args.prompts or args.wikitext_test):
             raise ValueError("live evaluation needs --prompts or --wikitext-test")
-        trace = record_from_args(args)  # live: record in memory; replay is exact (see replay.py)
+        check_record_args(args)
+    elif not Path(args.trace).is_file():
+        raise FileNotFoundError(f"{args.trace}: no such trace file")
+    if args.neural_lm and not (Path(args.neural_lm) / "config.json").is_file():
+        raise FileNotFoundError(f"--neural-lm {args.neural_lm}: not a transformers model folder (no config.json)")
+    lm = NgramLM(args.lm, max_decompressed_bytes=args.max_decompressed_bytes)  # before the model: fails fast
+    # live: record in memory; replay is exact (see replay.py)
+    trace = record_from_args(args) if args.live else load_trace(args.trace)
     model_name = f"the model of {args.trace or args.model or 'the default model'}"
     tokenizer_sha = trace.meta.get("tokenizer_sha256")  # recorded by `trace record`
-    lm = NgramLM(args.lm, max_decompressed_bytes=args.max_decompressed_bytes)
     check_lm_tokenizer_pair(
         lm.metadata, tokenizer_sha, lm_name=args.lm, tokenizer_name=model_name, allow_mismatch=args.allow_mismatch
     )
@@ -68,10 +91,10 @@ def _run(args: argparse.Namespace) -> int:
         k=args.k,
         p=args.p,
         alpha=args.alpha,
-        ks=_ints(args.ks),
-        ps=_ints(args.ps),
+        ks=ks,
+        ps=ps,
         tune_alpha=args.tune_alpha,
-        alphas=_floats(args.alphas),
+        alphas=alphas,
         heldout_fraction=args.heldout_fraction,
         adaptive=not args.no_adaptive,
         entropy_threshold=args.entropy_threshold,

@@ -99,6 +99,30 @@ def register(subparsers) -> None:
     group.set_defaults(func=lambda args: group.print_help() or 2)
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Every argument, before the model is loaded or anything written."""
+    from ._checks import at_least, positive
+
+    if not (args.model / "config.json").is_file():
+        raise ValueError(f"{args.model}: not a transformers model folder (no config.json)")
+    for path in args.data:
+        if not path.exists():
+            raise FileNotFoundError(f"--data {path}: no such file or folder")
+    for option, path in (("--tokenizer", args.tokenizer), ("--init-heads", args.init_heads)):
+        if path is not None and not path.exists():
+            raise FileNotFoundError(f"{option} {path}: no such file or folder")
+    if args.output.exists() and not args.output.is_dir():
+        raise ValueError(f"-o {args.output}: is a file, expected a heads folder to write")
+    at_least("--horizon", args.horizon, 2)
+    for option in ("steps", "batch_size", "seq_len", "prompt_len", "checkpoint_every", "frequent", "negatives"):
+        at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
+    at_least("--warmup", args.warmup, 0)
+    positive("--lr", args.lr)
+    for option in ("batch_tokens", "head_hidden", "draft_vocab"):
+        if getattr(args, option) is not None:
+            at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
+
+
 def run_train_heads(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM
@@ -106,8 +130,7 @@ def run_train_heads(args: argparse.Namespace) -> int:
     from ..training import train_heads
     from ..training.head_loss import CandidateSoftmax
 
-    if not args.model.is_dir():
-        raise ValueError(f"model folder not found: {args.model}")
+    _check_arguments(args)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = AutoModelForCausalLM.from_pretrained(
         str(args.model), local_files_only=True, dtype=getattr(torch, args.dtype)

@@ -24,23 +24,42 @@ def add_prompt_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_record_args(args) -> None:
+    """The arguments of a recording (``trace record``, ``eval --live``), before any loading."""
+    from draftlattice.filekinds import expect_text
+
+    from ._checks import at_least
+    from ._target import check_target
+
+    at_least("--prompt-tokens", args.prompt_tokens, 1)
+    at_least("--max-new-tokens", args.max_new_tokens, 1)
+    at_least("--top-k", args.top_k, 1)
+    if args.wikitext_test is not None:
+        at_least("--wikitext-test", args.wikitext_test, 1)
+    at_least("--threads", args.threads, 0)
+    for path in (args.prompts, args.wikitext_path):
+        if path:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"{path}: no such prompts file")
+            expect_text(path)
+    check_target(args.model)
+
+
 def record_from_args(args):
+    """A trace recorded as the arguments say (checked first by :func:`check_record_args`)."""
     import torch
 
     from draftlattice.assets import WIKITEXT_TEST, data_file
     from draftlattice.evaluate.prompts import paragraph_prompts
     from draftlattice.evaluate.record import record_trace
-    from draftlattice.filekinds import expect_text
     from draftlattice.pairing import check_tokenizer_fits
     from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
 
     from ._target import load_target
 
+    check_record_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    for path in (args.prompts, args.wikitext_path):
-        if path:
-            expect_text(path)
     model, heads, tok, name = load_target(args.model, args.dtype)
     tokenizer = load_tokenizer(tok)
     check_tokenizer_fits(tokenizer, heads.vocab_size, tokenizer_name=str(tok))

@@ -12,16 +12,16 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 
 from __future__ import annotations
 
-import contextlib
+import json
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..assets import model_asset
 from ..ngram import NgramLM
 from .fetch import fetch_default
+from .progress import Callback, quiet_bars
 
 logger = logging.getLogger(__name__)
 
@@ -51,20 +51,6 @@ class DefaultModel:
         return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No "Loading weights" bar on stderr: a library loading its default model logs, never prints."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
-
-
 def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
     """``lm_models/smollm2`` (or ``models/smollm2``), checked to hold the heads and the LM."""
     folder = model_asset(ARTIFACTS, base=Path(models) if models is not None else None)
@@ -72,6 +58,21 @@ def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
         if not (folder / name).exists():
             raise FileNotFoundError(f"{folder / name} is missing: the default model's artifacts are incomplete")
     return folder
+
+
+def _checked_arguments(horizon, model_dir, models, lm) -> tuple[Path, NgramLM]:
+    """The artifacts folder and the opened LM, every argument checked: before any fetch or load."""
+    from ..filekinds import expect_lm
+
+    artifacts = artifacts_dir(models)
+    shipped = json.loads((artifacts / HEADS / "config.json").read_text())["horizon"]
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 2 <= horizon <= shipped:
+        raise ValueError(f"horizon must be an int in [2, {shipped}] (the shipped heads'), got {horizon!r}")
+    if model_dir is not None and not (Path(model_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a transformers model folder (no config.json)")
+    if lm is not None:
+        expect_lm(lm)
+    return artifacts, NgramLM(Path(lm) if lm is not None else artifacts / LM)
 
 
 def load_default(
@@ -83,6 +84,7 @@ def load_default(
     models: str | os.PathLike[str] | None = None,
     lm: str | os.PathLike[str] | None = None,
     allow_mismatch: bool = False,
+    progress: Callback | None = None,
 ) -> DefaultModel:
     """SmolLM2-135M-Instruct with its shipped heads and LM (fetched into the cache if needed).
 
@@ -95,8 +97,10 @@ def load_default(
         models: the shipped-models folder (default: see :mod:`draftlattice.assets`).
         lm: another n-gram LM over the model's token ids (default: the shipped ``katz4.dlm``).
         allow_mismatch: accept an LM built over another tokenizer (a warning; default: error).
+        progress: the fetch's progress callback (:func:`.fetch.fetch_default`), if it fetches.
 
     Raises:
+        ValueError, OSError: a bad argument (horizon, folder, LM file), before anything is fetched.
         FetchError: the model is not in the cache and cannot be fetched (:mod:`.fetch`).
         TokenizerMismatchError: the LM or the heads do not fit the model's tokenizer.
     """
@@ -109,15 +113,14 @@ def load_default(
 
     dtype = dtype if dtype is not None else torch.bfloat16
     device = torch.device(device) if device is not None else torch.device("cpu")
-    folder = Path(model_dir) if model_dir is not None else fetch_default()
-    artifacts = artifacts_dir(models)
+    artifacts, ngram = _checked_arguments(horizon, model_dir, models, lm)
+    folder = Path(model_dir) if model_dir is not None else fetch_default(progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    with _quiet_transformers():
+    with quiet_bars():  # no "Loading weights" bar: a library logs, never prints
         model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
     model = model.to(device).eval()
     heads = DraftHeads.from_pretrained(artifacts / HEADS, model).truncated(horizon).eval()
     sampling_heads = DraftHeads.from_pretrained(artifacts / SAMPLING_HEADS, model).truncated(horizon).eval()
-    ngram = NgramLM(Path(lm) if lm is not None else artifacts / LM)
     try:
         check_lm_for_model(ngram, model)
     except ValueError as error:  # TokenizerMismatchError
