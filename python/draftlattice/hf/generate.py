@@ -65,6 +65,7 @@ def generate(
     draft_lookup: int = 0,
     draft_lookup_tokens: int = LOOKUP_TOKENS,
     draft_streamer=None,
+    draft_step=None,
     streamer=None,
     draft_recorder=None,
     **kwargs,
@@ -103,6 +104,11 @@ def generate(
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
             (greedy decoding; for reports).
+        draft_step: a lean target step built from this model
+            (``draftlattice.lean.LeanLlama(model, weights="dense"|"int8"|"int4")``: static KV
+            cache, few ops per layer, quantized weights) that runs the target's forward instead
+            of the model's own, or None. Greedy output then equals that step's own greedy
+            decoding (``LeanLlama.greedy``), the quantized model's in int8/int4.
         draft_streamer: a transformers streamer fed with the tokens as they are committed.
             transformers' generate() does not hand its own ``streamer=`` to a callable
             ``custom_generate`` (it is a parameter of its default decoding loop), hence this
@@ -136,6 +142,7 @@ def generate(
         "draft_lookup_tokens": draft_lookup_tokens,
         "draft_streamer": draft_streamer,
         "draft_recorder": draft_recorder,
+        "draft_step": draft_step,
     }
     from transformers.generation import LogitsProcessorList, StoppingCriteriaList
 
@@ -158,6 +165,7 @@ def generate(
             **kwargs,
         )
     _reject_unsupported(model, generation_config, kwargs)
+    _check_prompt(model, input_ids, kwargs.get("attention_mask"))
     with torch.inference_mode():
         return _decode(model, input_ids, logits_processor, stopping_criteria, generation_config, kwargs, **draft_kwargs)
 
@@ -179,6 +187,19 @@ def _reject_unsupported(model, config, kwargs) -> None:
         raise ValueError(
             f"{type(model).__name__} transforms its logits after the output projection "
             "(soft-capping / scaling); draftlattice heads read lm_head(hidden) and do not support it"
+        )
+
+
+def _check_prompt(model, input_ids: Tensor, attention_mask: Tensor | None) -> None:
+    """An empty batch, or a prompt that leaves no position of the model's table, before any work."""
+    if input_ids.ndim != 2 or input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must be a non-empty [batch, prompt] tensor, got shape {list(input_ids.shape)}")
+    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    longest = int(attention_mask.sum(-1).max()) if attention_mask is not None else input_ids.shape[1]
+    if limit and longest >= limit:
+        raise ValueError(
+            f"a prompt of {longest} tokens leaves no position to generate at: the model's position table "
+            f"has {limit} (max_position_embeddings)"
         )
 
 
@@ -289,6 +310,7 @@ def _decode(
     draft_lookup_tokens,
     draft_streamer,
     draft_recorder,
+    draft_step,
 ):
     do_sample = bool(config.do_sample)
     drafter = _drafter(
@@ -308,6 +330,7 @@ def _decode(
         processors=processors,
         observer=None if do_sample else draft_recorder,  # steps of greedy decoding only
         streamer=draft_streamer,
+        step=draft_step,
     )
     input_ids = input_ids.to(output_embeddings(model).weight.device)
     stopper = _stopper(criteria, config, input_ids)
