@@ -18,8 +18,11 @@ def cache_layers(cache) -> list:
     """The cache's layers, each with ``keys``/``values`` ``[B, heads, L, head_dim]``.
 
     Only plain dynamic layers can be rolled back by indexing; sliding-window, static and
-    quantised layers raise ``ValueError``.
+    quantised layers raise ``ValueError``. The lean step's own cache
+    (:class:`draftlattice.lean.StaticCache`) edits itself: it has no layers to return.
     """
+    if _edits_itself(cache):
+        return []
     from transformers.cache_utils import DynamicLayer
 
     layers = getattr(cache, "layers", None)
@@ -36,6 +39,8 @@ def cache_layers(cache) -> list:
 
 def repeat_rows(cache, repeats: int) -> None:
     """Row ``b`` becomes rows ``b*repeats .. b*repeats+repeats-1`` (for "batch" verification)."""
+    if _edits_itself(cache):
+        return cache.repeat_rows(repeats)
     for layer in cache_layers(cache):
         layer.keys = layer.keys.repeat_interleave(repeats, dim=0)
         layer.values = layer.values.repeat_interleave(repeats, dim=0)
@@ -50,6 +55,8 @@ def keep_block(cache, past: int, rows: Tensor | None, index: Tensor) -> None:
     the context is not copied, the next forward's append copies it once anyway. Where the kept
     slots already are the block's first ones (the root alone, or the first draft's chain), and
     reading ``index`` costs nothing (the CPU), the cut is all there is to do."""
+    if _edits_itself(cache):
+        return cache.keep_block(past, rows, index)
     m = index.shape[1]
     if rows is None and index.device.type == "cpu" and bool((index == torch.arange(m)).all()):
         for layer in cache_layers(cache):
@@ -86,9 +93,16 @@ def compact(cache, kv_valid: Tensor, keep: int) -> Tensor:
     """Drop the holes: each row's valid slots, in order, right-aligned in ``keep`` slots (the
     largest valid count; shorter rows start with invalid slots, like left padding). Returns the
     new ``kv_valid [B, keep]``. Positions are explicit, so nothing else changes."""
+    if _edits_itself(cache):
+        return cache.compact(kv_valid, keep)
     order = torch.sort(kv_valid.to(torch.int8), dim=1, stable=True).indices[:, -keep:]  # [B, keep]
     for layer in cache_layers(cache):
         B, H, _, D = layer.keys.shape
         index = order.view(B, 1, keep, 1).expand(B, H, keep, D)
         layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
     return kv_valid.gather(1, order)
+
+
+def _edits_itself(cache) -> bool:
+    """A cache with its own edits (the lean step's static cache) rather than transformers' layers."""
+    return callable(getattr(cache, "keep_block", None))

@@ -67,6 +67,9 @@ class Engine:
             at every position (transformers' ``LogitsProcessorList``), or None.
         observer: a :class:`~.recording.StepObserver` (report and trace recording), or None.
         streamer: a transformers-style streamer (``put``/``end``) fed with row 0's tokens.
+        step: a lean target step built from ``model`` (:class:`draftlattice.lean.LeanLlama`:
+            static KV cache, dense/int8/int4 weights) run instead of transformers' forward, or
+            None. Its outputs are the step's own: in a quantized format, the quantized model's.
     """
 
     model: object
@@ -78,6 +81,7 @@ class Engine:
     processors: object = None
     observer: StepObserver | None = None
     streamer: object = None
+    step: object = None
     _lm_head: object = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +92,11 @@ class Engine:
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         self._lm_head = self.model.get_output_embeddings()
+        if self.step is not None and not self.step.shares_weights_with(self.model):
+            raise ValueError(
+                f"step was built for another model ({len(self.step.layers)} layers, hidden {self.step.hidden_size}, "
+                f"vocab {self.step.vocab_size}): build it with LeanLlama(model, weights)"
+            )
 
     def head_logits(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
         """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose
@@ -112,17 +121,24 @@ class Engine:
         """Decode ``input_ids [B, P]`` (left padding allowed, with ``attention_mask``) until
         ``stopper`` finishes every row. Returns each row's new tokens and the run's statistics.
 
-        ``cache``: a transformers ``DynamicCache`` to fill (default: a new one);
+        ``cache``: a transformers ``DynamicCache`` to fill (default: a new one; with a lean
+        ``step``, its own static cache, and a filled one is refused);
         ``max_length``: the longest sequence the run may produce (positions past the model's
         table are clamped for draft nodes that are never committed).
         """
-        if cache is None:
+        if self.step is not None:
+            if cache is not None and cache.get_seq_length():  # generate() hands over an empty one
+                raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")
+            cache = self.step.new_cache(input_ids.shape[0], input_ids.shape[1] + max(max_length, 0))
+        elif cache is None:
             from transformers import DynamicCache
 
             cache = DynamicCache()
         cache_layers(cache)  # refuse caches that cannot be rolled back, before any work
         device, dtype = self._lm_head.weight.device, self._lm_head.weight.dtype
-        target = Target(self.model, cache, dtype, self.processors, max_position(self.model, max_length), self.heads)
+        target = Target(
+            self.model, cache, dtype, self.processors, max_position(self.model, max_length), self.heads, self.step
+        )
         return _Run(self, target, input_ids.to(device), attention_mask, position_ids, stopper).decode()
 
 

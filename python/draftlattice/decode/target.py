@@ -31,12 +31,15 @@ class Target:
     max_position: int  #: largest position id a forward may use
     #: draft heads whose logits are computed with the target's, in one output projection
     heads: object = None
+    #: the lean step (:class:`draftlattice.lean.LeanLlama`) that runs the model's forward and
+    #: output layer instead of transformers' (its own cache: :meth:`LeanLlama.new_cache`), or None
+    step: object = None
 
     def __post_init__(self) -> None:
         from .attention import grouped_query_attention  # transformers is there: it made the model
 
         self.keyword = cache_keyword(self.model)
-        self.output_layer = self.model.get_output_embeddings()
+        self.output_layer = self.model.get_output_embeddings() if self.step is None else self.step.output_layer
         self._grouped_attention = grouped_query_attention
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
@@ -47,6 +50,8 @@ class Target:
         verification forward's own 4D mask, grouped-query attention reads the cache without
         repeating it (:mod:`.attention`).
         """
+        if self.step is not None:
+            return self.step.hidden(input_ids, position_ids.clamp(max=self.max_position), attention_mask, self.cache)
         explicit_mask = attention_mask is not None and attention_mask.ndim == 4
         with self._grouped_attention(self.model) if explicit_mask else nullcontext():
             out = self.model.base_model(
@@ -60,6 +65,8 @@ class Target:
 
     def logits(self, hidden: Tensor) -> Tensor:
         """The model's own float32 logits at ``hidden [..., d]``."""
+        if self.step is not None:
+            return self.step.logits(hidden)
         return self.output_layer(hidden).float()
 
     def node_logits(self, hidden: Tensor) -> tuple[Tensor, Tensor | None]:

@@ -1,0 +1,193 @@
+"""A lean forward of a Llama-architecture model: the engine's target step without transformers'
+per-call overhead.
+
+Why: at the default model's size (135M parameters, 30 layers) transformers' eager step spends as
+much time in Python and small ops (a dozen norm, rotary and cache ops per layer, mask building,
+cache concatenation) as in its matmuls, and reads every weight in bf16. This step is the same
+mathematics in few ops per layer: the query/key/value projections fused into one matmul and the
+gate/up projections into another, one fused RMS norm, the rotary tables looked up instead of
+recomputed, keys and values written in place into a :class:`~.cache.StaticCache`, grouped-query
+attention without repeating the cache, and the weights in the format asked for
+(:mod:`.linear`: dense, int8 or int4).
+
+It reads the weights of a transformers ``LlamaForCausalLM`` (shared, not copied, for dense
+weights in the model's dtype) and leaves that model untouched: plain ``generate()`` still runs the
+original. The engine calls it through ``Engine(step=...)`` / ``generate(..., draft_step=...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..decode.cache import additive_mask
+from .cache import StaticCache
+from .linear import DenseLinear, check_weights, make_linear
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_TYPES = ("llama",)
+INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
+
+
+class _Layer:
+    """One decoder layer's weights in the step's format."""
+
+    def __init__(self, layer, weights: str, dtype: torch.dtype) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+        self.qkv = make_linear(qkv, weights, dtype)
+        self.o = make_linear(attn.o_proj.weight, weights, dtype)
+        self.gate_up = make_linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), weights, dtype)
+        self.down = make_linear(mlp.down_proj.weight, weights, dtype)
+        self.attn_norm = layer.input_layernorm.weight.detach().to(dtype)
+        self.mlp_norm = layer.post_attention_layernorm.weight.detach().to(dtype)
+
+
+class LeanLlama:
+    """The target step of a Llama-architecture model in weight format ``weights``.
+
+    Attributes:
+        weights: "dense", "int8" or "int4" (:data:`~.linear.WEIGHT_FORMATS`).
+        dtype: the compute dtype (the model's for dense weights, bfloat16 for quantized ones).
+    """
+
+    def __init__(self, model, weights: str = "dense") -> None:
+        config = model.config
+        model_type = getattr(config, "model_type", None)
+        if model_type not in SUPPORTED_TYPES:
+            raise ValueError(
+                f"the lean step supports {', '.join(SUPPORTED_TYPES)} models, not {model_type!r} "
+                f"({type(model).__name__}): decode it without draft_step"
+            )
+        for flag in ("attention_bias", "mlp_bias"):
+            if getattr(config, flag, False):
+                raise ValueError(f"the lean step does not support {flag}=True (model {type(model).__name__})")
+        self.weights = check_weights(weights)
+        model_dtype = model.get_output_embeddings().weight.dtype
+        self.dtype = model_dtype if weights == "dense" else torch.bfloat16
+        self.model_type = model_type
+        self.hidden_size = config.hidden_size
+        self.heads = config.num_attention_heads
+        self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(config, "head_dim", None) or self.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.max_positions = config.max_position_embeddings
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        body = model.base_model
+        self.device = model.get_output_embeddings().weight.device
+        self.embed = body.embed_tokens.weight.detach().to(self.dtype)
+        self.layers = [_Layer(layer, weights, self.dtype) for layer in body.layers]
+        self.norm = body.norm.weight.detach().to(self.dtype)
+        head_format = "dense" if weights == "dense" else "int8"  # the output layer decides; 4 bits are too coarse
+        self.output_layer = make_linear(model.get_output_embeddings().weight, head_format, self.dtype)
+        positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
+        cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
+        self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
+        logger.info(
+            "lean step: %s, %d layers, %s weights (%.0f MB), %s compute",
+            type(model).__name__,
+            len(self.layers),
+            weights,
+            self.nbytes / 1e6,
+            self.dtype,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of weights one step reads (linear layers and the output layer)."""
+        linears = [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+        return sum(lin.nbytes for lin in linears) + self.output_layer.nbytes
+
+    def new_cache(self, batch: int, capacity: int = INITIAL_CAPACITY) -> StaticCache:
+        """An empty cache for ``batch`` rows."""
+        return StaticCache(len(self.layers), batch, self.kv_heads, self.head_dim, capacity, self.dtype, self.device)
+
+    def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None, cache: StaticCache):
+        """Final normalised hidden states ``[B, T, d]`` of ``input_ids [B, T]`` at ``position_ids
+        [B, T]``; the new keys/values are appended to ``cache``.
+
+        ``attention_mask``: None or ``[B, T]`` (a prompt: causal, 0 marks padding) when the
+        cache is empty; else the engine's additive ``[B, 1, T, length + T]`` mask."""
+        B, T = input_ids.shape
+        mask = self._mask(attention_mask, cache, B, T)
+        cache.reserve(T)
+        cos = self.cos[position_ids].unsqueeze(2)  # [B, T, 1, hd]
+        sin = self.sin[position_ids].unsqueeze(2)
+        x = F.embedding(input_ids, self.embed)
+        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for i, layer in enumerate(self.layers):
+            h = _rms_norm(x, layer.attn_norm, self.eps)
+            qkv = layer.qkv(h)
+            qk = qkv[..., : q_width + kv_width].view(B, T, self.heads + self.kv_heads, self.head_dim)
+            qk = qk * cos + _rotate_half(qk) * sin
+            q = qk[:, :, : self.heads].transpose(1, 2)
+            k = qk[:, :, self.heads :].transpose(1, 2)
+            v = qkv[..., q_width + kv_width :].view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            keys, values = cache.write(i, k, v)
+            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+            x = x + layer.o(attn.transpose(1, 2).reshape(B, T, q_width))
+            h = _rms_norm(x, layer.mlp_norm, self.eps)
+            gate, up = layer.gate_up(h).chunk(2, dim=-1)
+            x = x + layer.down(F.silu(gate) * up)
+        cache.advance(T)
+        return _rms_norm(x, self.norm, self.eps)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """float32 logits at ``hidden [..., d]``."""
+        return self.output_layer(hidden.to(self.dtype)).float()
+
+    def _mask(self, attention_mask: Tensor | None, cache: StaticCache, B: int, T: int) -> Tensor:
+        if attention_mask is not None and attention_mask.ndim == 4:
+            return attention_mask.to(self.dtype)
+        if cache.length:
+            raise ValueError("a lean step over a filled cache needs the engine's 4D mask")
+        keys = torch.ones(B, T, dtype=torch.bool, device=self.device)
+        if attention_mask is not None:
+            keys = attention_mask.to(self.device).bool()
+        block = torch.ones(T, T, dtype=torch.bool, device=self.device).tril() & keys.unsqueeze(1)
+        return additive_mask(keys[:, :0], block, self.dtype)
+
+    @torch.inference_mode()
+    def greedy(self, input_ids: Tensor, max_new_tokens: int, eos_token_id: int | None = None) -> list[int]:
+        """Plain greedy decoding of one prompt ``[1, P]``, one token per step: the format's own
+        reference output (and its one-token step) for drafted decoding to agree with."""
+        if input_ids.ndim != 2 or input_ids.shape[0] != 1:
+            raise ValueError(f"greedy decodes one prompt [1, P], got shape {tuple(input_ids.shape)}")
+        P = input_ids.shape[1]
+        cache = self.new_cache(1, P + max_new_tokens)
+        positions = torch.arange(P, device=self.device).unsqueeze(0)
+        hidden = self.hidden(input_ids.to(self.device), positions, None, cache)
+        out: list[int] = []
+        for step in range(max_new_tokens):
+            token = int(self.logits(hidden[0, -1]).argmax())
+            out.append(token)
+            if token == eos_token_id or step + 1 == max_new_tokens:
+                break
+            ids = torch.tensor([[token]], device=self.device)
+            mask = torch.zeros(1, 1, 1, cache.length + 1, dtype=self.dtype, device=self.device)
+            hidden = self.hidden(ids, torch.tensor([[P + step]], device=self.device), mask, cache)
+        return out
+
+    def shares_weights_with(self, model) -> bool:
+        """Whether this step was built from ``model`` (its output layer in dense format) or a
+        model of the same shapes."""
+        weight = model.get_output_embeddings().weight
+        if isinstance(self.output_layer, DenseLinear) and self.output_layer.weight.data_ptr() == weight.data_ptr():
+            return True
+        return tuple(weight.shape) == (self.vocab_size, self.hidden_size) and len(self.layers) == len(
+            model.base_model.layers
+        )
+
+
+def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """transformers' ``LlamaRMSNorm``: normalised in float32, cast back, then scaled."""
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -1,0 +1,205 @@
+"""The lean target step (draftlattice.lean): the same model as transformers' forward, its
+quantized formats as exact as their codes, and the engine's guarantees kept when it runs the step.
+
+References: transformers' own ``base_model`` forward and ``generate()`` (float32, dense weights);
+the dequantized codes of each format (int8, int4) for the quantized layers; the step's own
+one-token-at-a-time greedy decoding (``LeanLlama.greedy``) for drafted decoding in a quantized
+format; an exactly enumerated law for sampling through a quantized step.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import draftlattice.hf as dlhf
+from _engine_models import PROMPTS, run, trained
+from _hf_models import gpt2, left_padded, llama
+from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.lean import LeanLlama, StaticCache
+from draftlattice.lean.linear import Int4Linear, Int8Linear, make_linear
+from draftlattice.verify import sampling_distribution
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# hidden and intermediate sizes divisible by the int4 group (32)
+QUANTIZABLE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+
+
+def test_dense_step_equals_the_model_forward_with_left_padding():
+    model = llama(seed=5)
+    ids, mask = left_padded([[3, 4, 5, 6, 7], [9, 1]])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    lean = LeanLlama(model, "dense")
+    with torch.inference_mode():
+        expected = model.model(input_ids=ids, attention_mask=mask, position_ids=positions).last_hidden_state
+        got = lean.hidden(ids, positions, mask, lean.new_cache(2, 3))  # capacity grows past 3
+    keep = mask.bool()
+    torch.testing.assert_close(got[keep], expected[keep], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+def test_drafted_greedy_with_the_dense_step_equals_generate(layout):
+    model, heads = trained()
+    lean = LeanLlama(model, "dense")
+    ids, mask = left_padded(PROMPTS)
+    expected = model.generate(ids, attention_mask=mask, max_new_tokens=24, do_sample=False, pad_token_id=0)
+    got = model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=24,
+        do_sample=False,
+        pad_token_id=0,
+        custom_generate=dlhf.generate,
+        draft_heads=heads,
+        draft_p=3,
+        draft_verify=layout,
+        draft_step=lean,
+        return_dict_in_generate=True,
+    )
+    assert torch.equal(got.sequences, expected)
+    assert got.draft_stats.tokens_per_call > 1.2  # drafts were accepted: cache edits were exercised
+
+
+def _q4_1_weight(out_features: int, in_features: int, seed: int) -> torch.Tensor:
+    """A weight made like a Q4_1 tensor: per group of 32, ``min + scale * q`` with q in 0..15
+    using both ends (bf16-exact scales and minima, so the codes are recoverable exactly)."""
+    g = torch.Generator().manual_seed(seed)
+    groups = in_features // 32
+    codes = torch.randint(0, 16, (out_features, groups, 32), generator=g)
+    codes[..., 0], codes[..., 1] = 0, 15
+    scale = (torch.rand(out_features, groups, 1, generator=g) * 0.01 + 0.001).bfloat16().float()
+    low = (-7.5 * scale + torch.randn(out_features, groups, 1, generator=g) * 0.002).bfloat16().float()
+    return (low + scale * codes).view(out_features, in_features)
+
+
+def test_int4_recovers_q4_1_codes():
+    weight = _q4_1_weight(96, 128, seed=1)
+    layer = Int4Linear(weight)
+    eye = torch.eye(128, dtype=torch.bfloat16)
+    dequantized = layer(eye).float().t()  # [out, in]
+    torch.testing.assert_close(dequantized, weight.bfloat16().float(), rtol=1e-2, atol=2e-4)
+    x = torch.randn(5, 128).bfloat16()
+    torch.testing.assert_close(layer(x).float(), x.float() @ weight.t(), rtol=2e-2, atol=2e-2)
+
+
+def test_int8_is_per_channel_symmetric():
+    weight = torch.randn(40, 64, generator=torch.Generator().manual_seed(2))
+    layer = Int8Linear(weight)
+    scale = weight.abs().amax(1, keepdim=True) / 127
+    dequantized = (weight / scale).round() * scale
+    x = torch.randn(3, 7, 64).bfloat16()
+    got = layer(x)
+    assert got.shape == (3, 7, 40)
+    torch.testing.assert_close(got.float(), x.float() @ dequantized.t(), rtol=2e-2, atol=2e-2)
+    assert (dequantized - weight).abs().max() <= scale.max() / 2 + 1e-6
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_drafted_greedy_in_a_quantized_format_follows_its_own_greedy(weights):
+    """Drafts verified in one forward, cache edited in place: the output is the quantized
+    model's own one-token-at-a-time greedy output, up to bf16 rounding. Several tokens in one
+    forward round differently from one at a time, so where the two first differ, the reference's
+    two candidates must be within rounding of each other (a cache or mask bug gives wide gaps)."""
+    model = llama(seed=7, vocab=48, **QUANTIZABLE)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)  # a peaked model: drafts accepted and rejected, wide margins
+    model = model.to(torch.bfloat16)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    lean = LeanLlama(model, weights)
+    engine = Engine(model, heads, LatticeDrafter(None, k=4, p=3), step=lean)
+    agreeing = 0
+    for prompt in PROMPTS:
+        ids = torch.tensor([prompt])
+        drafted, _, _ = run(engine, ids, 20)
+        reference = lean.greedy(ids, 20)
+        first = next((i for i, (a, b) in enumerate(zip(drafted[0], reference)) if a != b), None)
+        if first is None:
+            agreeing += 1
+            continue
+        with torch.inference_mode():
+            prefix = torch.tensor([prompt + reference[:first]])
+            positions = torch.arange(prefix.shape[1]).unsqueeze(0)
+            logits = lean.logits(lean.hidden(prefix, positions, None, lean.new_cache(1)))[0, -1]
+        gap = float(logits[reference[first]] - logits[drafted[0][first]])
+        assert 0 <= gap <= 2**-6 * float(logits.abs().max()), (prompt, first, gap)
+    assert agreeing >= len(PROMPTS) - 2
+
+
+def test_sampling_through_a_quantized_step_keeps_its_law():
+    """Lossless sampling with an int4 step: the output law is the int4 model's own (enumerated
+    from the step's forward over every continuation)."""
+    V, NEW, ROWS, prompt = 6, 3, 6000, [1, 2, 3]
+    model = llama(vocab=V, seed=3, **QUANTIZABLE)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    model = model.to(torch.bfloat16)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    lean = LeanLlama(model, "int4")
+    sampling = Sampling(temperature=0.9, top_k=5)
+    continuations = list(itertools.product(range(V), repeat=NEW))
+    batch = torch.tensor([prompt + list(c) for c in continuations])
+    with torch.inference_mode():
+        positions = torch.arange(batch.shape[1]).expand_as(batch)
+        hidden = lean.hidden(batch, positions, None, lean.new_cache(len(batch)))
+        logits = lean.logits(hidden)[:, len(prompt) - 1 : -1].double()
+    probs = sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
+    law = probs.gather(-1, batch[:, len(prompt) :, None]).squeeze(-1).prod(-1)
+    torch.manual_seed(5)
+    engine = Engine(
+        model,
+        heads,
+        LatticeDrafter(None, k=4, p=2, sample_alpha=1.0),
+        sample_rule="multi",
+        sampling=sampling,
+        processors=sampling.processors(),
+        step=lean,
+    )
+    ids = torch.tensor([prompt] * ROWS)
+    tokens, _ = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(prompt) + NEW)
+    from test_engine_sampling import law_p_value
+
+    assert law_p_value({c: float(p) for c, p in zip(continuations, law)}, _counts(tokens)) > 1e-3
+
+
+def _counts(tokens) -> dict[tuple[int, ...], int]:
+    counts: dict[tuple[int, ...], int] = {}
+    for row in tokens:
+        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    return counts
+
+
+def test_the_cache_grows_and_keeps_its_contents():
+    cache = StaticCache(layers=1, batch=1, kv_heads=1, head_dim=2, capacity=2, dtype=torch.float32, device="cpu")
+    for step in range(5):
+        cache.reserve(1)
+        cache.write(0, torch.full((1, 1, 1, 2), float(step)), torch.full((1, 1, 1, 2), -float(step)))
+        cache.advance(1)
+    assert cache.capacity == 8 and cache.get_seq_length() == 5
+    assert cache.keys[0][0, 0, :5, 0].tolist() == [0, 1, 2, 3, 4]
+    cache.keep_block(2, None, torch.tensor([[2, 0]]))  # of the block 2..4 keep slots 4 and 2
+    assert cache.length == 4 and cache.values[0][0, 0, :4, 0].tolist() == [0, -1, -4, -2]
+
+
+def test_bad_settings_are_refused_before_any_work():
+    model = llama(seed=1)
+    with pytest.raises(ValueError, match="weights must be one of dense, int8, int4, got 'int3'"):
+        LeanLlama(model, "int3")
+    with pytest.raises(ValueError, match="not 'gpt2'"):
+        LeanLlama(gpt2(), "dense")
+    with pytest.raises(ValueError, match="in_features divisible by 32"):
+        LeanLlama(llama(seed=1, hidden_size=48, intermediate_size=64).to(torch.bfloat16), "int4")
+    with pytest.raises(ValueError, match="compute in bfloat16"):
+        make_linear(torch.zeros(32, 32), "int8", torch.float32)
+    other = LeanLlama(llama(seed=1, vocab=40), "dense")
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    with pytest.raises(ValueError, match="built for another model"):
+        Engine(model, heads, LatticeDrafter(None, k=2, p=1), step=other)
+    engine = Engine(model, heads, LatticeDrafter(None, k=2, p=1), step=LeanLlama(model, "dense"))
+    ids = torch.tensor([[1, 2]])
+    with torch.inference_mode():
+        filled = model(ids, use_cache=True).past_key_values
+    with pytest.raises(ValueError, match="its own cache"):
+        engine.run(ids, RowStopper(ids, 2, set(), [], 0), cache=filled, max_length=4)
