@@ -72,22 +72,41 @@ def _context_free_processors() -> tuple[type, ...]:
     return tuple(getattr(lp, name) for name in names if hasattr(lp, name))
 
 
+# Per-row state of transformers' own processors: tensors [B, ...] that generate() builds from the
+# batch. Their other tensors hold token ids (EOS ids, suppressed tokens), whatever their length.
+_TRANSFORMERS_PER_ROW = {"RepetitionPenaltyLogitsProcessor": ("prompt_ignore_length",)}
+
+
+def _per_row_state(proc, batch: int) -> dict[str, Tensor]:
+    """The attributes of ``proc`` that hold one entry per row of the batch: for transformers'
+    processors those of ``_TRANSFORMERS_PER_ROW``; for other (user) processors, every tensor
+    attribute whose first dimension is the batch."""
+    kind = type(proc)
+    if kind.__module__.startswith("transformers."):
+        names = _TRANSFORMERS_PER_ROW.get(kind.__name__, ())
+    else:
+        names = tuple(vars(proc))
+    state = {name: getattr(proc, name, None) for name in names}
+    return {
+        name: value
+        for name, value in state.items()
+        if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch
+    }
+
+
 def row_processors(processors, row: int, batch: int, copies: int):
     """``processors`` seen by ``copies`` copies of sequence ``row`` of a batch of ``batch``.
 
     generate() builds some processors with per-row state (the repetition penalty's
-    ``prompt_ignore_length [B]``, the left-padding lengths); tensor attributes whose first
-    dimension is the batch are sliced to ``row`` and repeated ``copies`` times.
+    ``prompt_ignore_length [B]``, the left-padding lengths); those tensors
+    (:func:`_per_row_state`) are sliced to ``row`` and repeated ``copies`` times. A tensor of
+    token ids that happens to have B entries (e.g. two EOS ids in a batch of two) is left whole.
     """
     from transformers.generation.logits_process import LogitsProcessorList
 
     views = LogitsProcessorList()
     for proc in processors:
-        per_row = {
-            name: value
-            for name, value in vars(proc).items()
-            if isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch
-        }
+        per_row = _per_row_state(proc, batch)
         if per_row:
             proc = copy.copy(proc)
             for name, value in per_row.items():
