@@ -10,6 +10,8 @@ from transformers import (
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -37,9 +39,9 @@ def llama(vocab: int = V, seed: int = 0, **config):
     return LlamaForCausalLM(LlamaConfig(**{**settings, **config})).eval()
 
 
-def gpt2(vocab: int = V, seed: int = 1):
+def gpt2(vocab: int = V, seed: int = 1, **config):
     torch.manual_seed(seed)
-    cfg = GPT2Config(
+    settings = dict(
         vocab_size=vocab,
         n_embd=32,
         n_layer=2,
@@ -48,13 +50,21 @@ def gpt2(vocab: int = V, seed: int = 1):
         bos_token_id=vocab - 1,
         eos_token_id=vocab - 1,
     )
-    return GPT2LMHeadModel(cfg).eval()
+    return GPT2LMHeadModel(GPT2Config(**{**settings, **config})).eval()
 
 
-def qwen2(vocab: int = V, seed: int = 2):
+def qwen2(vocab: int = V, seed: int = 2, **config):
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=vocab, **TINY_DECODER, use_sliding_window=False)
-    return Qwen2ForCausalLM(cfg).eval()
+    settings = dict(vocab_size=vocab, **TINY_DECODER, use_sliding_window=False)
+    return Qwen2ForCausalLM(Qwen2Config(**{**settings, **config})).eval()
+
+
+def mistral(vocab: int = V, seed: int = 3, **config):
+    """Grouped-query attention with groups of 4 (8 query heads over 2 key/value heads)."""
+    torch.manual_seed(seed)
+    settings = dict(vocab_size=vocab, **TINY_DECODER, sliding_window=None)
+    settings.update(num_attention_heads=8, num_key_value_heads=2)
+    return MistralForCausalLM(MistralConfig(**{**settings, **config})).eval()
 
 
 MODELS = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}
