@@ -64,3 +64,29 @@ def test_the_setting_is_restored_after_an_error_and_other_implementations_are_le
     with grouped_query_attention(eager):
         assert eager.config._attn_implementation == "eager"
     assert eager.config._attn_implementation == "eager"
+
+
+def test_a_forward_in_another_thread_meanwhile_computes_what_it_computes_without_the_switch():
+    """Threads sharing one model (each running generate()): while one holds the switch, another
+    thread's forward of a left-padded prompt gets sdpa's own mask and attention, bit for bit
+    (found by tests/test_concurrency.py: it got no mask at all, transformers' choice for an
+    attention name without a mask function of its own)."""
+    import threading
+
+    model = llama()
+    ids = torch.tensor([[0, 0, 5, 6, 7], [1, 2, 3, 4, 5]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    with torch.inference_mode():
+        alone = model(ids, attention_mask=mask).logits
+        meanwhile = {}
+        with grouped_query_attention(model):
+            thread = threading.Thread(
+                target=lambda: meanwhile.setdefault("logits", model(ids, attention_mask=mask).logits)
+            )
+            thread.start()
+            thread.join()
+            with grouped_query_attention(model):  # nested / a second forward at once: restored at the last exit
+                pass
+            assert model.config._attn_implementation == GROUPED_SDPA
+    assert model.config._attn_implementation == "sdpa"
+    assert torch.equal(meanwhile["logits"], alone)
