@@ -67,12 +67,17 @@ class DemoSettings:
 
 @dataclass
 class RowSpec:
-    """One way of decoding: its name, how it is described, and its generate() keywords."""
+    """One way of decoding: its name, how it is described, and its generate() keywords; or a
+    ``runner`` of its own (``(prompt ids, max_new_tokens) -> (new ids, serial calls)``: the lean
+    step's plain greedy decoding, llama.cpp's). ``reference`` names the row whose outputs it
+    should agree with (plain greedy decoding of the same weights)."""
 
     name: str
     settings: str
     verifier: str
     kwargs: dict
+    runner: Callable | None = None
+    reference: str = "generate"
 
 
 @dataclass
@@ -123,8 +128,10 @@ def check_candidates(k: int, p: int, vocab_size: int) -> None:
         )
 
 
-def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
-    """The demo's rows for greedy decoding or, with a temperature, for sampling."""
+def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
+    """The demo's rows for greedy decoding or, with a temperature, for sampling; with a lean step
+    (``bundle.step``) the drafted rows run it, and a ``lean`` row decodes with it plainly (their
+    reference). ``extra_rows``: greedy reference rows of other decoders (llama.cpp's)."""
     import draftlattice.hf as dlhf
 
     st = settings
@@ -132,10 +139,20 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
     h = bundle.heads.horizon
     copy = {"draft_lookup": st.lookup, "draft_lookup_tokens": st.lookup_tokens}
     copy_label = f"ngram_tree + a context copy (n<={st.lookup}, <={st.lookup_tokens} tokens)"
+    step = getattr(bundle, "step", None)
+    if step is not None:
+        draft["draft_step"] = step
     if not st.sampling:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
-        return [
+        drafted = [
+            RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
+            RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
+            RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
+            RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
+            RowSpec("ngram_lookup_tree", copy_label, "tree", {**ngram, "draft_p": st.p, **copy}),
+        ]
+        plain = [
             RowSpec("generate", "plain greedy generate()", "-", {}),
             RowSpec(
                 "prompt_lookup",
@@ -143,12 +160,19 @@ def row_specs(bundle, settings: DemoSettings) -> list[RowSpec]:
                 "chain",
                 {"prompt_lookup_num_tokens": st.prompt_lookup_tokens},
             ),
-            RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
-            RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
-            RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
-            RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
-            RowSpec("ngram_lookup_tree", copy_label, "tree", {**ngram, "draft_p": st.p, **copy}),
         ]
+        if step is not None:
+            plain.append(
+                RowSpec(
+                    "lean",
+                    f"plain greedy, lean step, {step.weights} weights",
+                    "-",
+                    {},
+                    runner=step_runner(step, bundle.model),
+                )
+            )
+            drafted = [RowSpec(**{**spec.__dict__, "reference": "lean"}) for spec in drafted]
+        return plain + list(extra_rows) + drafted
     heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
     ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}
     return [
@@ -199,8 +223,13 @@ class TrunkCalls:
 
 
 def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSettings, max_new_tokens: int, seed: int):
-    """``(new token ids, trunk calls, seconds, accepted per call)`` of one generate() call."""
+    """``(new token ids, serial target calls, seconds, accepted per call)`` of one generate()
+    call (or the row's own runner)."""
     model = bundle.model
+    if spec.runner is not None:
+        start = time.perf_counter()
+        tokens, calls = spec.runner(prompt.ids, max_new_tokens)
+        return tokens, calls, time.perf_counter() - start, []
     ids = torch.tensor([prompt.ids], device=model.device)
     sampling = (
         {"do_sample": True, "temperature": settings.temperature, "top_p": settings.top_p, "top_k": 0}
@@ -217,12 +246,28 @@ def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSetting
     sequences = out.sequences if hasattr(out, "sequences") else out
     stats = getattr(out, "draft_stats", None)
     accepted = [a[0] for a in stats.accepted] if stats is not None else []
-    return sequences[0, len(prompt.ids) :].tolist(), calls.count, seconds, accepted
+    count = stats.target_calls if stats is not None else calls.count  # a lean step calls no trunk
+    return sequences[0, len(prompt.ids) :].tolist(), count, seconds, accepted
 
 
-def run_demo(bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress: Callable | None = None) -> list[Row]:
+def step_runner(step, model) -> Callable:
+    """Plain greedy decoding with the lean step (its weight format's own reference output),
+    stopping at ``model``'s EOS like ``generate()``."""
+    eos = model.generation_config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+
+    def run(ids: list[int], max_new_tokens: int) -> tuple[list[int], int]:
+        tokens = step.greedy(torch.tensor([ids], device=step.device), max_new_tokens, eos)
+        return tokens, len(tokens)
+
+    return run
+
+
+def run_demo(
+    bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress: Callable | None = None, extra_rows=()
+) -> list[Row]:
     """Every row over every prompt (see the module docstring); the first row is ``generate``."""
-    rows = [Row(spec) for spec in row_specs(bundle, settings)]
+    rows = [Row(spec) for spec in row_specs(bundle, settings, extra_rows)]
     for row in rows:  # warm-up: first calls allocate and tune kernels
         decode_once(bundle, row.spec, prompts[0], settings, min(8, settings.max_new_tokens), settings.seed)
     items = progress(prompts, desc="demo") if progress else prompts
@@ -236,8 +281,9 @@ def run_demo(bundle, prompts: list[DemoPrompt], settings: DemoSettings, progress
                 row.calls += calls
                 row.seconds += seconds
                 row.accepted += accepted
-    reference = rows[0].outputs
+    by_name = {row.name: row for row in rows}
     for row in rows[1:]:
+        reference = by_name.get(row.spec.reference, rows[0]).outputs
         row.agreeing = sum(a == b for a, b in zip(row.outputs, reference))
         row.identical = None if settings.sampling else row.agreeing == len(reference)
     logger.info("demo: %s", ", ".join(f"{r.name} {r.block_efficiency:.2f}" for r in rows))

@@ -26,10 +26,20 @@ class DemoReport:
     def reference(self) -> Row:
         return self.rows[0]
 
+    def reference_of(self, row: Row) -> Row:
+        """The plain decoding ``row`` should agree with: ``generate`` or, for rows run by the lean
+        step, its own plain greedy row (the same weights)."""
+        return next((r for r in self.rows if r.name == row.spec.reference), self.reference)
+
+    def drafted(self) -> list[Row]:
+        """The rows that verify drafts of their own (not plain decoders, not prompt lookup)."""
+        return [r for r in self.rows if r.spec.verifier != "-" and r.name != "prompt_lookup"]
+
     def agreement(self, row: Row) -> tuple[int, int, int, int]:
-        """(outputs equal to generate()'s, outputs, tokens before each output's first difference
-        from generate()'s, generate()'s tokens): how far a row agrees with plain decoding."""
-        reference = self.reference.outputs
+        """(outputs equal to its reference's, outputs, tokens before each output's first
+        difference from the reference's, the reference's tokens): how far a row agrees with
+        plain decoding of the same weights."""
+        reference = self.reference_of(row).outputs
         same = sum(list(a) == list(b) for a, b in zip(row.outputs, reference))
         prefix = sum(_common_prefix(a, b) for a, b in zip(row.outputs, reference))
         return same, len(reference), prefix, sum(len(b) for b in reference)
@@ -38,14 +48,14 @@ class DemoReport:
         """Why drafted outputs can differ from generate()'s, or that they do not; None when sampling."""
         if self.settings.sampling:
             return None
-        drafted = [r for r in self.rows[1:] if r.name != "prompt_lookup"]
+        drafted = self.drafted()
         if all(r.identical for r in drafted):
             return f"{self.dtype}: every drafted output is token for token generate()'s (checked)."
         return (
             f"In {self.dtype} a drafted row verifies several tokens in one forward, which rounds "
             "differently from generate()'s one token at a time; where two tokens are nearly tied the "
             "other one can win, and the texts part from there (transformers' own prompt lookup does "
-            "the same). \"Tokens\" counts the tokens before each output's first difference. "
+            'the same). "Tokens" counts the tokens before each output\'s first difference. '
             "--dtype float32 makes every drafted output identical to generate()'s, and the demo checks it."
         )
 
@@ -60,12 +70,11 @@ class DemoReport:
             + ("calls | tokens |" if sampling else "= generate |"),
             "|---|---|---|---:|---:|---:|" + ("---:|---:|" if sampling else "---|"),
         ]
-        n = len(self.prompts)
         for row in self.rows:
             last = (
                 f"{row.calls} | {row.tokens} |"
                 if sampling
-                else ("(reference) |" if row is self.reference else f"{self._agreement_cell(row)} |")
+                else ("(reference) |" if self.reference_of(row) is row else f"{self._agreement_cell(row)} |")
             )
             lines.append(
                 f"| {row.name} | {row.spec.settings} | {row.spec.verifier} | {row.block_efficiency:.3f} "
@@ -75,7 +84,9 @@ class DemoReport:
 
     def _agreement_cell(self, row: Row) -> str:
         same, n, prefix, total = self.agreement(row)
-        return f"{same}/{n}" if same == n else f"{same}/{n}, {100 * prefix / max(total, 1):.0f}% of tokens"
+        cell = f"{same}/{n}" if same == n else f"{same}/{n}, {100 * prefix / max(total, 1):.0f}% of tokens"
+        reference = self.reference_of(row)
+        return cell if reference is self.reference else f"{cell} (vs {reference.name})"
 
     def to_json(self) -> dict:
         """``demo --json``: ``{"rows": [...], "outputs": [text per prompt], ...}``."""
@@ -132,7 +143,7 @@ class DemoReport:
         return "\n".join(out)
 
     def identity_line(self) -> str:
-        drafted = [r for r in self.rows[1:] if r.name != "prompt_lookup"]
+        drafted = self.drafted()
         n = len(self.prompts)
         agree = sum(r.agreeing for r in drafted)
         if all(r.identical for r in drafted):

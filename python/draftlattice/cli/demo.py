@@ -7,6 +7,7 @@ The model is fetched into the user cache on first use (``draftlattice model fetc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ from pathlib import Path
 from ..pairing import ALLOW_MISMATCH_HELP
 from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
+
+DEFAULT_P = 4  #: drafts of the tree rows when nothing is fitted
+BUDGET_TABLE = "draft_budget.json"  #: the drafter's gains per p, beside the shipped heads (bench/draft_budget.py)
 
 
 def register(subparsers) -> None:
@@ -32,7 +36,13 @@ def register(subparsers) -> None:
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     p.add_argument("--horizon", type=int, default=4, help="h: drafts of h - 1 tokens from heads 2..h (default 4)")
     p.add_argument("--k", type=int, default=8, help="lattice candidates per head (default 8)")
-    p.add_argument("--p", type=int, default=4, help="drafts of the tree rows (default 4)")
+    p.add_argument(
+        "--p",
+        type=int,
+        help="drafts of the tree rows (default: fitted to this machine: the p of the highest predicted "
+        "tokens/s from the lean step's cost against nodes, measured once and cached, and the drafter's "
+        "measured gains; 4 with --step transformers)",
+    )
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
     p.add_argument(
         "--lookup",
@@ -64,6 +74,25 @@ def register(subparsers) -> None:
     p.add_argument("--model-dir", type=Path, help="transformers folder of the model (default: fetched)")
     p.add_argument("--models", type=Path, help="shipped-models directory (default: lm_models/)")
     p.add_argument("--data", type=Path, help="WikiText-2 raw test.txt (default: in the shared data directory)")
+    p.add_argument(
+        "--weights",
+        choices=["dense", "int8", "int4"],
+        help="weight format of the lean target step that runs the drafted rows: dense (the model's "
+        "dtype), int8 or int4 (weight-only, bfloat16 compute, CPU; int4 is the GGUF's own Q4_1 "
+        "scheme). Default: int4, or dense with --dtype float32",
+    )
+    p.add_argument(
+        "--step",
+        choices=["lean", "transformers"],
+        default="lean",
+        help="what runs the drafted rows' target forward: the lean step (default) or transformers' own",
+    )
+    p.add_argument(
+        "--no-llama-cpp",
+        action="store_true",
+        help="leave out the llama_cpp row (plain llama.cpp greedy decoding of the same Q4_1 GGUF; "
+        "shown when llama-cpp-python is installed)",
+    )
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     p.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP)
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and texts as JSON")
@@ -97,7 +126,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         max_new_tokens=args.max_new_tokens,
         k=args.k,
-        p=args.p,
+        p=args.p or DEFAULT_P,
         alpha=args.alpha,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -106,6 +135,8 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
     )
+    weights = _weights(args)
+    llama_row = _llama_row_available(args)
     torch.set_num_threads(args.threads)
     try:  # load_default checks horizon, folders and LM before it fetches
         with _progress_line() as line:
@@ -117,13 +148,20 @@ def _demo(args: argparse.Namespace) -> int:
                 lm=args.lm,
                 allow_mismatch=args.allow_mismatch,
                 progress=line,
+                weights=weights,
             )
+            extra_rows = [_llama_cpp_row(args, line)] if llama_row else []
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
-    check_candidates(args.k, args.p, bundle.heads.vocab_size)
+    fitted = None
+    if args.p is None and bundle.step is not None:
+        fitted = _fit_p(bundle, args.models)
+        if fitted is not None:
+            settings = dataclasses.replace(settings, p=fitted[0])
+    check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
-    rows = run_demo(bundle, prompts, settings, progress=_progress())
+    rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
     report = DemoReport(
         settings,
         prompts,
@@ -133,6 +171,16 @@ def _demo(args: argparse.Namespace) -> int:
         lm=str(bundle.lm.path),
         dtype=args.dtype,
     )
+    if fitted is not None:
+        report.notes.append(fitted[1])
+    if weights is not None:
+        report.notes.append(
+            f"drafted rows run the lean step with {weights} weights; their reference is its own plain greedy row (lean)"
+        )
+    if not llama_row and not args.no_llama_cpp:
+        report.notes.append(
+            "no llama_cpp row: install llama-cpp-python (tools/install_llama_cpp.sh, see docs/DECODING.md) to compare"
+        )
     print(report.render())
     if args.json is not None:
         with atomic_file(args.json) as tmp:
@@ -141,7 +189,8 @@ def _demo(args: argparse.Namespace) -> int:
         if settings.sampling:
             print("note: --html records greedy decoding steps; with --temperature it shows the rows only")
         _write_html(bundle, report, args.html)
-    if args.dtype == "float32" and not settings.sampling and not all(r.identical for r in rows[2:]):
+    exact = [r for r in rows if r.name == "lean"] + report.drafted()
+    if args.dtype == "float32" and not settings.sampling and not all(r.identical for r in exact):
         print("ERROR: in float32 every drafted output must equal generate()'s", file=sys.stderr)
         return 1
     return 0
@@ -158,6 +207,54 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
     at_least("--threads", args.threads, 1)
     if not data.is_file():
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
+
+
+def _fit_p(bundle, models) -> tuple[int, str] | None:
+    """The tree rows' p fitted to this machine, and a line saying why (None: no budget table)."""
+    from ..default_model.load import artifacts_dir
+    from ..lean.fit import best_option, cached_cost_curve, load_options, predicted_tokens_per_s
+
+    table = artifacts_dir(models) / BUDGET_TABLE
+    if not table.is_file():
+        return None
+    options = load_options(table)
+    curve = cached_cost_curve(bundle.step)
+    best = best_option(curve, options)
+    predicted = ", ".join(f"p={o.p} {predicted_tokens_per_s(curve, o):.0f}" for o in options)
+    costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curve.nodes, curve.ms) if n in (1, 4, 8, 16, 32))
+    return best.p, (
+        f"p={best.p} fitted to this CPU: step ms by nodes {costs}; predicted tokens/s {predicted} "
+        f"({table.name}; --p to override)"
+    )
+
+
+def _weights(args: argparse.Namespace) -> str | None:
+    """The lean step's weight format (None: transformers runs the drafted rows)."""
+    if args.step == "transformers":
+        if args.weights is not None:
+            raise ValueError("--weights sets the lean step's format: it needs --step lean")
+        return None
+    if args.weights is None:
+        return "dense" if args.dtype == "float32" else "int4"
+    if args.weights != "dense" and args.dtype == "float32":
+        raise ValueError(f"--weights {args.weights} computes in bfloat16: use --weights dense with --dtype float32")
+    return args.weights
+
+
+def _llama_row_available(args: argparse.Namespace) -> bool:
+    """Whether the llama_cpp row runs: llama-cpp-python installed, the default model, greedy."""
+    if args.no_llama_cpp or args.temperature is not None or args.model_dir is not None:
+        return False
+    from importlib.util import find_spec
+
+    return find_spec("llama_cpp") is not None
+
+
+def _llama_cpp_row(args: argparse.Namespace, progress):
+    from ..apps.llama_row import llama_cpp_row
+    from ..default_model.gguf import default_gguf
+
+    return llama_cpp_row(default_gguf(progress=progress), threads=args.threads)
 
 
 def _write_html(bundle, report, path: Path) -> None:

@@ -101,6 +101,8 @@ class Engine:
     def head_logits(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
         """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose
         ``next_ids [...]`` (read only by heads that read the next token)."""
+        if self.step is not None:
+            return self.step.head_logits(self.heads, hidden, next_ids)
         return draft_head_logits(self.heads, self.model, hidden, next_ids)
 
     @property
@@ -256,6 +258,7 @@ class _Run:
             rule = () if engine.sample_rule is None else self._sampling_rule(forward, drafts, sampled)
             path = accept_chains(drafts, forward.scores, forward.hidden, *rule)
         self.stats.target_calls += 1
+        self.stats.nodes += forward.hidden.shape[0] * forward.hidden.shape[1] // root.shape[0]
         return forward, path
 
     def _sampled_on_tree(self, forward, drafts: Tensor, sampled):

@@ -29,6 +29,8 @@ class DecodeStats:
             projection also gives the draft heads' logits), acceptance, the one device->host
             transfer, cache rollback and compaction.
         prefill_seconds: the prompt forwards and the first drafts.
+        nodes: tokens the verification forwards computed per sequence, summed over the calls
+            (a tree's nodes, or p chains' tokens): what the step's cost grows with.
     """
 
     target_calls: int = 0
@@ -38,6 +40,7 @@ class DecodeStats:
     drafting_seconds: float = 0.0
     verification_seconds: float = 0.0
     prefill_seconds: float = 0.0
+    nodes: int = 0
 
     def record_step(self, accepted: list[int]) -> None:
         """One verification call that accepted ``accepted[r]`` draft tokens in running row r."""
@@ -73,6 +76,11 @@ class DecodeStats:
         return self.new_tokens / self.target_calls if self.target_calls else 0.0
 
     @property
+    def mean_nodes(self) -> float:
+        """Tokens per sequence in a verification forward, on average."""
+        return self.nodes / self.steps if self.steps else 0.0
+
+    @property
     def block_sizes(self) -> list[int]:
         """Histogram: ``block_sizes[n]`` is the number of row steps that committed n tokens."""
         sizes = [0] * (2 + max((max(a, default=0) for a in self.accepted), default=0))
@@ -90,6 +98,7 @@ class DecodeStats:
             drafting_seconds=self.drafting_seconds + other.drafting_seconds,
             verification_seconds=self.verification_seconds + other.verification_seconds,
             prefill_seconds=self.prefill_seconds + other.prefill_seconds,
+            nodes=self.nodes + other.nodes,
         )
 
     def summary(self) -> str:

@@ -42,6 +42,9 @@ class DefaultModel:
     sampling_heads: object  #: DraftHeads for do_sample=True
     lm: object  #: draftlattice.NgramLM over the model's token ids
     folder: Path  #: the transformers folder of the model
+    #: the lean target step (:class:`draftlattice.lean.LeanLlama`) in the weight format asked
+    #: for, to pass as ``generate(..., draft_step=)``; None unless ``load_default(weights=...)``
+    step: object = None
 
     def chat_ids(self, message: str) -> list[int]:
         """Token ids of one user ``message`` through the chat template, ready to generate."""
@@ -85,6 +88,7 @@ def load_default(
     lm: str | os.PathLike[str] | None = None,
     allow_mismatch: bool = False,
     progress: Callback | None = None,
+    weights: str | None = None,
 ) -> DefaultModel:
     """SmolLM2-135M-Instruct with its shipped heads and LM (fetched into the cache if needed).
 
@@ -98,6 +102,9 @@ def load_default(
         lm: another n-gram LM over the model's token ids (default: the shipped ``katz4.dlm``).
         allow_mismatch: accept an LM built over another tokenizer (a warning; default: error).
         progress: the fetch's progress callback (:func:`.fetch.fetch_default`), if it fetches.
+        weights: also build the lean target step (``bundle.step``) with "dense" (the model's
+            dtype), "int8" or "int4" weights (:mod:`draftlattice.lean`; quantized formats compute
+            in bfloat16 on the CPU); None: no step.
 
     Raises:
         ValueError, OSError: a bad argument (horizon, folder, LM file), before anything is fetched.
@@ -113,6 +120,12 @@ def load_default(
 
     dtype = dtype if dtype is not None else torch.bfloat16
     device = torch.device(device) if device is not None else torch.device("cpu")
+    if weights is not None:
+        from ..lean.linear import check_weights
+
+        check_weights(weights)
+        if weights != "dense" and device.type != "cpu":
+            raise ValueError(f"{weights} weights run on the CPU only; use weights='dense' on {device}")
     artifacts, ngram = _checked_arguments(horizon, model_dir, models, lm)
     folder = Path(model_dir) if model_dir is not None else fetch_default(progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
@@ -127,5 +140,10 @@ def load_default(
         if not allow_mismatch:
             raise
         logger.warning("%s (allowed)", error)
+    step = None
+    if weights is not None:
+        from ..lean import LeanLlama
+
+        step = LeanLlama(model, weights)
     logger.info("default model from %s, heads and LM from %s", folder, artifacts)
-    return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder)
+    return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step)

@@ -94,9 +94,7 @@ def tune_alpha(
     alpha), with block efficiency reported on the remaining prompts."""
     held, rest = split_prompts(len(view.trace), heldout_fraction)
     tuning = {
-        float(a): replay(
-            view, NgramRescore(lm, k, p, float(a)), held, num_threads, progress=False
-        ).block_efficiency
+        float(a): replay(view, NgramRescore(lm, k, p, float(a)), held, num_threads, progress=False).block_efficiency
         for a in alphas
     }
     best = max(sorted(tuning), key=lambda a: (tuning[a], -a))

@@ -111,9 +111,7 @@ class NgramRescore:
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
         _check_k(self.k, view)
-        return _rescore(
-            view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, num_threads
-        )
+        return _rescore(view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, num_threads)
 
 
 def _rescore(view, steps, lm, ks, ps, alpha, num_threads) -> list[np.ndarray]:
@@ -175,9 +173,7 @@ class Adaptive:
         choices = [self.policy(view.trace.entropy[i][n, 1 : 1 + g]) for i, n, g in steps]
         for k, _ in choices:
             _check_k(k, view)
-        return _rescore(
-            view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices], self.alpha, num_threads
-        )
+        return _rescore(view, steps, self.lm, [c[0] for c in choices], [c[1] for c in choices], self.alpha, num_threads)
 
 
 class LiveDrafter:

@@ -82,8 +82,10 @@ class LeanLlama:
         self.embed = body.embed_tokens.weight.detach().to(self.dtype)
         self.layers = [_Layer(layer, weights, self.dtype) for layer in body.layers]
         self.norm = body.norm.weight.detach().to(self.dtype)
-        head_format = "dense" if weights == "dense" else "int8"  # the output layer decides; 4 bits are too coarse
-        self.output_layer = make_linear(model.get_output_embeddings().weight, head_format, self.dtype)
+        self.head_format = "dense" if weights == "dense" else "int8"  # it decides; 4 bits are too coarse
+        self._output_weight = model.get_output_embeddings().weight  # shared, for the heads' rows
+        self.output_layer = make_linear(self._output_weight, self.head_format, self.dtype)
+        self._draft_rows: tuple[tuple, object] | None = None
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
         self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
@@ -139,6 +141,24 @@ class LeanLlama:
     def logits(self, hidden: Tensor) -> Tensor:
         """float32 logits at ``hidden [..., d]``."""
         return self.output_layer(hidden.to(self.dtype)).float()
+
+    def head_logits(self, heads, hidden: Tensor, next_ids: Tensor) -> Tensor:
+        """Logits ``[..., h-1, V]`` of draft ``heads`` at ``hidden [..., d]`` where the target chose
+        ``next_ids``: the heads' own layers, then this step's output layer in its format, over
+        the heads' draft vocabulary only when they have one (-inf elsewhere), as
+        :meth:`draftlattice.hf.DraftHeads.logits` computes them through the model's."""
+        embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
+        states = heads(hidden.to(self.dtype), embeds)
+        if heads.draft_vocab is None:
+            return self.output_layer(states.to(self.dtype))
+        vocab = heads.draft_vocab
+        key = (vocab.data_ptr(), vocab.numel())
+        if self._draft_rows is None or self._draft_rows[0] != key:
+            rows = self._output_weight.detach().index_select(0, vocab.to(self.device))
+            self._draft_rows = (key, make_linear(rows, self.head_format, self.dtype))
+        part = self._draft_rows[1](states.to(self.dtype))
+        out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
+        return out.index_copy_(-1, vocab.to(part.device), part)
 
     def _mask(self, attention_mask: Tensor | None, cache: StaticCache, B: int, T: int) -> Tensor:
         if attention_mask is not None and attention_mask.ndim == 4:

@@ -1,0 +1,90 @@
+"""The drafter's side of fitting drafts to the hardware (draftlattice.lean.fit): for each p, the
+tokens per target call and the tokens verified per call of the demo's best drafter
+(``ngram_lookup_tree``: the lattice's p best drafts and one copied from the context, one tree), on
+held-out prompts (chat questions after the demo's, WikiText-2 *valid* openings), greedy, through
+the lean step. The table it writes is what ``draftlattice demo`` reads to choose p on each machine.
+
+    python bench/draft_budget.py [--p 1 2 3 4 6 8] [--chat 6] [--text 6] [--weights int4] \\
+        [-o lm_models/smollm2/draft_budget.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from datetime import date
+
+import torch
+
+import draftlattice.hf as dlhf
+from draftlattice.default_model import load_default
+from draftlattice.lean.fit import measure_cost_curve
+from tune_sample_alpha import calibration_prompts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
+    parser.add_argument("--chat", type=int, default=6)
+    parser.add_argument("--text", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--alpha", type=float, default=0.5)
+    parser.add_argument("--lookup", type=int, default=3)
+    parser.add_argument("--weights", default="int4")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("-o", "--output", default="lm_models/smollm2/draft_budget.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    bundle = load_default(weights=args.weights)
+    prompts = calibration_prompts(bundle, args.chat, args.text)
+    curve = measure_cost_curve(bundle.step)  # here, to split each step's time into forward and host
+    options = []
+    for p in args.p:
+        total = None
+        for prompt in prompts:
+            ids = torch.tensor([prompt])
+            out = bundle.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=args.max_new_tokens,
+                do_sample=False,
+                custom_generate=dlhf.generate,
+                draft_heads=bundle.heads,
+                draft_lm=bundle.lm,
+                draft_k=args.k,
+                draft_p=p,
+                draft_alpha=args.alpha,
+                draft_lookup=args.lookup,
+                draft_step=bundle.step,
+                return_dict_in_generate=True,
+            )
+            total = out.draft_stats if total is None else total + out.draft_stats
+        step_ms = 1e3 * (total.drafting_seconds + total.verification_seconds) / total.steps
+        option = {
+            "p": p,
+            "tokens_per_call": round(total.tokens_per_call, 4),
+            "nodes": round(total.mean_nodes, 2),
+            # the step's time beyond its forward: drafting, acceptance, cache edits, Python
+            "host_ms": round(max(step_ms - curve(total.mean_nodes), 0.0), 2),
+            "step_ms": round(step_ms, 2),
+        }
+        print(option, flush=True)
+        options.append(option)
+    table = {
+        "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}",
+        "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
+        "weights": args.weights,
+        "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
+        "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
+        "options": options,
+    }
+    with open(args.output, "w") as f:
+        json.dump(table, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Fitting the drafts to the hardware: how many drafts a step should verify on this machine.
+
+A step's cost against the tokens it verifies depends on the CPU: on one with AMX, sixteen tokens
+cost about 1.2x one in bf16; on AVX2/AVX512 machines weight-only int4 makes one token cheap but
+every extra token adds compute. The drafts gain tokens per call with diminishing returns as p
+grows. So the best p is ``argmax_p tokens_per_call(p) / (cost(nodes(p)) + host_ms(p))``
+(Sequoia's hardware-aware choice, over the drafter's p): ``tokens_per_call`` and ``nodes`` come
+from a table measured once per drafter on held-out prompts (they do not depend on the machine),
+the cost curve is measured here in a few seconds and cached per machine, step and thread count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+CURVE_NODES = (1, 2, 4, 8, 12, 16, 24, 32)
+CURVE_CONTEXT = 64  #: cached tokens behind the measured steps (a typical prompt)
+CURVE_REPEATS = 5
+CACHE_NAME = "step-costs.json"
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """Milliseconds per step against the tokens it verifies (``ms[i]`` at ``nodes[i]``)."""
+
+    nodes: tuple[int, ...]
+    ms: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.nodes) != len(self.ms) or len(self.nodes) < 2 or list(self.nodes) != sorted(set(self.nodes)):
+            raise ValueError(f"a cost curve needs >= 2 increasing node counts with a time each, got {self.nodes}")
+
+    def __call__(self, nodes: float) -> float:
+        """Linear interpolation; past the last point, the last segment's slope."""
+        xs, ys = self.nodes, self.ms
+        i = 1
+        while i < len(xs) - 1 and nodes > xs[i]:
+            i += 1
+        slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+        return ys[i - 1] + slope * (max(nodes, xs[0]) - xs[i - 1])
+
+
+@dataclass(frozen=True)
+class DraftOption:
+    """One drafter setting, measured on held-out prompts: tokens per target call, tokens
+    verified per call, and the host's drafting time per call (ms)."""
+
+    p: int
+    tokens_per_call: float
+    nodes: float
+    host_ms: float = 0.0
+
+
+def predicted_tokens_per_s(curve: CostCurve, option: DraftOption) -> float:
+    return 1e3 * option.tokens_per_call / (curve(option.nodes) + option.host_ms)
+
+
+def best_option(curve: CostCurve, options: list[DraftOption]) -> DraftOption:
+    """The option of the highest predicted tokens/s on ``curve``."""
+    if not options:
+        raise ValueError("no draft options to choose from")
+    return max(options, key=lambda o: predicted_tokens_per_s(curve, o))
+
+
+def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) -> CostCurve:
+    """The lean ``step``'s cost against nodes here: one verification forward of n tokens after
+    :data:`CURVE_CONTEXT` cached ones, logits included; medians after a warm-up."""
+    generator = torch.Generator().manual_seed(0)
+    cache = step.new_cache(1, CURVE_CONTEXT + max(nodes))
+    context = torch.randint(0, step.vocab_size, (1, CURVE_CONTEXT), generator=generator).to(step.device)
+    ms = []
+    with torch.inference_mode():
+        step.hidden(context, torch.arange(CURVE_CONTEXT, device=step.device).unsqueeze(0), None, cache)
+        for n in nodes:
+            tokens = torch.randint(0, step.vocab_size, (1, n), generator=generator).to(step.device)
+            positions = torch.arange(CURVE_CONTEXT, CURVE_CONTEXT + n, device=step.device).unsqueeze(0)
+            mask = torch.zeros(1, 1, n, CURVE_CONTEXT + n, dtype=step.dtype, device=step.device)
+            times = []
+            for _ in range(repeats + 1):
+                cache.length = CURVE_CONTEXT
+                start = time.perf_counter()
+                step.logits(step.hidden(tokens, positions, mask, cache))
+                times.append(time.perf_counter() - start)
+            ms.append(1e3 * statistics.median(times[1:]))
+    return CostCurve(tuple(nodes), tuple(ms))
+
+
+def machine_key(step) -> str:
+    """What a cost curve depends on: CPU model and flags, torch, threads, the step's format and shape."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    flags += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        flags = platform.processor()
+    parts = [flags, torch.__version__, str(torch.get_num_threads()), str(step.device), step.weights, str(step.dtype)]
+    parts += [str(len(step.layers)), str(step.hidden_size), str(step.vocab_size)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) -> CostCurve:
+    """:func:`measure_cost_curve` once per machine key, kept in ``cache_file`` (default: the
+    user cache's ``step-costs.json``; a file that cannot be read or written is measured around)."""
+    if cache_file is None:
+        from ..default_model.fetch import cache_dir
+
+        cache_file = cache_dir() / CACHE_NAME
+    path, key = Path(cache_file), machine_key(step)
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(key) if isinstance(known, dict) else None
+    if isinstance(entry, dict):
+        try:
+            return CostCurve(tuple(entry["nodes"]), tuple(entry["ms"]))
+        except (KeyError, TypeError, ValueError):
+            pass
+    start = time.perf_counter()
+    curve = measure_cost_curve(step)
+    logger.info(
+        "step cost measured in %.1f s (%s weights): %s",
+        time.perf_counter() - start,
+        step.weights,
+        ", ".join(f"{n}: {ms:.1f} ms" for n, ms in zip(curve.nodes, curve.ms)),
+    )
+    known = known if isinstance(known, dict) else {}
+    known[key] = {"nodes": list(curve.nodes), "ms": list(curve.ms)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError as error:
+        logger.warning("could not cache the step's cost curve in %s: %s", path, error)
+    return curve
+
+
+def load_options(path: str | os.PathLike[str]) -> list[DraftOption]:
+    """Draft options of a budget table (``bench/draft_budget.py`` writes them)."""
+    try:
+        table = json.loads(Path(path).read_text())
+        return [
+            DraftOption(int(o["p"]), float(o["tokens_per_call"]), float(o["nodes"]), float(o["host_ms"]))
+            for o in table["options"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a draft budget table ({error})") from None
