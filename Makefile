@@ -61,12 +61,13 @@ fuzz-coverage:
 	    -ignore-filename-regex='(^/usr/|tools/fuzz/)' | tail -1 || exit 1; done
 # ThreadSanitizer build in build/tsan (a copy of the package, as for asan), then ctest and the
 # pytest files that run threads (TSAN_TESTS): rescore_batch with and without memos, the lattice
-# drafter's per-row memos, batched sampling. Python is not built with TSan: the runtime is
-# preloaded and reports only races between instrumented accesses (the core's); any report fails.
+# drafter's per-row memos, batched sampling, threads sharing one LM and heads in generate() and
+# rescore_batch. Python is not built with TSan: the runtime is preloaded and reports only races
+# between instrumented accesses (the core's); any report fails.
 TSAN_BUILD ?= build/tsan
 # (Not tests/test_hardening_core.py: a test there writes the caller's array from a Python thread
 # while the core copies it, a race by design that the copy makes harmless.)
-TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafting.py tests/test_sample.py
+TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafting.py tests/test_sample.py tests/test_concurrency.py
 # Reports go to files (pytest would swallow stderr at the abort) and are printed on failure.
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1 report_signal_unsafe=0 \
   log_path=$(abspath $(TSAN_BUILD))/tsan-report"
