@@ -1,7 +1,7 @@
 """What one target step of the default model costs against the nodes it verifies, per way of
 running it, in one run: transformers' eager forward (bf16, fp32), the lean step (dense bf16 and
-fp32, int8, int4) and llama.cpp's decode of n tokens (the same Q4_1 GGUF; when llama-cpp-python
-is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
+fp32, int8, int4) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
+when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
 computes the logits of all n; medians of alternated rounds.
 
     python bench/step_cost.py [--nodes 1 2 4 8 16 32 64] [--rounds 7] [--threads 2] [--json FILE]
@@ -29,7 +29,7 @@ def transformers_step(model, prompt: torch.Tensor, n: int):
 
     def step():
         if cache.get_seq_length() > length:
-            cache.crop(length)
+            cache.crop(length - cache.get_seq_length())  # negative: drop the last step's tokens
         model(tokens, cache=cache, use_cache=True)
 
     return step
@@ -52,16 +52,9 @@ def lean_step(lean: LeanLlama, prompt: torch.Tensor, n: int):
 
 
 def llama_step(llm, prompt: list[int], n: int):
+    """One decode of n tokens after the prompt, in llama.cpp's child process (its own timing)."""
     tokens = list(range(1000, 1000 + n))
-
-    def step():
-        llm.n_tokens = len(prompt)  # drop the last step's tokens (llama_cpp keeps the prompt's KV)
-        llm._ctx.kv_cache_seq_rm(-1, len(prompt), -1)
-        llm.eval(tokens)
-
-    llm.reset()
-    llm.eval(prompt)
-    return step
+    return lambda: llm.decode_ms(prompt, tokens, 1)[0]
 
 
 def main() -> None:
@@ -89,22 +82,13 @@ def main() -> None:
     for name, lean in steps.items():
         ways[name] = lambda n, lean=lean: lean_step(lean, prompt, n)
     try:
-        from llama_cpp import Llama
-
+        from draftlattice.apps.llama_row import LlamaCpp
         from draftlattice.default_model.gguf import default_gguf
 
-        llm = Llama(
-            str(default_gguf()),
-            n_ctx=512,
-            n_batch=512,
-            n_threads=args.threads,
-            n_threads_batch=args.threads,
-            verbose=False,
-            flash_attn=True,
-        )
+        llm = LlamaCpp(default_gguf(), args.threads)
         ways["llama.cpp Q4_1"] = lambda n: llama_step(llm, prompt[0].tolist(), n)
-    except ImportError:
-        print("(llama-cpp-python not installed: no llama.cpp row)")
+    except ValueError as error:
+        print(f"(no llama.cpp row: {error})")
     if args.ways:
         ways = {k: v for k, v in ways.items() if k in args.ways}
     times = {name: {n: [] for n in args.nodes} for name in ways}
@@ -115,8 +99,8 @@ def main() -> None:
         for _ in range(args.rounds):  # alternated: a slow phase of the machine hits every way alike
             for (name, n), call in calls.items():
                 start = time.perf_counter()
-                call()
-                times[name][n].append(1e3 * (time.perf_counter() - start))
+                own = call()  # llama.cpp's child times its decode itself (no pipe in the figure)
+                times[name][n].append(own if isinstance(own, float) else 1e3 * (time.perf_counter() - start))
     result = {name: {n: statistics.median(t) for n, t in per.items()} for name, per in times.items()}
     print(
         f"ms per step (median of {args.rounds}), {args.threads} threads, {platform.processor() or platform.machine()}"

@@ -106,6 +106,8 @@ CASES = [
     ("demo --quick --temperature 1 --top-p 2", "top_p"),
     ("demo --chat 0 --text 0", "no prompt"),
     ("demo --quick --threads 0", "--threads"),
+    ("demo --quick --weights int4 --dtype float32", "computes in bfloat16"),
+    ("demo --quick --weights int8 --step transformers", "needs --step lean"),
     ("demo --quick --lm {cut_lm}", "cut.dlm"),
     ("demo --quick --model-dir {missing}", "missing"),
     ("demo --quick --models {missing}", "missing"),

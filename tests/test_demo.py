@@ -17,7 +17,7 @@ import draftlattice.hf as dlhf
 from _hf_models import TINY_DECODER, fetched_default_model
 from draftlattice.cli.main import main
 
-GREEDY_ROWS = ["generate", "prompt_lookup", "heads", "heads_tree", "ngram", "ngram_tree", "ngram_lookup_tree"]
+GREEDY_ROWS = ["generate", "prompt_lookup", "lean", "heads", "heads_tree", "ngram", "ngram_tree", "ngram_lookup_tree"]
 SAMPLING_ROWS = [
     "generate",
     "heads",
@@ -79,7 +79,10 @@ def test_greedy_rows_json_and_html(tiny, tmp_path, capsys):
     code, out = run_demo(tiny, tmp_path, capsys, "--dtype", "float32", "--json", str(out_json), "--html", str(out_html))
     assert code == 0, out
     assert rows_of(out) == GREEDY_ROWS
-    assert "Checked: all 10 drafted outputs (5 rows x 2 prompts) equal generate()'s." in out
+    assert (
+        "Checked: all 10 drafted outputs (5 rows x 2 prompts) equal the lean step's plain greedy outputs, "
+        "which equal generate()'s." in out
+    )
     data = json.loads(out_json.read_text())
     assert [row["name"] for row in data["rows"]] == GREEDY_ROWS
     for row in data["rows"]:
@@ -101,11 +104,16 @@ def test_sampling_rows(tiny, tmp_path, capsys):
 
 
 def test_demo_on_the_default_model(default_folder, capsys):
-    """The main job in reduced form, float32: every drafted row equals generate()."""
+    """The main job in reduced form, float32: every drafted row equals generate(); with
+    llama-cpp-python installed (the llama extra), llama.cpp's row too, else a note on it."""
+    from importlib.util import find_spec
+
     assert main(["demo", "--quick", "--dtype", "float32"]) == 0
     out = capsys.readouterr().out
-    assert rows_of(out) == GREEDY_ROWS
+    llama = find_spec("llama_cpp") is not None
+    assert rows_of(out) == GREEDY_ROWS[:3] + ["llama_cpp"] * llama + GREEDY_ROWS[3:]
     assert "Checked: all 10 drafted outputs" in out
+    assert ("no llama_cpp row" in out) != llama
 
 
 def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tmp_path, capsys):

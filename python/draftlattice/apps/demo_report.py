@@ -146,13 +146,21 @@ class DemoReport:
         drafted = self.drafted()
         n = len(self.prompts)
         agree = sum(r.agreeing for r in drafted)
+        lean = next((r for r in self.rows if r.name == "lean"), None)
         if all(r.identical for r in drafted):
-            return f"Checked: all {agree} drafted outputs ({len(drafted)} rows x {n} prompts) equal generate()'s."
+            if lean is None:
+                return f"Checked: all {agree} drafted outputs ({len(drafted)} rows x {n} prompts) equal generate()'s."
+            same = "equal" if lean.identical else f"agree on {lean.agreeing} of {n} with"
+            return (
+                f"Checked: all {agree} drafted outputs ({len(drafted)} rows x {n} prompts) equal the lean step's "
+                f"plain greedy outputs, which {same} generate()'s."
+            )
         lookup = next((r for r in self.rows if r.name == "prompt_lookup"), None)
         prefix = sum(self.agreement(r)[2] for r in drafted)
         total = sum(self.agreement(r)[3] for r in drafted)
+        reference = "generate()'s" if lean is None else "their plain greedy reference's"
         text = (
-            f"{agree} of {len(drafted) * n} drafted outputs equal generate()'s, and {100 * prefix / max(total, 1):.0f}% "
+            f"{agree} of {len(drafted) * n} drafted outputs equal {reference}, and {100 * prefix / max(total, 1):.0f}% "
             "of their tokens come before the first difference"
         )
         if self.dtype != "float32":

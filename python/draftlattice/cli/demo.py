@@ -126,7 +126,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         max_new_tokens=args.max_new_tokens,
         k=args.k,
-        p=args.p or DEFAULT_P,
+        p=args.p if args.p is not None else DEFAULT_P,
         alpha=args.alpha,
         temperature=args.temperature,
         top_p=args.top_p,
