@@ -22,7 +22,12 @@ bfloat16 several tokens verified at once round differently from one at a time). 
 seed every batch the same way for every method (the laws are equal, the draws are not).
 
     python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 4] [--dtype bfloat16]
-                             [--temperature 0.7] [--threads 2] [--json FILE]
+                             [--temperature 0.7] [--threads 2] [--json FILE] [--device cuda]
+                             [--lean dense|int8|int4] [--static]
+
+``--lean FORMAT`` adds each drafted method run on the lean step (draftlattice.lean) in that weight
+format (int8/int4: CPU only); ``--static`` adds transformers' static-cache ``generate()`` (which
+transformers compiles on CUDA).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
 
     def generate(ids, mask):
         torch.manual_seed(0)  # sampling: every method's batch starts from the same seed
-        return model.generate(
+        out = model.generate(
             ids,
             attention_mask=mask,
             max_new_tokens=max_new,
@@ -79,6 +84,10 @@ def run_method(model, kwargs, inputs, max_new, repeats) -> tuple[list[torch.Tens
             pad_token_id=0,
             **kwargs,
         )
+        stats = getattr(out, "draft_stats", None)
+        if stats is not None and "draft_step" in kwargs:  # a lean step calls no trunk: count its calls
+            calls.extend([1] * stats.target_calls)
+        return out.sequences if hasattr(out, "sequences") else out
 
     handle = model.base_model.register_forward_hook(lambda *a: calls.append(1))
     try:
@@ -116,6 +125,10 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--temperature", type=float, help="sample at this temperature (lossless rules) instead")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument(
+        "--lean", choices=["dense", "int8", "int4"], help="also each drafted method on the lean step in this format"
+    )
+    parser.add_argument("--static", action="store_true", help="also transformers' static-cache generate()")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -162,6 +175,15 @@ def main() -> int:
                 "draft_lookup": 3,
             },
         }
+    if args.static:
+        methods = {"generate": {}, "generate (static cache)": {"cache_implementation": "static"}, **methods}
+    if args.lean:
+        from draftlattice.lean import LeanLlama
+
+        step = LeanLlama(model, args.lean)
+        for name, kwargs in list(methods.items()):
+            if "draft_heads" in kwargs:
+                methods[f"{name}, lean {args.lean}"] = {**kwargs, "draft_step": step, "return_dict_in_generate": True}
     sampling = (
         {"do_sample": True, "temperature": args.temperature, "top_k": None, "top_p": None}
         if args.temperature
