@@ -96,16 +96,9 @@ def _leaf_commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
 
 
 def test_every_command_of_the_help_is_shown_in_a_guide():
-    shown = {
-        tuple(words[1:3])
-        for _, _, _, text in SHELL
-        for words in _commands(text)
-        if words[0] == "draftlattice"
-    }
+    shown = {tuple(words[1:3]) for _, _, _, text in SHELL for words in _commands(text) if words[0] == "draftlattice"}
     missing = [
-        " ".join(leaf)
-        for leaf in _leaf_commands(build_parser())
-        if not any(s[: len(leaf)] == leaf for s in shown)
+        " ".join(leaf) for leaf in _leaf_commands(build_parser()) if not any(s[: len(leaf)] == leaf for s in shown)
     ]
     assert not missing, f"commands of `draftlattice --help` no guide shows: {missing}"
 
@@ -136,7 +129,9 @@ RUN = [b for b in BLOCKS if "run" in b[2]]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where, language, text", [(b[0], b[1], b[3]) for b in RUN], ids=[f"{b[0]}:{i}" for i, b in enumerate(RUN)])
+@pytest.mark.parametrize(
+    "where, language, text", [(b[0], b[1], b[3]) for b in RUN], ids=[f"{b[0]}:{i}" for i, b in enumerate(RUN)]
+)
 def test_blocks_marked_run_run_as_written(checkout, where, language, text):
     root, env = checkout
     if language == "python":
@@ -144,7 +139,9 @@ def test_blocks_marked_run_run_as_written(checkout, where, language, text):
     else:
         argv = ["bash", "-e", "-c", text]
     done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{where} failed ({done.returncode}):\n{text}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"{where} failed ({done.returncode}):\n{text}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    )
 
 
 FAILS = [b for b in BLOCKS if "fails" in b[2]]
