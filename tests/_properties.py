@@ -2,13 +2,15 @@
 
 Profiles (environment variable ``DRAFTLATTICE_HYPOTHESIS``):
 
-- ``ci`` (default): a bounded number of examples per test, derandomized (the same examples on
-  every run, so CI never fails by chance) and no example database: the property tests add
-  about a minute to the suite on two cores.
-- ``long``: the run before submitting, with examples drawn afresh: ``DRAFTLATTICE_HYPOTHESIS=long
-  OMP_NUM_THREADS=1 nice -n 19 pytest tests/test_properties_*.py`` (5,000+ examples over the
-  tests). Failures are stored in ``.hypothesis/`` and replayed first on the next run; a failure
-  worth keeping becomes an ``@example`` of its test.
+- ``ci`` (default): a bounded number of examples per test (191), derandomized (the same
+  examples on every run, so CI never fails by chance) and no example database: the property
+  tests add about a minute to the suite on two cores.
+- ``long``: the run before submitting, with examples drawn afresh and no time limit:
+  ``DRAFTLATTICE_HYPOTHESIS=long OMP_NUM_THREADS=1 nice -n 19 pytest tests/test_properties_*.py``
+  (8,100 examples: 5,000 greedy calls, 1,500 point-mass sampling calls, 1,500 enumerated loops,
+  100 sampled laws; about 40 minutes on a shared two-core machine). Failures are stored in
+  ``.hypothesis/`` and replayed first on the next run; a failure worth keeping becomes an
+  ``@example`` of its test.
 
 Each test names its own number of examples per profile with :func:`examples`.
 """
@@ -37,6 +39,15 @@ settings.load_profile(PROFILE)
 def examples(ci: int, long: int) -> settings:
     """``@settings`` with ``ci`` examples in the CI profile, ``long`` in the long one."""
     return settings(max_examples=ci if PROFILE == "ci" else long)
+
+
+def marks() -> list:
+    """The property test modules' marks: one torch thread; in the long profile no time limit
+    (pytest-timeout's 600 s per test would stop a test in its thousands of examples)."""
+    import pytest
+
+    untimed = [pytest.mark.timeout(0)] if PROFILE == "long" else []
+    return [pytest.mark.usefixtures("one_thread"), *untimed]
 
 
 # ----------------------------------------------------------------------------- the tiny targets

@@ -18,13 +18,12 @@ a row, generate()'s score of the drafted output's token is within ``TIE`` of its
 
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import event, example, given, note
 
-from _properties import POSITIONS, Case, cases, draft_kwargs, examples, generate_kwargs, inputs, target
+from _properties import POSITIONS, Case, cases, draft_kwargs, examples, generate_kwargs, inputs, marks, target
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = marks()
 
 TIE = 1e-4
 

@@ -20,17 +20,16 @@ import functools
 import itertools
 import random
 
-import pytest
 import torch
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 
-from _properties import examples
+from _properties import examples, marks
 from _verify_helpers import ContextModel
 from test_verify_multi_draft import PositiveQ, law_of, step_cases, tensors
 from test_verify_sampling import LAWS, _draft_enumeration
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = marks()
 
 WORK = 3000  # contexts x draft sets enumerated per example, at most (about a second)
 
@@ -266,7 +265,7 @@ def law_p_value(law: dict, counts: dict) -> float:
     return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
-@examples(ci=6, long=120)
+@examples(ci=6, long=100)
 @given(config=sampling_configs())
 @example(
     config=dict(
