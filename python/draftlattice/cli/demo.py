@@ -39,9 +39,9 @@ def register(subparsers) -> None:
     p.add_argument(
         "--p",
         type=int,
-        help="drafts of the tree rows (default: fitted to this machine: the p of the highest predicted "
-        "tokens/s from the lean step's cost against nodes, measured once and cached, and the drafter's "
-        "measured gains; 4 with --step transformers)",
+        help="drafts of the tree rows (default: fitted to this machine with the weight format: the "
+        "highest predicted tokens/s from the lean step's cost against nodes, measured once per CPU and "
+        "cached, and the drafter's measured gains; 4 with --step transformers)",
     )
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
     p.add_argument(
@@ -79,7 +79,8 @@ def register(subparsers) -> None:
         choices=["dense", "int8", "int4"],
         help="weight format of the lean target step that runs the drafted rows: dense (the model's "
         "dtype), int8 or int4 (weight-only, bfloat16 compute, CPU; int4 is the GGUF's own Q4_1 "
-        "scheme). Default: int4, or dense with --dtype float32",
+        "scheme). Default: int4 or dense, whichever the fit predicts faster on this CPU (with --p); "
+        "dense with --dtype float32",
     )
     p.add_argument(
         "--step",
@@ -135,7 +136,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
     )
-    weights = _weights(args)
+    formats = _formats(args)
     llama_row = _llama_row_available(args)
     torch.set_num_threads(args.threads)
     try:  # load_default checks horizon, folders and LM before it fetches
@@ -148,17 +149,16 @@ def _demo(args: argparse.Namespace) -> int:
                 lm=args.lm,
                 allow_mismatch=args.allow_mismatch,
                 progress=line,
-                weights=weights,
+                weights=formats[0] if formats else None,
             )
             extra_rows = [_llama_cpp_row(args, line)] if llama_row else []
     except FetchError as error:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
     fitted = None
-    if args.p is None and bundle.step is not None:
-        fitted = _fit_p(bundle, args.models)
-        if fitted is not None:
-            settings = dataclasses.replace(settings, p=fitted[0])
+    if bundle.step is not None and (args.p is None or len(formats) > 1):
+        bundle.step, p, fitted = _fit(bundle, args.models, formats, args.p)
+        settings = dataclasses.replace(settings, p=p)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
@@ -172,10 +172,11 @@ def _demo(args: argparse.Namespace) -> int:
         dtype=args.dtype,
     )
     if fitted is not None:
-        report.notes.append(fitted[1])
-    if weights is not None:
+        report.notes.append(fitted)
+    if bundle.step is not None:
         report.notes.append(
-            f"drafted rows run the lean step with {weights} weights; their reference is its own plain greedy row (lean)"
+            f"drafted rows run the lean step with {bundle.step.weights} weights; their reference is its own plain "
+            "greedy row (lean)"
         )
     if not llama_row and not args.no_llama_cpp:
         report.notes.append(
@@ -209,36 +210,50 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
 
 
-def _fit_p(bundle, models) -> tuple[int, str] | None:
-    """The tree rows' p fitted to this machine, and a line saying why (None: no budget table)."""
+def _fit(bundle, models, formats: list[str], p: int | None) -> tuple[object, int, str | None]:
+    """The lean step's weight format and the tree rows' p fitted to this machine (each candidate
+    format's cost against nodes measured once and cached, the drafter's gains per p measured once
+    per drafter), with a line saying why; without a gains table, the first format and p = 4."""
     from ..default_model.load import artifacts_dir
-    from ..lean.fit import best_option, cached_cost_curve, load_options, predicted_tokens_per_s
+    from ..lean import LeanLlama
+    from ..lean.fit import best_format_and_option, cached_cost_curve, load_options, predicted_tokens_per_s
 
     table = artifacts_dir(models) / BUDGET_TABLE
     if not table.is_file():
-        return None
-    options = load_options(table)
-    curve = cached_cost_curve(bundle.step)
-    best = best_option(curve, options)
-    predicted = ", ".join(f"p={o.p} {predicted_tokens_per_s(curve, o):.0f}" for o in options)
-    costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curve.nodes, curve.ms) if n in (1, 4, 8, 16, 32))
-    return best.p, (
-        f"p={best.p} fitted to this CPU: step ms by nodes {costs}; predicted tokens/s {predicted} "
-        f"({table.name}; --p to override)"
+        return bundle.step, p or DEFAULT_P, None
+    options = [o for o in load_options(table) if p is None or o.p == p]
+    if not options:
+        return bundle.step, p, None
+    steps = {bundle.step.weights: bundle.step}
+    steps.update({name: LeanLlama(bundle.model, name) for name in formats if name not in steps})
+    curves = {name: cached_cost_curve(step) for name, step in steps.items()}
+    name, best, predicted = best_format_and_option(curves, options)
+    others = "; ".join(
+        f"{n} " + ", ".join(f"p={o.p} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
+    )
+    costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
+    return (
+        steps[name],
+        best.p,
+        (
+            f"{name} weights, p={best.p} fitted to this CPU (predicted {predicted:.0f} tokens/s; by format and p: "
+            f"{others}; {name} step ms by nodes {costs}; {table.name}; --weights / --p to override)"
+        ),
     )
 
 
-def _weights(args: argparse.Namespace) -> str | None:
-    """The lean step's weight format (None: transformers runs the drafted rows)."""
+def _formats(args: argparse.Namespace) -> list[str]:
+    """The lean step's candidate weight formats, the first loaded first (none: transformers'
+    forward runs the drafted rows)."""
     if args.step == "transformers":
         if args.weights is not None:
             raise ValueError("--weights sets the lean step's format: it needs --step lean")
-        return None
+        return []
     if args.weights is None:
-        return "dense" if args.dtype == "float32" else "int4"
+        return ["dense"] if args.dtype == "float32" else ["int4", "dense"]
     if args.weights != "dense" and args.dtype == "float32":
         raise ValueError(f"--weights {args.weights} computes in bfloat16: use --weights dense with --dtype float32")
-    return args.weights
+    return [args.weights]
 
 
 def _llama_row_available(args: argparse.Namespace) -> bool:

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +73,21 @@ def best_option(curve: CostCurve, options: list[DraftOption]) -> DraftOption:
     return max(options, key=lambda o: predicted_tokens_per_s(curve, o))
 
 
+def best_format_and_option(curves: dict[str, CostCurve], options: list[DraftOption]) -> tuple[str, DraftOption, float]:
+    """The (weight format, option) pair of the highest predicted tokens/s, and that prediction:
+    the format changes the cost curve (int4 is cheap for one token and steep; bf16 on a CPU with
+    AMX is dear for one token and flat), the option the tokens a call gains."""
+    if not curves or not options:
+        raise ValueError("no weight formats or no draft options to choose from")
+    pairs = [(name, option) for name in curves for option in options]
+    name, option = max(pairs, key=lambda pair: predicted_tokens_per_s(curves[pair[0]], pair[1]))
+    return name, option, predicted_tokens_per_s(curves[name], option)
+
+
 def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) -> CostCurve:
     """The lean ``step``'s cost against nodes here: one verification forward of n tokens after
-    :data:`CURVE_CONTEXT` cached ones, logits included; medians after a warm-up."""
+    :data:`CURVE_CONTEXT` cached ones, logits included; the fastest of ``repeats`` after a warm-up
+    (the curve is cached for the machine, so a busy moment must not become its cost)."""
     generator = torch.Generator().manual_seed(0)
     cache = step.new_cache(1, CURVE_CONTEXT + max(nodes))
     context = torch.randint(0, step.vocab_size, (1, CURVE_CONTEXT), generator=generator).to(step.device)
@@ -93,7 +104,7 @@ def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) ->
                 start = time.perf_counter()
                 step.logits(step.hidden(tokens, positions, mask, cache))
                 times.append(time.perf_counter() - start)
-            ms.append(1e3 * statistics.median(times[1:]))
+            ms.append(1e3 * min(times[1:]))  # the least disturbed run: another job's load is not the step's cost
     return CostCurve(tuple(nodes), tuple(ms))
 
 

@@ -1,0 +1,72 @@
+"""Fitting drafts to the hardware (draftlattice.lean.fit): the cost curve's interpolation, the
+choice of p and weight format by predicted tokens/s, the per-machine cache of measured curves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from _hf_models import llama
+from draftlattice.lean import LeanLlama
+from draftlattice.lean.fit import (
+    CostCurve,
+    DraftOption,
+    best_format_and_option,
+    best_option,
+    cached_cost_curve,
+    load_options,
+    measure_cost_curve,
+    predicted_tokens_per_s,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FLAT = CostCurve((1, 8, 16), (20.0, 21.0, 22.0))  # an AMX-like bf16 step
+STEEP = CostCurve((1, 8, 16), (10.0, 20.0, 40.0))  # an int4-like step
+OPTIONS = [DraftOption(1, 1.5, 4.0, 2.0), DraftOption(4, 2.2, 12.0, 2.0)]
+
+
+def test_the_curve_interpolates_and_extends_its_last_slope():
+    assert STEEP(1) == 10.0 and STEEP(4.5) == pytest.approx(15.0) and STEEP(12) == pytest.approx(30.0)
+    assert STEEP(24) == pytest.approx(60.0) and STEEP(0.5) == 10.0
+    with pytest.raises(ValueError, match="increasing node counts"):
+        CostCurve((4, 1), (1.0, 2.0))
+
+
+def test_the_choice_follows_the_hardware():
+    # steep: 1.5 tokens / 16.3 ms (92/s) beats 2.2 / 32 ms (69/s); flat: 2.2 / 23.5 ms (94/s)
+    # beats 1.5 / 22.4 ms (67/s); across formats the flat curve's p = 4 wins by a little
+    assert best_option(STEEP, OPTIONS).p == 1
+    assert best_option(FLAT, OPTIONS).p == 4
+    name, option, predicted = best_format_and_option({"int4": STEEP, "dense": FLAT}, OPTIONS)
+    assert (name, option.p) == ("dense", 4)
+    assert predicted == pytest.approx(predicted_tokens_per_s(FLAT, OPTIONS[1])) == pytest.approx(1e3 * 2.2 / 23.5)
+    slower = CostCurve((1, 8, 16), (30.0, 31.0, 32.0))
+    assert best_format_and_option({"int4": STEEP, "dense": slower}, OPTIONS)[:2] == ("int4", OPTIONS[0])
+    with pytest.raises(ValueError, match="no draft options"):
+        best_option(FLAT, [])
+
+
+def test_a_measured_curve_is_cached_per_machine_and_format(tmp_path):
+    model = llama(seed=1, hidden_size=64, intermediate_size=128).to(torch.bfloat16)
+    cache = tmp_path / "costs.json"
+    dense = LeanLlama(model, "dense")
+    first = cached_cost_curve(dense, cache)
+    assert first.nodes[0] == 1 and all(ms > 0 for ms in first.ms)
+    assert cached_cost_curve(dense, cache) == first  # read back, not measured again
+    cached_cost_curve(LeanLlama(model, "int4"), cache)
+    assert len(json.loads(cache.read_text())) == 2  # one entry per format
+    cache.write_text("not json")
+    assert cached_cost_curve(dense, cache).nodes == first.nodes  # a bad file is measured around
+    assert len(measure_cost_curve(dense, nodes=(1, 2), repeats=1).ms) == 2
+
+
+def test_a_budget_table_is_read_or_refused(tmp_path):
+    table = tmp_path / "budget.json"
+    table.write_text(json.dumps({"options": [{"p": 2, "tokens_per_call": 2.1, "nodes": 8.0, "host_ms": 3.0}]}))
+    assert load_options(table) == [DraftOption(2, 2.1, 8.0, 3.0)]
+    table.write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match="not a draft budget table"):
+        load_options(table)
