@@ -98,6 +98,7 @@ CASES = [
     ("hf train-heads {missing} --data {text} -o {out}", "missing"),
     ("hf train-heads {model}/model --data {text} --horizon 1 -o {out}", "horizon"),
     ("hf train-heads {model}/model --data {missing} -o {out}", "missing"),
+    ("hf train-heads {model}/model --data {text} --lr -1 -o {out}", "--lr"),
     ("demo --quick --horizon 9", "horizon"),
     ("demo --quick --k 0", "k"),
     ("demo --quick --p 0", "p"),

@@ -101,7 +101,7 @@ def register(subparsers) -> None:
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Every argument, before the model is loaded or anything written."""
-    from ._checks import at_least, positive
+    from ._checks import at_least, finite
 
     if not (args.model / "config.json").is_file():
         raise ValueError(f"{args.model}: not a transformers model folder (no config.json)")
@@ -117,7 +117,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
     for option in ("steps", "batch_size", "seq_len", "prompt_len", "checkpoint_every", "frequent", "negatives"):
         at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
     at_least("--warmup", args.warmup, 0)
-    positive("--lr", args.lr)
+    finite("--lr", args.lr)  # 0 keeps the given heads (a continued run that only re-saves them)
     for option in ("batch_tokens", "head_hidden", "draft_vocab"):
         if getattr(args, option) is not None:
             at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
