@@ -66,6 +66,10 @@ class LeanLlama:
         for flag in ("attention_bias", "mlp_bias"):
             if getattr(config, flag, False):
                 raise ValueError(f"the lean step does not support {flag}=True (model {type(model).__name__})")
+        rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+        if "dynamic" in str(rope.get("rope_type", rope.get("type", ""))):
+            # its tables depend on the sequence's length; the step looks up one table for all
+            raise ValueError(f"the lean step does not support dynamic rope scaling ({rope})")
         self.weights = check_weights(weights)
         model_dtype = model.get_output_embeddings().weight.dtype
         self.dtype = model_dtype if weights == "dense" else torch.bfloat16
