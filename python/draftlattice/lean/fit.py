@@ -86,26 +86,34 @@ def best_format_and_option(curves: dict[str, CostCurve], options: list[DraftOpti
 
 def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) -> CostCurve:
     """The lean ``step``'s cost against nodes here: one verification forward of n tokens after
-    :data:`CURVE_CONTEXT` cached ones, logits included; the fastest of ``repeats`` after a warm-up
-    (the curve is cached for the machine, so a busy moment must not become its cost)."""
+    :data:`CURVE_CONTEXT` cached ones, logits included; the fastest of ``repeats`` after a pass of
+    warm-up (the curve is cached for the machine, so a busy moment must not become its cost)."""
     generator = torch.Generator().manual_seed(0)
     cache = step.new_cache(1, CURVE_CONTEXT + max(nodes))
     context = torch.randint(0, step.vocab_size, (1, CURVE_CONTEXT), generator=generator).to(step.device)
-    ms = []
     with torch.inference_mode():
         step.hidden(context, torch.arange(CURVE_CONTEXT, device=step.device).unsqueeze(0), None, cache)
-        for n in nodes:
-            tokens = torch.randint(0, step.vocab_size, (1, n), generator=generator).to(step.device)
-            positions = torch.arange(CURVE_CONTEXT, CURVE_CONTEXT + n, device=step.device).unsqueeze(0)
-            mask = torch.zeros(1, 1, n, CURVE_CONTEXT + n, dtype=step.dtype, device=step.device)
-            times = []
-            for _ in range(repeats + 1):
-                cache.length = CURVE_CONTEXT
-                start = time.perf_counter()
-                step.logits(step.hidden(tokens, positions, mask, cache))
-                times.append(time.perf_counter() - start)
-            ms.append(1e3 * min(times[1:]))  # the least disturbed run: another job's load is not the step's cost
+        _curve_pass(step, cache, nodes, 1, generator)  # untimed: the first shapes pay allocations and caches
+        ms = _curve_pass(step, cache, nodes, repeats, generator)
     return CostCurve(tuple(nodes), tuple(ms))
+
+
+def _curve_pass(step, cache, nodes, repeats: int, generator) -> list[float]:
+    """Milliseconds of a verification forward of each node count: the fastest of ``repeats``
+    (another job's load on the machine is not the step's cost)."""
+    ms = []
+    for n in nodes:
+        tokens = torch.randint(0, step.vocab_size, (1, n), generator=generator).to(step.device)
+        positions = torch.arange(CURVE_CONTEXT, CURVE_CONTEXT + n, device=step.device).unsqueeze(0)
+        mask = torch.zeros(1, 1, n, CURVE_CONTEXT + n, dtype=step.dtype, device=step.device)
+        times = []
+        for _ in range(repeats):
+            cache.length = CURVE_CONTEXT
+            start = time.perf_counter()
+            step.logits(step.hidden(tokens, positions, mask, cache))
+            times.append(time.perf_counter() - start)
+        ms.append(1e3 * min(times))
+    return ms
 
 
 def machine_key(step) -> str:
