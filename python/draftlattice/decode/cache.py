@@ -58,19 +58,32 @@ def keep_block(cache, past: int, rows: Tensor | None, index: Tensor) -> None:
     if _edits_itself(cache):
         return cache.keep_block(past, rows, index)
     m = index.shape[1]
-    if rows is None and index.device.type == "cpu" and bool((index == torch.arange(m)).all()):
+    if rows is None and keeps_block_prefix(index):
         for layer in cache_layers(cache):
             layer.keys, layer.values = layer.keys[:, :, : past + m], layer.values[:, :, : past + m]
         return
     for layer in cache_layers(cache):
         for name in ("keys", "values"):
             t = getattr(layer, name)
-            if rows is not None:
-                t = t.index_select(0, rows)
-            B, H, _, D = t.shape
-            picked = t[:, :, past:].gather(2, index.view(B, 1, -1, 1).expand(B, H, m, D))
-            t[:, :, past : past + m] = picked
-            setattr(layer, name, t[:, :, : past + m])
+            setattr(layer, name, keep_slots(t, past, t.shape[2], rows, index)[:, :, : past + m])
+
+
+def keeps_block_prefix(index: Tensor) -> bool:
+    """Whether the kept slots ``index [B, m]`` are the block's first ones, read where that costs
+    nothing (the CPU): then keeping them needs no copy."""
+    m = index.shape[1]
+    return index.device.type == "cpu" and bool((index == torch.arange(m)).all())
+
+
+def keep_slots(t: Tensor, past: int, end: int, rows: Tensor | None, index: Tensor) -> Tensor:
+    """``t [B', H, L, D]`` (rows picked by ``rows [B]`` first, if given) with the block's slots
+    ``past + index [B, m]`` (the block is ``past..end``) written at ``past..past+m``, in place."""
+    if rows is not None:
+        t = t.index_select(0, rows)
+    B, H, _, D = t.shape
+    m = index.shape[1]
+    t[:, :, past : past + m] = t[:, :, past:end].gather(2, index.view(B, 1, m, 1).expand(B, H, m, D))
+    return t
 
 
 def additive_mask(kv_valid: Tensor, block: Tensor, dtype: torch.dtype) -> Tensor:
@@ -95,12 +108,21 @@ def compact(cache, kv_valid: Tensor, keep: int) -> Tensor:
     new ``kv_valid [B, keep]``. Positions are explicit, so nothing else changes."""
     if _edits_itself(cache):
         return cache.compact(kv_valid, keep)
-    order = torch.sort(kv_valid.to(torch.int8), dim=1, stable=True).indices[:, -keep:]  # [B, keep]
+    order = compaction_order(kv_valid, keep)
     for layer in cache_layers(cache):
-        B, H, _, D = layer.keys.shape
-        index = order.view(B, 1, keep, 1).expand(B, H, keep, D)
-        layer.keys, layer.values = layer.keys.gather(2, index), layer.values.gather(2, index)
+        layer.keys, layer.values = gather_slots(layer.keys, order), gather_slots(layer.values, order)
     return kv_valid.gather(1, order)
+
+
+def compaction_order(kv_valid: Tensor, keep: int) -> Tensor:
+    """``[B, keep]``: each row's valid slot indices in order, right-aligned (invalid ones first)."""
+    return torch.sort(kv_valid.to(torch.int8), dim=1, stable=True).indices[:, -keep:]
+
+
+def gather_slots(t: Tensor, order: Tensor) -> Tensor:
+    """``t [B, H, L, D]``'s slots ``order [B, n]``, per row: ``[B, H, n, D]``."""
+    B, H, _, D = t.shape
+    return t.gather(2, order.view(B, 1, -1, 1).expand(B, H, order.shape[1], D))
 
 
 def _edits_itself(cache) -> bool:

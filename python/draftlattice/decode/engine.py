@@ -92,7 +92,7 @@ class Engine:
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         self._lm_head = self.model.get_output_embeddings()
-        if self.step is not None and not self.step.shares_weights_with(self.model):
+        if self.step is not None and not self.step.fits(self.model):
             raise ValueError(
                 f"step was built for another model ({len(self.step.layers)} layers, hidden {self.step.hidden_size}, "
                 f"vocab {self.step.vocab_size}): build it with LeanLlama(model, weights)"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..decode.cache import compaction_order, gather_slots, keep_slots, keeps_block_prefix
+
 
 class StaticCache:
     """Keys and values of ``layers`` layers for ``batch`` rows, ``length`` slots in use."""
@@ -68,28 +70,19 @@ class StaticCache:
     def keep_block(self, past: int, rows: Tensor | None, index: Tensor) -> None:
         """Of the block after ``past``, keep the slots ``index [B, m]`` (block-relative, in that
         order) at ``past..past+m``; ``rows [B]`` first picks one buffer row per sequence."""
-        m = index.shape[1]
-        trivial = rows is None and index.device.type == "cpu" and bool((index == torch.arange(m)).all())
-        if not trivial:
+        if rows is not None or not keeps_block_prefix(index):
             for buffers in (self.keys, self.values):
                 for i, t in enumerate(buffers):
-                    if rows is not None:
-                        t = t.index_select(0, rows)
-                        buffers[i] = t
-                    B, H, _, D = t.shape
-                    picked = t[:, :, past : self.length].gather(2, index.view(B, 1, m, 1).expand(B, H, m, D))
-                    t[:, :, past : past + m] = picked
-        self.length = past + m
+                    buffers[i] = keep_slots(t, past, self.length, rows, index)
+        self.length = past + index.shape[1]
 
     def compact(self, kv_valid: Tensor, keep: int) -> Tensor:
         """Each row's valid slots, in order, right-aligned in the first ``keep`` slots; returns
         the new ``kv_valid [B, keep]`` (see :func:`draftlattice.decode.cache.compact`)."""
-        order = torch.sort(kv_valid.to(torch.int8), dim=1, stable=True).indices[:, -keep:]
+        order = compaction_order(kv_valid, keep)
         for buffers in (self.keys, self.values):
             for t in buffers:
-                B, H, _, D = t.shape
-                used = t[:, :, : self.length].gather(2, order.view(B, 1, keep, 1).expand(B, H, keep, D))
-                t[:, :, :keep] = used
+                t[:, :, :keep] = gather_slots(t[:, :, : self.length], order)
         self.length = keep
         return kv_valid.gather(1, order)
 

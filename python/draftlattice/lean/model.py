@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..decode.cache import additive_mask
 from .cache import StaticCache
-from .linear import DenseLinear, check_weights, make_linear
+from .linear import check_weights, make_linear
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,6 @@ class LeanLlama:
         self.weights = check_weights(weights)
         model_dtype = model.get_output_embeddings().weight.dtype
         self.dtype = model_dtype if weights == "dense" else torch.bfloat16
-        self.model_type = model_type
         self.hidden_size = config.hidden_size
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
@@ -196,15 +195,12 @@ class LeanLlama:
             hidden = self.hidden(ids, torch.tensor([[P + step]], device=self.device), mask, cache)
         return out
 
-    def shares_weights_with(self, model) -> bool:
-        """Whether this step was built from ``model`` (its output layer in dense format) or a
-        model of the same shapes."""
+    def fits(self, model) -> bool:
+        """Whether ``model`` has this step's shapes (layers, hidden size, vocabulary): the model
+        it was built from, or its twin."""
         weight = model.get_output_embeddings().weight
-        if isinstance(self.output_layer, DenseLinear) and self.output_layer.weight.data_ptr() == weight.data_ptr():
-            return True
-        return tuple(weight.shape) == (self.vocab_size, self.hidden_size) and len(self.layers) == len(
-            model.base_model.layers
-        )
+        shapes = (tuple(weight.shape), len(model.base_model.layers))
+        return shapes == ((self.vocab_size, self.hidden_size), len(self.layers))
 
 
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
