@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -171,7 +171,7 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
                     runner=step_runner(step, bundle.model),
                 )
             )
-            drafted = [RowSpec(**{**spec.__dict__, "reference": "lean"}) for spec in drafted]
+            drafted = [replace(spec, reference="lean") for spec in drafted]
         return plain + list(extra_rows) + drafted
     heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
     ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}
