@@ -29,14 +29,17 @@ count: its two tables are direct-mapped and fixed in size (``csrc/lm_memo.h``: 4
 and 8,192 arc slots, 576 KiB), so a memo is bounded by construction; what can grow is how many
 are alive.
 
-Reported, the warm-up (the first ``--warmup`` fraction of the steps run) left out: the
-least-squares slope of RSS against steps (MB per 1,000 steps) and against wall time (MB per
-hour), the max RSS, fds and threads at the start (after loading) and the end. ``--tracemalloc``
-also diffs Python allocation snapshots taken at the end of the warm-up and at the end (the 15
-largest growths by line; tensors' storage is not traced, only Python objects).
+Reported, the warm-up (the first ``--warmup`` full passes over the cycle of settings, default
+one: every setting has run once; see :func:`after_warmup`) left out: the least-squares slope of
+RSS against steps (MB per 1,000 steps) and against wall time (MB per hour), the max RSS, fds and
+threads at the start (after loading) and the end. ``--tracemalloc`` also diffs Python allocation
+snapshots taken at the end of the warm-up and at the end (the 15 largest growths by line;
+tensors' storage is not traced, only Python objects).
 
     nice -n 10 python bench/soak.py --steps 10000 [--minutes 40] [--threads 2] [--every 5]
-                                    [--json FILE] [--seed 0] [--tracemalloc]
+                                    [--warmup 1] [--json FILE] [--seed 0] [--tracemalloc]
+
+A smoke run of the script itself: ``--steps 1 --every 1`` (one call; 10 s with loading on the 2-core CPU).
 """
 
 from __future__ import annotations
@@ -303,19 +306,35 @@ class Progress:
 # ---- the report -----------------------------------------------------------------------------
 
 
-def summarize(samples: list[dict], warmup: float) -> dict:
-    """Slopes after the warm-up, max RSS, fds and threads at the start and the end."""
-    total = samples[-1]["steps"]
-    after = [s for s in samples if s["steps"] >= warmup * total]
+def after_warmup(samples: list[dict], warmup_calls: int) -> list[dict]:
+    """The samples taken once the first ``warmup_calls`` calls have returned.
+
+    Why a number of calls, one full pass over the settings by default, and not a share of the
+    run: each setting (greedy or sampled, p, lookup, the lean step, a batch of 2, the sampling
+    rule) runs code and tensor shapes of its own, and the first call of each grows the process
+    once (allocator pools for the new shapes, kernels, the lean step's tables). That is not a
+    leak; memory that keeps growing once every setting has run is. A share of the steps does not
+    know where that point is: in the 40-minute run (bench/results/soak.json) the first 10% of
+    the steps (278) ended inside the first pass (the 22 settings ran once by step ~680), and the
+    slope after them, +21 MB per 1,000 steps, was mostly the first pass's one-off growth.
+    """
+    return [s for s in samples if s["calls"] >= warmup_calls]
+
+
+def summarize(samples: list[dict], warmup_calls: int) -> dict:
+    """Slopes after the warm-up (:func:`after_warmup`; nan when fewer than two samples follow
+    it), max RSS, fds and threads at the start and the end."""
+    after = after_warmup(samples, warmup_calls)
     steps = [s["steps"] for s in after]
     hours = [s["seconds"] / 3600 for s in after]
     rss = [s["rss_mb"] for s in after]
     first, last = samples[0], samples[-1]
     return {
-        "steps": total,
+        "steps": last["steps"],
         "calls": last["calls"],
         "seconds": last["seconds"],
-        "warmup_steps": int(warmup * total),
+        "warmup_calls": warmup_calls,
+        "warmup_steps": steps[0] if after else None,  # main() samples as the warm-up's last call returns
         "samples_after_warmup": len(after),
         "rss_slope_mb_per_1000_steps": 1000 * slope(steps, rss),
         "rss_slope_mb_per_hour": slope(hours, rss),
@@ -329,6 +348,21 @@ def summarize(samples: list[dict], warmup: float) -> dict:
         "memos": last["memos"],
         "memo_bytes_each": MEMO_BYTES,
     }
+
+
+def rss_line(summary: dict) -> str:
+    """The report's line on resident memory after the warm-up."""
+    if summary["samples_after_warmup"] < 2:
+        return (
+            f"RSS after warm-up: no slope, {summary['samples_after_warmup']} samples after the first "
+            f"{summary['warmup_calls']} calls (run longer, or sample more often with --every)"
+        )
+    return (
+        f"RSS after warm-up (the first {summary['warmup_calls']} calls, {summary['warmup_steps']} steps, left out; "
+        f"{summary['samples_after_warmup']} samples): slope {summary['rss_slope_mb_per_1000_steps']:+.3f} MB per "
+        f"1,000 steps, {summary['rss_slope_mb_per_hour']:+.2f} MB per hour; "
+        f"{summary['rss_after_warmup_first_mb']:.1f} -> {summary['rss_end_mb']:.1f} MB, max {summary['rss_max_mb']:.1f} MB"
+    )
 
 
 def machine() -> str:
@@ -351,13 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="stop after this many minutes")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
-    parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the steps left out")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="full passes over the settings left out of the slope (default 1)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="write the samples and the summary here")
     parser.add_argument("--tracemalloc", action="store_true", help="diff Python allocations after warm-up")
     args = parser.parse_args(argv)
-    if args.steps < 1 or (args.minutes is not None and args.minutes <= 0) or not 0 <= args.warmup < 1:
-        parser.error("--steps must be >= 1, --minutes > 0, --warmup in [0, 1)")
+    if args.steps < 1 or (args.minutes is not None and args.minutes <= 0) or args.warmup < 0:
+        parser.error("--steps must be >= 1, --minutes > 0, --warmup >= 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
 
     from draftlattice.default_model import load_default
@@ -366,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     bundle = load_default(weights="int4")
     prompts = prompt_set(bundle)
     settings = call_settings()
+    warmup_calls = args.warmup * len(settings)
     memos = MemoWatch()
     seconds = None if args.minutes is None else 60 * args.minutes
     logger.info(
@@ -397,10 +434,10 @@ def main(argv: list[str] | None = None) -> int:
             per_setting[setting.label] = per_setting.get(setting.label, 0) + added
             now = time.perf_counter()
             progress.update(steps, added, now - start, samples[-1]["rss_mb"])
-            if args.tracemalloc and warm_snapshot is None and steps >= args.warmup * args.steps:
+            if args.tracemalloc and warm_snapshot is None and calls >= warmup_calls:
                 tracemalloc.start(8)
                 warm_snapshot = tracemalloc.take_snapshot()
-            if now - last_sample >= args.every:
+            if now - last_sample >= args.every or calls == warmup_calls:  # the slope starts at the warm-up's end
                 last_sample = now
                 samples.append(sample(start, steps, calls, memos))
                 progress.log(steps, now - start, samples[-1])
@@ -413,15 +450,10 @@ def main(argv: list[str] | None = None) -> int:
         tracemalloc.stop()
     memos.restore()
 
-    summary = summarize(samples, args.warmup)
+    summary = summarize(samples, warmup_calls)
     print(f"machine: {machine()}, torch threads {args.threads}")
     print(f"steps {summary['steps']} in {summary['calls']} calls, {summary['seconds'] / 60:.1f} min")
-    print(
-        f"RSS after warm-up (first {summary['warmup_steps']} steps left out, {summary['samples_after_warmup']} "
-        f"samples): slope {summary['rss_slope_mb_per_1000_steps']:+.3f} MB per 1,000 steps, "
-        f"{summary['rss_slope_mb_per_hour']:+.2f} MB per hour; "
-        f"{summary['rss_after_warmup_first_mb']:.1f} -> {summary['rss_end_mb']:.1f} MB, max {summary['rss_max_mb']:.1f} MB"
-    )
+    print(rss_line(summary))
     print(
         f"fds {summary['fds'][0]} -> {summary['fds'][1]}; threads (python) {summary['threads_python'][0]} -> "
         f"{summary['threads_python'][1]}, (OS) {summary['threads_os'][0]} -> {summary['threads_os'][1]}"
