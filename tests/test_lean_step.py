@@ -15,11 +15,15 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
+from draftlattice import _core
 from _engine_models import PROMPTS, run, trained
 from _hf_models import gpt2, left_padded, llama
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.lean import LeanLlama, StaticCache
-from draftlattice.lean.linear import Int4Linear, Int8Linear, make_linear
+from draftlattice.lean.linear import make_linear
+from draftlattice.lean.lowbit import quantized_linear
+
+KERNELS = ["torch", *_core.lowbit_kernels()]
 from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -75,9 +79,10 @@ def _q4_1_weight(out_features: int, in_features: int, seed: int) -> torch.Tensor
     return (low + scale * codes).view(out_features, in_features)
 
 
-def test_int4_recovers_q4_1_codes():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_int4_recovers_q4_1_codes(kernel):
     weight = _q4_1_weight(96, 128, seed=1)
-    layer = Int4Linear(weight)
+    layer = quantized_linear(weight, "int4", kernel)
     eye = torch.eye(128, dtype=torch.bfloat16)
     dequantized = layer(eye).float().t()  # [out, in]
     torch.testing.assert_close(dequantized, weight.bfloat16().float(), rtol=1e-2, atol=2e-4)
@@ -85,16 +90,19 @@ def test_int4_recovers_q4_1_codes():
     torch.testing.assert_close(layer(x).float(), x.float() @ weight.t(), rtol=2e-2, atol=2e-2)
 
 
-def test_int8_is_per_channel_symmetric():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_int8_is_symmetric_per_channel_with_torch_per_group_with_ours(kernel):
     weight = torch.randn(40, 64, generator=torch.Generator().manual_seed(2))
-    layer = Int8Linear(weight)
-    scale = weight.abs().amax(1, keepdim=True) / 127
-    dequantized = (weight / scale).round() * scale
+    layer = quantized_linear(weight, "int8", kernel)
+    groups = weight.view(40, 1 if kernel == "torch" else 2, -1)
+    scale = groups.abs().amax(-1, keepdim=True) / 127
+    dequantized = ((groups / scale).round() * scale).view(40, 64)
     x = torch.randn(3, 7, 64).bfloat16()
     got = layer(x)
     assert got.shape == (3, 7, 40)
     torch.testing.assert_close(got.float(), x.float() @ dequantized.t(), rtol=2e-2, atol=2e-2)
     assert (dequantized - weight).abs().max() <= scale.max() / 2 + 1e-6
+    assert layer.format == "int8" and layer.kernel == kernel
 
 
 @pytest.mark.parametrize("weights", ["int8", "int4"])
@@ -159,7 +167,7 @@ def test_sampling_through_a_quantized_step_keeps_its_law():
     )
     ids = torch.tensor([prompt] * ROWS)
     tokens, _ = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(prompt) + NEW)
-    from test_engine_sampling import law_p_value
+    from _laws import law_p_value
 
     assert law_p_value({c: float(p) for c, p in zip(continuations, law)}, _counts(tokens)) > 1e-3
 

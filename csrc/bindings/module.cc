@@ -13,6 +13,7 @@ void BindSample(py::module_& m);   // sample.h
 void BindOracle(py::module_& m);   // oracle.h
 void BindMemo(py::module_& m);     // lm_memo.h: LM answers kept across a decoding loop's steps
 void BindLmBuild(py::module_& m);  // lmbuild/
+void BindLowbit(py::module_& m);   // lowbit/: the lean step's low-bit matrix product
 }  // namespace dl::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -25,4 +26,5 @@ PYBIND11_MODULE(_core, m) {
   dl::bindings::BindOracle(m);
   dl::bindings::BindMemo(m);
   dl::bindings::BindLmBuild(m);
+  dl::bindings::BindLowbit(m);
 }

@@ -17,6 +17,7 @@ original. The engine calls it through ``Engine(step=...)`` / ``generate(..., dra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -85,9 +86,15 @@ class LeanLlama:
         self.embed = body.embed_tokens.weight.detach().to(self.dtype)
         self.layers = [_Layer(layer, weights, self.dtype) for layer in body.layers]
         self.norm = body.norm.weight.detach().to(self.dtype)
-        self.head_format = "dense" if weights == "dense" else "int8"  # it decides; 4 bits are too coarse
+        # int8 for a quantized step: the default model's GGUF keeps its (tied) output layer in
+        # Q8_0, and 4 bits move its argmax.
+        self.head_format = "dense" if weights == "dense" else "int8"
         self._output_weight = model.get_output_embeddings().weight  # shared, for the heads' rows
         self.output_layer = make_linear(self._output_weight, self.head_format, self.dtype)
+        self._kernel_threads = 0  # the threads our kernels were last given (see _threads)
+        self._in_step = False
+        linears = [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+        self._lowbit = [lin for lin in [*linears, self.output_layer] if _runs_our_kernel(lin)]
         self._draft_rows: tuple[tuple, object] | None = None
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
@@ -117,6 +124,10 @@ class LeanLlama:
 
         ``attention_mask``: None or ``[B, T]`` (a prompt: causal, 0 marks padding) when the
         cache is empty; else the engine's additive ``[B, 1, T, length + T]`` mask."""
+        with self._threads():
+            return self._hidden(input_ids, position_ids, attention_mask, cache)
+
+    def _hidden(self, input_ids, position_ids, attention_mask, cache):
         B, T = input_ids.shape
         mask = _grouped_mask(self._mask(attention_mask, cache, B, T), self.heads // self.kv_heads)
         cache.reserve(T)
@@ -144,13 +155,42 @@ class LeanLlama:
 
     def logits(self, hidden: Tensor) -> Tensor:
         """float32 logits at ``hidden [..., d]``."""
-        return self.output_layer(hidden.to(self.dtype)).float()
+        with self._threads():
+            return self.output_layer(hidden.to(self.dtype)).float()
+
+    @contextlib.contextmanager
+    def _threads(self):
+        """PyTorch on one thread while our kernels use its thread count.
+
+        Why: when every linear layer runs on our kernels (a quantized step on x86), their thread
+        pool and PyTorch's OpenMP pool would both spin on the same cores between calls, and
+        each would wait for threads the other holds (a 12 ms step took 36 ms on 2 cores). The
+        few small ops left to PyTorch (norms, rotary, attention) lose little on one thread."""
+        if not self._lowbit or self._in_step:
+            yield
+            return
+        threads = torch.get_num_threads()
+        if threads != self._kernel_threads:
+            for lin in self._lowbit:
+                lin.threads = threads
+            self._kernel_threads = threads
+        self._in_step = True
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            self._in_step = False
 
     def head_logits(self, heads, hidden: Tensor, next_ids: Tensor) -> Tensor:
         """Logits ``[..., h-1, V]`` of draft ``heads`` at ``hidden [..., d]`` where the target chose
         ``next_ids``: the heads' own layers, then this step's output layer in its format, over
         the heads' draft vocabulary only when they have one (-inf elsewhere), as
         :meth:`draftlattice.hf.DraftHeads.logits` computes them through the model's."""
+        with self._threads():
+            return self._head_logits(heads, hidden, next_ids)
+
+    def _head_logits(self, heads, hidden, next_ids):
         embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
         states = heads(hidden.to(self.dtype), embeds)
         if heads.draft_vocab is None:
@@ -160,6 +200,8 @@ class LeanLlama:
         if self._draft_rows is None or self._draft_rows[0] != key:
             rows = self._output_weight.detach().index_select(0, vocab.to(self.device))
             self._draft_rows = (key, make_linear(rows, self.head_format, self.dtype))
+            if _runs_our_kernel(self._draft_rows[1]):
+                self._draft_rows[1].threads = self._kernel_threads
         part = self._draft_rows[1](states.to(self.dtype))
         out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
         return out.index_copy_(-1, vocab.to(part.device), part)
@@ -207,6 +249,10 @@ class LeanLlama:
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """transformers' ``LlamaRMSNorm``: normalised in float32, cast back, then scaled."""
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def _runs_our_kernel(linear) -> bool:
+    return linear.format != "dense" and linear.kernel != "torch"
 
 
 def _grouped_mask(mask: Tensor, groups: int) -> Tensor:

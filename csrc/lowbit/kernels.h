@@ -1,0 +1,43 @@
+// The kernels behind LowbitMatmul (matmul.h), one per instruction set. Each computes the output
+// blocks [block_begin, block_end) of every row; the caller splits blocks over threads.
+#pragma once
+
+#include <cstdint>
+
+#include "lowbit/matmul.h"
+
+namespace dl::lowbit {
+
+struct Problem {
+  const uint16_t* x;  // [m, k] bf16 bits
+  const float* xf;    // [m, k] x in float32 (for the kernels that multiply in float32)
+  const float* sums;  // [m, groups]: the sum of each row's group of x, for kInt4's minima
+  LowbitWeights w;
+  int64_t m;
+  uint16_t* out;  // [m, n] bf16 bits
+};
+
+using Kernel = void (*)(const Problem& problem, int64_t block_begin, int64_t block_end);
+
+// nullptr when the CPU (or the compiler) lacks the instructions.
+Kernel KernelAvx512Bf16();
+Kernel KernelAvx2();
+Kernel KernelPortable();
+
+// float32 -> bf16 bits, rounding to nearest even (PyTorch's rounding); NaN stays NaN.
+inline uint16_t ToBf16(float value) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float FromBf16(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  __builtin_memcpy(&value, &wide, 4);
+  return value;
+}
+
+}  // namespace dl::lowbit

@@ -1,0 +1,77 @@
+#include "lowbit/matmul.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "errors.h"
+#include "lowbit/kernels.h"
+#include "lowbit/spin_pool.h"
+
+namespace dl::lowbit {
+
+namespace {
+
+struct NamedKernel {
+  const char* name;
+  Kernel kernel;
+  bool reads_float;  // multiplies float32 activations (Problem::xf)
+};
+
+const std::vector<NamedKernel>& Available() {
+  static const std::vector<NamedKernel> kernels = [] {
+    std::vector<NamedKernel> found;
+    if (Kernel k = KernelAvx512Bf16()) found.push_back({"avx512-bf16", k, false});
+    if (Kernel k = KernelAvx2()) found.push_back({"avx2", k, true});
+    found.push_back({"portable", KernelPortable(), true});
+    return found;
+  }();
+  return kernels;
+}
+
+const NamedKernel& Find(const std::string& name) {
+  const auto& kernels = Available();
+  if (name == "auto") return kernels.front();
+  for (const auto& k : kernels)
+    if (name == k.name) return k;
+  std::string names;
+  for (const auto& k : kernels) names += std::string(names.empty() ? "" : ", ") + k.name;
+  throw InvalidArgument("low-bit kernel '" + name +
+                        "' is not available on this CPU (available: auto, " + names + ")");
+}
+
+}  // namespace
+
+std::vector<std::string> LowbitKernels() {
+  std::vector<std::string> names;
+  for (const auto& k : Available()) names.push_back(k.name);
+  return names;
+}
+
+void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out, int threads,
+                  const std::string& kernel) {
+  const NamedKernel& chosen = Find(kernel);
+  if (w.k <= 0 || w.k % kGroup != 0)
+    throw InvalidArgument("low-bit weights need k a positive multiple of " +
+                          std::to_string(kGroup) + ", got " + std::to_string(w.k));
+  if (m <= 0 || w.n <= 0) return;
+  const int64_t groups = w.k / kGroup;
+  // Per call, a few KB: every row in float32 and its groups' sums (kInt4's minima).
+  std::vector<float> xf(chosen.reads_float ? static_cast<size_t>(m * w.k) : 0);
+  std::vector<float> sums(w.format == Codes::kInt4 ? static_cast<size_t>(m * groups) : 0);
+  for (int64_t i = 0; i < static_cast<int64_t>(xf.size()); ++i) xf[i] = FromBf16(x[i]);
+  for (int64_t row = 0; row < (sums.empty() ? 0 : m); ++row)
+    for (int64_t g = 0; g < groups; ++g) {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < kGroup; ++c) sum += FromBf16(x[row * w.k + g * kGroup + c]);
+      sums[row * groups + g] = sum;
+    }
+  const Problem problem{x, xf.data(), sums.data(), w, m, out};
+  const int64_t blocks = (w.n + kLanes - 1) / kLanes;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int tasks = static_cast<int>(std::min<int64_t>(threads, blocks));
+  // Contiguous, equal shares of blocks: which thread computes a block never changes its result.
+  SpinPool::Instance().Run(
+      tasks, [&](int t) { chosen.kernel(problem, blocks * t / tasks, blocks * (t + 1) / tasks); });
+}
+
+}  // namespace dl::lowbit
