@@ -15,16 +15,16 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from draftlattice import _core
 from _engine_models import PROMPTS, run, trained
 from _hf_models import gpt2, left_padded, llama
+from draftlattice import _core
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.lean import LeanLlama, StaticCache
 from draftlattice.lean.linear import make_linear
 from draftlattice.lean.lowbit import quantized_linear
+from draftlattice.verify import sampling_distribution
 
 KERNELS = ["torch", *_core.lowbit_kernels()]
-from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -23,6 +23,7 @@ Activations are bfloat16 in and out.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -65,7 +66,7 @@ def quantize_int8(weight: Tensor) -> tuple[Tensor, Tensor]:
     return codes.view(weight.shape), scale
 
 
-def pack(codes: Tensor, bits: int) -> "numpy.ndarray":  # noqa: F821
+def pack(codes: Tensor, bits: int) -> np.ndarray:
     """Codes ``[n, k]`` in the kernel's layout ``[blocks, groups, 16 pairs, bytes]``: for int4 a
     byte per lane holding a pair's first code in its low nibble; for int8 a lane's two codes."""
     n, k = codes.shape
@@ -83,7 +84,7 @@ def pack(codes: Tensor, bits: int) -> "numpy.ndarray":  # noqa: F821
     return packed.contiguous().numpy()
 
 
-def pack_lanes(values: Tensor) -> "numpy.ndarray":  # noqa: F821
+def pack_lanes(values: Tensor) -> np.ndarray:
     """Per-group values ``[n, groups]`` in the kernel's layout ``[blocks, groups, 16]`` (float32)."""
     n = values.shape[0]
     blocks = -(-n // LANES)
