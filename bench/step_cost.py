@@ -1,6 +1,6 @@
 """What one target step of the default model costs against the nodes it verifies, per way of
 running it, in one run: transformers' eager forward (bf16, fp32), the lean step (dense bf16 and
-fp32, int8, int4) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
+fp32, int8 and int4 on draftlattice's kernels and on PyTorch's) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
 when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
 computes the logits of all n; medians of alternated rounds.
 
@@ -78,6 +78,8 @@ def main() -> None:
             "lean fp32": LeanLlama(model32, "dense"),
             "lean int8": LeanLlama(bundle.model, "int8"),
             "lean int4": LeanLlama(bundle.model, "int4"),
+            "lean int8, PyTorch's kernel": LeanLlama(bundle.model, "int8", kernel="torch"),
+            "lean int4, PyTorch's kernel": LeanLlama(bundle.model, "int4", kernel="torch"),
         }
     for name, lean in steps.items():
         ways[name] = lambda n, lean=lean: lean_step(lean, prompt, n)

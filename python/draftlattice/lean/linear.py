@@ -45,15 +45,16 @@ class DenseLinear:
         return self.weight.numel() * self.weight.element_size()
 
 
-def make_linear(weight: Tensor, weights: str, dtype: torch.dtype):
-    """``weight [out, in]`` as a layer of format ``weights`` (:data:`WEIGHT_FORMATS`)."""
+def make_linear(weight: Tensor, weights: str, dtype: torch.dtype, kernel: str = "auto"):
+    """``weight [out, in]`` as a layer of format ``weights`` (:data:`WEIGHT_FORMATS`); quantized
+    formats run on ``kernel`` (:func:`.lowbit.quantized_linear`)."""
     if weights == "dense":
         return DenseLinear(weight, dtype)
     if weight.device.type != "cpu":
         raise ValueError(f"{weights} weights run on the CPU only (CPU kernels); use weights='dense' on GPUs")
     if dtype != torch.bfloat16:
         raise ValueError(f"{weights} weights compute in bfloat16 (their kernels' fast path), not {dtype}")
-    return quantized_linear(weight, weights)
+    return quantized_linear(weight, weights, kernel)
 
 
 def check_weights(weights: str) -> str:

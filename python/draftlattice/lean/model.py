@@ -27,6 +27,7 @@ from torch import Tensor
 from ..decode.cache import additive_mask
 from .cache import StaticCache
 from .linear import check_weights, make_linear
+from .lowbit import best_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +38,13 @@ INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it d
 class _Layer:
     """One decoder layer's weights in the step's format."""
 
-    def __init__(self, layer, weights: str, dtype: torch.dtype) -> None:
+    def __init__(self, layer, weights: str, dtype: torch.dtype, kernel: str) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-        self.qkv = make_linear(qkv, weights, dtype)
-        self.o = make_linear(attn.o_proj.weight, weights, dtype)
-        self.gate_up = make_linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), weights, dtype)
-        self.down = make_linear(mlp.down_proj.weight, weights, dtype)
+        self.qkv = make_linear(qkv, weights, dtype, kernel)
+        self.o = make_linear(attn.o_proj.weight, weights, dtype, kernel)
+        self.gate_up = make_linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), weights, dtype, kernel)
+        self.down = make_linear(mlp.down_proj.weight, weights, dtype, kernel)
         self.attn_norm = layer.input_layernorm.weight.detach().to(dtype)
         self.mlp_norm = layer.post_attention_layernorm.weight.detach().to(dtype)
 
@@ -54,9 +55,12 @@ class LeanLlama:
     Attributes:
         weights: "dense", "int8" or "int4" (:data:`~.linear.WEIGHT_FORMATS`).
         dtype: the compute dtype (the model's for dense weights, bfloat16 for quantized ones).
+        kernel: the quantized layers' kernel: "auto" (:func:`~.lowbit.best_kernel`: ours where
+            the CPU has AVX2 or AVX-512 BF16, else "torch"), "torch", or one of
+            ``_core.lowbit_kernels()``.
     """
 
-    def __init__(self, model, weights: str = "dense") -> None:
+    def __init__(self, model, weights: str = "dense", kernel: str = "auto") -> None:
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_TYPES:
@@ -84,13 +88,14 @@ class LeanLlama:
         body = model.base_model
         self.device = model.get_output_embeddings().weight.device
         self.embed = body.embed_tokens.weight.detach().to(self.dtype)
-        self.layers = [_Layer(layer, weights, self.dtype) for layer in body.layers]
+        self.kernel = best_kernel() if kernel == "auto" else kernel
+        self.layers = [_Layer(layer, weights, self.dtype, self.kernel) for layer in body.layers]
         self.norm = body.norm.weight.detach().to(self.dtype)
         # int8 for a quantized step: the default model's GGUF keeps its (tied) output layer in
         # Q8_0, and 4 bits move its argmax.
         self.head_format = "dense" if weights == "dense" else "int8"
         self._output_weight = model.get_output_embeddings().weight  # shared, for the heads' rows
-        self.output_layer = make_linear(self._output_weight, self.head_format, self.dtype)
+        self.output_layer = make_linear(self._output_weight, self.head_format, self.dtype, self.kernel)
         self._kernel_threads = 0  # the threads our kernels were last given (see _threads)
         self._in_step = False
         linears = [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]
@@ -100,11 +105,12 @@ class LeanLlama:
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
         self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
         logger.info(
-            "lean step: %s, %d layers, %s weights (%.0f MB), %s compute",
+            "lean step: %s, %d layers, %s weights (%.0f MB, %s kernel), %s compute",
             type(model).__name__,
             len(self.layers),
             weights,
             self.nbytes / 1e6,
+            "no" if weights == "dense" else self.kernel,
             self.dtype,
         )
 
@@ -199,7 +205,7 @@ class LeanLlama:
         key = (vocab.data_ptr(), vocab.numel())
         if self._draft_rows is None or self._draft_rows[0] != key:
             rows = self._output_weight.detach().index_select(0, vocab.to(self.device))
-            self._draft_rows = (key, make_linear(rows, self.head_format, self.dtype))
+            self._draft_rows = (key, make_linear(rows, self.head_format, self.dtype, self.kernel))
             if _runs_our_kernel(self._draft_rows[1]):
                 self._draft_rows[1].threads = self._kernel_threads
         part = self._draft_rows[1](states.to(self.dtype))
