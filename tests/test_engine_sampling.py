@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
 from _hf_models import disagreeing_heads, misreporting_propose, ngram_over, peaked_model_and_heads
+from _laws import law_p_value
 from draftlattice.decode import ContextLookup, Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.decode.drafters import SampledDrafts
 from draftlattice.verify import sampling_distribution
@@ -59,22 +58,6 @@ def engine_counts(model, heads, drafter, rule: str, sampling: Sampling, seed: in
     for row in tokens:
         counts[tuple(row)] = counts.get(tuple(row), 0) + 1
     return counts, stats
-
-
-def law_p_value(law, counts) -> float:
-    """Chi-square goodness of fit; outcomes of probability 0 must never occur, rare ones are pooled."""
-    assert sum(counts.values()) == ROWS
-    keys = sorted(law, key=law.get, reverse=True)
-    expected = np.array([law[k] * ROWS for k in keys])
-    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    impossible = expected == 0  # cut by top-k / top-p
-    assert observed[impossible].sum() == 0, "sampled a sequence of probability 0"
-    big = expected >= 5
-    rare = ~big & ~impossible
-    exp, obs = expected[big], observed[big]
-    if rare.any():
-        exp, obs = np.append(exp, expected[rare].sum()), np.append(obs, observed[rare].sum())
-    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
 @pytest.fixture(scope="module")

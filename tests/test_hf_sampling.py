@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import chisquare
 
 import draftlattice.hf as dlhf
 from _hf_models import disagreeing_heads, llama, misreporting_propose, ngram_over, peaked_model_and_heads
+from _laws import law_p_value
 from draftlattice.verify import sampling_distribution
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,20 +68,6 @@ def sampled_counts(model, heads, n, top_k=TOP_K, **kwargs) -> tuple[dict[tuple[i
     return counts, out.draft_stats
 
 
-def law_p_value(law, counts, n) -> float:
-    keys = sorted(law, key=law.get, reverse=True)
-    expected = np.array([law[k] * n for k in keys])
-    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    impossible = expected == 0  # cut by top-k: must never be sampled
-    assert observed[impossible].sum() == 0, "sampled a sequence of probability 0"
-    big = expected >= 5  # lump the rare outcomes into one cell
-    rare = ~big & ~impossible
-    exp, obs = expected[big], observed[big]
-    if rare.any():
-        exp, obs = np.append(exp, expected[rare].sum()), np.append(obs, observed[rare].sum())
-    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
-
-
 @pytest.mark.parametrize("rule", ["multi", "tree", "block"])
 @pytest.mark.parametrize("use_lm", [False, True])
 def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
@@ -96,7 +81,7 @@ def test_sampling_preserves_the_target_law(tmp_path, use_lm, rule):
     )
     assert sum(counts.values()) == n
     assert 0 < stats.mean_accepted < 2  # some drafts accepted, some rejected
-    assert law_p_value(exact_law(model), counts, n) > 1e-3
+    assert law_p_value(exact_law(model), counts) > 1e-3
 
 
 def test_misreported_proposal_law_is_detected(monkeypatch):
@@ -108,7 +93,7 @@ def test_misreported_proposal_law_is_detected(monkeypatch):
     heads = dlhf.DraftHeads.for_model(model, horizon=3)
     torch.manual_seed(13)
     counts, _ = sampled_counts(model, heads, 6000, draft_p=3)
-    assert law_p_value(exact_law(model), counts, 6000) < 1e-3
+    assert law_p_value(exact_law(model), counts) < 1e-3
 
 
 def test_bad_sampling_rule_is_named():
@@ -133,7 +118,7 @@ def test_law_test_detects_a_wrong_law():
     counts: dict[tuple[int, ...], int] = {}
     for row in out[:, len(PROMPT) :].tolist():
         counts[tuple(row)] = counts.get(tuple(row), 0) + 1
-    assert law_p_value(law, counts, 6000) < 1e-3
+    assert law_p_value(law, counts) < 1e-3
 
 
 @pytest.mark.parametrize("rule", ["multi", "tree", "block"])
@@ -211,4 +196,4 @@ def test_sampling_law_at_the_default_models_vocabulary(tmp_path, rule, use_lm):
         )
         for seq, count in part.items():
             counts[seq] = counts.get(seq, 0) + count
-    assert law_p_value(law, counts, n) > 1e-3
+    assert law_p_value(law, counts) > 1e-3

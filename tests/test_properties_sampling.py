@@ -24,6 +24,7 @@ import torch
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 
+from _laws import law_p_value
 from _properties import examples, marks
 from _verify_helpers import ContextModel
 from test_verify_multi_draft import PositiveQ, law_of, step_cases, tensors
@@ -242,27 +243,6 @@ def sampled_counts(model, heads, lm, config: dict) -> tuple[dict[tuple[int, ...]
                 break
         counts[tuple(key)] = counts.get(tuple(key), 0) + 1
     return counts, out.draft_stats
-
-
-def law_p_value(law: dict, counts: dict) -> float:
-    import numpy as np
-    from scipy.stats import chisquare
-
-    assert sum(counts.values()) == ROWS
-    assert not set(counts) - set(law), f"outcomes outside the law: {sorted(set(counts) - set(law))[:5]}"
-    keys = sorted(law, key=law.get, reverse=True)
-    expected = np.array([law[k] * ROWS for k in keys])
-    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
-    impossible = expected < 1e-9 * ROWS  # cut by top-k / top-p
-    assert observed[impossible].sum() == 0, "sampled a sequence of probability 0"
-    big = expected >= 5
-    rare = ~big & ~impossible
-    exp, obs = expected[big], observed[big]
-    if rare.any():
-        exp, obs = np.append(exp, expected[rare].sum()), np.append(obs, observed[rare].sum())
-    if len(exp) < 2:
-        return 1.0
-    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
 @examples(ci=6, long=100)
