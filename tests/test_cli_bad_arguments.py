@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from _cli_errors import one_line_error
 from _tiny_target import tiny_target
 from draftlattice.cli.main import main
 
@@ -121,14 +122,6 @@ CASES = [
 def test_bad_argument_is_one_line_before_any_work(files, empty_cache, no_loading, tmp_path, capsys, template, phrase):
     out = tmp_path / "out"
     argv = template.format(out=out, **files).split()
-    try:
-        code = main(argv)
-    except BaseException as error:  # noqa: BLE001 (any escape is a traceback for the user)
-        pytest.fail(f"{' '.join(argv)}: escaped main: {type(error).__name__}: {error}")
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code != 0, f"exit code 0 for {' '.join(argv)}"
-    assert len(lines) == 1, f"expected one line, got:\n{err}"
-    assert phrase in lines[0], f"the message does not say {phrase!r}: {lines[0]}"
-    assert lines[0].startswith("draftlattice: error:")
+    line = one_line_error(argv, capsys)
+    assert phrase in line, f"the message does not say {phrase!r}: {line}"
     assert list(tmp_path.iterdir()) == [], f"written before refusing: {list(tmp_path.iterdir())}"

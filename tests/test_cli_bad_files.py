@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _cli_errors import one_line_error
 from _tiny_target import tiny_target
-from draftlattice.cli.main import main
 from draftlattice.evaluate.trace import save_trace
 from test_trace import small_trace
 
@@ -116,12 +116,5 @@ def test_bad_file_is_one_line(files, empty_cache, tmp_path, capsys, template, ki
     d, good, bad = files
     path = bad[problem](kind)
     argv = template.format(path, out=tmp_path / "out", **good).split()
-    try:
-        code = main(argv)
-    except BaseException as error:  # noqa: BLE001 (any escape is a traceback for the user)
-        pytest.fail(f"{' '.join(argv)}: escaped main: {type(error).__name__}: {error}")
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code != 0, f"exit code 0 for {problem} {kind}"
-    assert len(lines) == 1, f"expected one line, got:\n{err}"
-    assert path.name in lines[0], f"the message does not name {path.name}: {lines[0]}"
+    line = one_line_error(argv, capsys)
+    assert path.name in line, f"{problem} {kind}: the message does not name {path.name}: {line}"
