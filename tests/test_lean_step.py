@@ -136,6 +136,63 @@ def test_drafted_greedy_in_a_quantized_format_follows_its_own_greedy(weights):
     assert agreeing >= len(PROMPTS) - 2
 
 
+FUSABLE = dict(hidden_size=128, intermediate_size=160, num_attention_heads=2, num_key_value_heads=1)  # head size 64
+needs_fused = pytest.mark.skipif(
+    not _core.fused_step_runs(64), reason="the fused int4 step needs an AVX-512 BF16 CPU (this one has none)"
+)
+
+
+@needs_fused
+def test_a_fused_step_computes_each_token_as_a_one_token_step_does():
+    """Every kernel of the fused step computes a row independently of the others: hidden states
+    of 7 tokens in one step equal those of 7 one-token steps, bit for bit."""
+    model = llama(seed=3, vocab=64, **FUSABLE).to(torch.bfloat16)
+    lean = LeanLlama(model, "int4")
+    assert lean.fused
+    ids = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        together_cache, alone_cache = lean.new_cache(1), lean.new_cache(1)
+        for cache in (together_cache, alone_cache):
+            lean.hidden(ids[:, :5], torch.arange(5).unsqueeze(0), None, cache)
+        mask = torch.zeros(1, 1, 7, 12, dtype=torch.bfloat16)
+        mask[..., 5:] = torch.full((7, 7), float("-inf")).triu(1).bfloat16()
+        together = lean.hidden(ids[:, 5:], torch.arange(5, 12).unsqueeze(0), mask, together_cache)
+        for t in range(7):
+            one = torch.zeros(1, 1, 1, 6 + t, dtype=torch.bfloat16)
+            alone = lean.hidden(ids[:, 5 + t : 6 + t], torch.tensor([[5 + t]]), one, alone_cache)
+            assert torch.equal(alone[0, 0], together[0, t]), t
+            assert torch.equal(lean.logits(alone[0, 0]), lean.logits(together[0, t]))
+
+
+@needs_fused
+def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly():
+    model = llama(seed=7, vocab=48, **FUSABLE)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)  # a peaked model: drafts accepted and rejected
+    model = model.to(torch.bfloat16)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3)
+    lean = LeanLlama(model, "int4")
+    engine = Engine(model, heads, LatticeDrafter(None, k=4, p=3), step=lean)
+    accepted = 0.0
+    for prompt in PROMPTS:
+        ids = torch.tensor([prompt])
+        drafted, stats, _ = run(engine, ids, 20)
+        assert drafted[0] == lean.greedy(ids, 20), prompt
+        accepted += stats.tokens_per_call
+    assert accepted / len(PROMPTS) > 1.2  # drafts were accepted: multi-token steps were compared
+
+
+def test_unfused_and_fused_steps_agree_up_to_rounding():
+    model = llama(seed=5, vocab=64, **FUSABLE).to(torch.bfloat16)
+    unfused = LeanLlama(model, "int4", fused=False)
+    assert not unfused.fused
+    fused = LeanLlama(model, "int4")
+    ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        a, b = (s.logits(s.hidden(ids, torch.arange(9).expand(2, 9), None, s.new_cache(2))) for s in (unfused, fused))
+    torch.testing.assert_close(a, b, rtol=0.05, atol=0.05 * float(a.abs().max()))
+
+
 def test_sampling_through_a_quantized_step_keeps_its_law():
     """Lossless sampling with an int4 step: the output law is the int4 model's own (enumerated
     from the step's forward over every continuation)."""

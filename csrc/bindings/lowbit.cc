@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "bindings/convert.h"
+#include "lowbit/attention.h"
+#include "lowbit/llama_stack.h"
 #include "lowbit/matmul.h"
 
 namespace py = pybind11;
@@ -68,6 +70,103 @@ void Matmul(const py::array& x, int bits, const py::array& codes, const py::arra
                        threads, kernel);
 }
 
+// The fused lean step's layers (lowbit/llama_stack.h), holding the arrays it reads.
+class LlamaStack {
+ public:
+  // layers: per layer (qkv, o, gate_up, down) as (codes, scales, mins) int4 triples, then the
+  // attention and MLP norms (int16 views of bf16).
+  LlamaStack(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
+             int64_t intermediate, float eps, const py::list& layers)
+      : shape_{hidden, heads, kv_heads, head_dim, intermediate, eps}, arrays_(layers) {
+    const int64_t widths[4][2] = {{(heads + 2 * kv_heads) * head_dim, hidden},
+                                  {hidden, heads * head_dim},
+                                  {2 * intermediate, hidden},
+                                  {hidden, intermediate}};
+    for (const py::handle item : layers) {
+      const auto parts = item.cast<py::tuple>();
+      if (parts.size() != 14)
+        throw InvalidArgument(Message("a layer has 14 arrays, got ", parts.size()));
+      lowbit::LowbitWeights w[4];
+      for (int i = 0; i < 4; ++i) {
+        const auto codes = parts[3 * i].cast<py::array>();
+        const auto scales = parts[3 * i + 1].cast<py::array>();
+        const auto mins = parts[3 * i + 2].cast<py::array>();
+        const int64_t n = widths[i][0], k = widths[i][1],
+                      blocks = (n + lowbit::kLanes - 1) / lowbit::kLanes;
+        if (codes.ndim() != 4 || codes.shape(0) != blocks || codes.shape(1) * lowbit::kGroup != k ||
+            codes.shape(3) != lowbit::PairBytes(lowbit::Codes::kInt4))
+          throw InvalidArgument(Message("layer product ", i, ": codes of shape ", ShapeText(codes),
+                                        " for n=", n, ", k=", k));
+        w[i] = {lowbit::Codes::kInt4,
+                Exact<uint8_t>(codes, "codes", 4),
+                Exact<float>(scales, "scales", 3),
+                Exact<float>(mins, "mins", 3),
+                n,
+                k};
+      }
+      const auto attn_norm = parts[12].cast<py::array>(), mlp_norm = parts[13].cast<py::array>();
+      for (const auto* norm : {&attn_norm, &mlp_norm})
+        if (norm->ndim() != 1 || norm->shape(0) != hidden)
+          throw InvalidArgument(
+              Message("a norm of shape ", ShapeText(*norm), " for hidden=", hidden));
+      layers_.push_back({w[0], w[1], w[2], w[3],
+                         reinterpret_cast<const uint16_t*>(Exact<int16_t>(attn_norm, "norm", 1)),
+                         reinterpret_cast<const uint16_t*>(Exact<int16_t>(mlp_norm, "norm", 1))});
+    }
+  }
+
+  void Forward(const py::array& x, int64_t batch, int64_t tokens, const py::array& cos,
+               const py::array& sin, const py::list& keys, const py::list& values, int64_t length,
+               const py::array& mask, int threads) {
+    const int64_t M = batch * tokens, d = shape_.head_dim;
+    auto* xs = Exact<int16_t>(x, "x", 2, true);
+    if (x.shape(0) != M || x.shape(1) != shape_.hidden)
+      throw InvalidArgument(
+          Message("x has shape ", ShapeText(x), " for ", M, " rows of ", shape_.hidden));
+    for (const auto* table : {&cos, &sin})
+      if (Exact<int16_t>(*table, "cos/sin", 2) && (table->shape(0) != M || table->shape(1) != d))
+        throw InvalidArgument(
+            Message("cos/sin of shape ", ShapeText(*table), " for ", M, " rows of ", d));
+    const auto* ms = Exact<int16_t>(mask, "mask", 2);
+    if (mask.shape(0) != M || mask.shape(1) != length + tokens)
+      throw InvalidArgument(Message("mask has shape ", ShapeText(mask), ", expected [", M, ", ",
+                                    length + tokens, "]"));
+    if (keys.size() != layers_.size() || values.size() != layers_.size())
+      throw InvalidArgument(
+          Message("keys/values for ", keys.size(), " layers, the model has ", layers_.size()));
+    lowbit::LlamaStep step{reinterpret_cast<uint16_t*>(xs),
+                           batch,
+                           tokens,
+                           reinterpret_cast<const uint16_t*>(Exact<int16_t>(cos, "cos", 2)),
+                           reinterpret_cast<const uint16_t*>(Exact<int16_t>(sin, "sin", 2)),
+                           {},
+                           {},
+                           0,
+                           length,
+                           reinterpret_cast<const uint16_t*>(ms)};
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const auto k = keys[i].cast<py::array>(), v = values[i].cast<py::array>();
+      auto* kp = Exact<int16_t>(k, "keys", 4, true);
+      auto* vp = Exact<int16_t>(v, "values", 4, true);
+      if (k.shape(0) != batch || k.shape(1) != shape_.kv_heads || k.shape(3) != d ||
+          v.shape(0) != batch || v.shape(1) != shape_.kv_heads || v.shape(2) != k.shape(2) ||
+          v.shape(3) != d)
+        throw InvalidArgument(
+            Message("cache layer ", i, ": keys ", ShapeText(k), ", values ", ShapeText(v)));
+      step.capacity = k.shape(2);
+      step.keys.push_back(reinterpret_cast<uint16_t*>(kp));
+      step.values.push_back(reinterpret_cast<uint16_t*>(vp));
+    }
+    py::gil_scoped_release release;
+    lowbit::RunLlamaStack(shape_, layers_, step, threads);
+  }
+
+ private:
+  lowbit::LlamaShape shape_;
+  py::list arrays_;  // keeps the weights' arrays alive
+  std::vector<lowbit::LlamaLayer> layers_;
+};
+
 }  // namespace
 
 void BindLowbit(py::module_& m) {
@@ -75,6 +174,14 @@ void BindLowbit(py::module_& m) {
         py::arg("scales"), py::arg("mins"), py::arg("n"), py::arg("out"), py::arg("threads"),
         py::arg("kernel") = "auto");
   m.def("lowbit_kernels", &lowbit::LowbitKernels);
+  m.def("fused_step_runs", &lowbit::AttentionRuns, py::arg("head_dim"));
+  py::class_<LlamaStack>(m, "LlamaStack")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, float, const py::list&>(),
+           py::arg("hidden"), py::arg("heads"), py::arg("kv_heads"), py::arg("head_dim"),
+           py::arg("intermediate"), py::arg("eps"), py::arg("layers"))
+      .def("forward", &LlamaStack::Forward, py::arg("x"), py::arg("batch"), py::arg("tokens"),
+           py::arg("cos"), py::arg("sin"), py::arg("keys"), py::arg("values"), py::arg("length"),
+           py::arg("mask"), py::arg("threads"));
 }
 
 }  // namespace dl::bindings

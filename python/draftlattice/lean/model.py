@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import _core
 from ..decode.cache import additive_mask
 from .cache import StaticCache
 from .linear import check_weights, make_linear
@@ -32,6 +33,7 @@ from .lowbit import best_kernel
 logger = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = ("llama",)
+FUSED_TOKENS = 64  #: steps of at most this many tokens run fused (longer ones: prompts)
 INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
 
 
@@ -58,9 +60,12 @@ class LeanLlama:
         kernel: the quantized layers' kernel: "auto" (:func:`~.lowbit.best_kernel`: ours where
             the CPU has AVX2 or AVX-512 BF16, else "torch"), "torch", or one of
             ``_core.lowbit_kernels()``.
+        fused: whether int4 steps of at most :data:`FUSED_TOKENS` tokens run all their layers
+            in one C++ call (``_core.LlamaStack``) where the CPU allows it (AVX-512 BF16, head
+            size 64 or 128); :attr:`fused` says whether they do.
     """
 
-    def __init__(self, model, weights: str = "dense", kernel: str = "auto") -> None:
+    def __init__(self, model, weights: str = "dense", kernel: str = "auto", fused: bool = True) -> None:
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_TYPES:
@@ -100,6 +105,9 @@ class LeanLlama:
         self._in_step = False
         linears = [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]
         self._lowbit = [lin for lin in [*linears, self.output_layer] if _runs_our_kernel(lin)]
+        self.intermediate = config.intermediate_size
+        self._stack = self._fused_stack() if fused else None
+        self.fused = self._stack is not None
         self._draft_rows: tuple[tuple, object] | None = None
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
@@ -120,6 +128,21 @@ class LeanLlama:
         linears = [lin for layer in self.layers for lin in (layer.qkv, layer.o, layer.gate_up, layer.down)]
         return sum(lin.nbytes for lin in linears) + self.output_layer.nbytes
 
+    def _fused_stack(self):
+        """All layers as one ``_core.LlamaStack`` when they are int4 on the AVX-512 BF16 kernel."""
+        if self.weights != "int4" or self.kernel != "avx512-bf16" or not _core.fused_step_runs(self.head_dim):
+            return None
+        bits = lambda t: t.view(torch.int16).numpy()  # noqa: E731 (bf16 tensors as the kernel reads them)
+        layers = []
+        for layer in self.layers:
+            arrays = [
+                a for lin in (layer.qkv, layer.o, layer.gate_up, layer.down) for a in (lin.codes, lin.scales, lin.mins)
+            ]
+            layers.append((*arrays, bits(layer.attn_norm), bits(layer.mlp_norm)))
+        return _core.LlamaStack(
+            self.hidden_size, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.eps, layers
+        )
+
     def new_cache(self, batch: int, capacity: int = INITIAL_CAPACITY) -> StaticCache:
         """An empty cache for ``batch`` rows."""
         return StaticCache(len(self.layers), batch, self.kv_heads, self.head_dim, capacity, self.dtype, self.device)
@@ -135,6 +158,8 @@ class LeanLlama:
 
     def _hidden(self, input_ids, position_ids, attention_mask, cache):
         B, T = input_ids.shape
+        if self._stack is not None and T <= FUSED_TOKENS:
+            return self._fused_hidden(input_ids, position_ids, self._mask(attention_mask, cache, B, T), cache)
         mask = _grouped_mask(self._mask(attention_mask, cache, B, T), self.heads // self.kv_heads)
         cache.reserve(T)
         cos = self.cos[position_ids].unsqueeze(2)  # [B, T, 1, hd]
@@ -158,6 +183,29 @@ class LeanLlama:
             x = x + layer.down(F.silu(gate) * up)
         cache.advance(T)
         return _rms_norm(x, self.norm, self.eps)
+
+    def _fused_hidden(self, input_ids: Tensor, position_ids: Tensor, mask: Tensor, cache: StaticCache) -> Tensor:
+        B, T = input_ids.shape
+        cache.reserve(T)
+        bits = lambda t: t.view(torch.int16).numpy()  # noqa: E731
+        x = F.embedding(input_ids, self.embed).reshape(B * T, self.hidden_size).contiguous()
+        cos = self.cos[position_ids].reshape(B * T, self.head_dim).contiguous()
+        sin = self.sin[position_ids].reshape(B * T, self.head_dim).contiguous()
+        rows = mask[:, 0].reshape(B * T, -1).contiguous()
+        self._stack.forward(
+            bits(x),
+            B,
+            T,
+            bits(cos),
+            bits(sin),
+            [bits(k) for k in cache.keys],
+            [bits(v) for v in cache.values],
+            cache.length,
+            bits(rows),
+            self._kernel_threads,
+        )
+        cache.advance(T)
+        return _rms_norm(x.view(B, T, self.hidden_size), self.norm, self.eps)
 
     def logits(self, hidden: Tensor) -> Tensor:
         """float32 logits at ``hidden [..., d]``."""

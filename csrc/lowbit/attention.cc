@@ -1,0 +1,156 @@
+#include "lowbit/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "lowbit/kernels.h"
+#include "lowbit/spin_pool.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_avx512.cc
+
+#define DL_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace dl::lowbit {
+namespace {
+
+// exp(x) for x <= 0, 16 lanes: vector_math.h's ExpNonPositive (2^n times a degree-7 polynomial).
+DL_AVX512_BF16 inline __m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_setzero_ps());
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  f = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-6f), f);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  for (const float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+DL_AVX512_BF16 inline __m512 Bf16x16(const uint16_t* p) {
+  const __m512i wide =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+struct Scratch {
+  std::vector<float> scores, sums;
+};
+
+// Query rows [r0, r1) of kv head c of batch row b (row r: query head c * g + r / tokens at token
+// r % tokens). W = d / 16 float vectors a row.
+template <int W>
+DL_AVX512_BF16 void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64_t r0, int64_t r1,
+                         Scratch& s) {
+  constexpr int64_t d = 16 * W;
+  const int64_t L = pr.length, R = r1 - r0, group = pr.heads / pr.kv_heads;
+  s.scores.resize(R * L);
+  s.sums.resize(R);
+  const uint16_t* keys = pr.keys + b * pr.kv_batch + c * pr.kv_head;
+  const uint16_t* values = pr.values + b * pr.kv_batch + c * pr.kv_head;
+  const auto head = [&](int64_t r) { return c * group + (r0 + r) / pr.tokens; };
+  const auto token = [&](int64_t r) { return (r0 + r) % pr.tokens; };
+  for (int64_t r = 0; r < R; ++r) {
+    const uint16_t* q = pr.q + (b * pr.tokens + token(r)) * pr.q_row + head(r) * d;
+    const uint16_t* mask = pr.mask + (b * pr.tokens + token(r)) * pr.mask_row;
+    float* row = s.scores.data() + r * L;
+    __m512i qv[W / 2];
+    for (int w = 0; w < W / 2; ++w) qv[w] = _mm512_loadu_si512(q + 32 * w);
+    for (int64_t j = 0; j < L; ++j) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int w = 0; w < W / 2; ++w)
+        acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(keys + j * d + 32 * w),
+                               (__m512bh)qv[w]);
+      row[j] = _mm512_reduce_add_ps(acc) * pr.scale + FromBf16(mask[j]);
+    }
+    __m512 top = _mm512_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 16 <= L; j += 16) top = _mm512_max_ps(top, _mm512_loadu_ps(row + j));
+    float max = _mm512_reduce_max_ps(top);
+    for (; j < L; ++j) max = std::max(max, row[j]);
+    if (!(max > -INFINITY)) max = 0.0f;  // every key masked (a padding row): weights ~0, not NaN
+    const __m512 shift = _mm512_set1_ps(max);
+    __m512 total = _mm512_setzero_ps();
+    for (j = 0; j + 16 <= L; j += 16) {
+      const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), shift));
+      _mm512_storeu_ps(row + j, e);
+      total = _mm512_add_ps(total, e);
+    }
+    if (j < L) {
+      const __mmask16 tail = static_cast<__mmask16>((1u << (L - j)) - 1u);
+      const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), shift));
+      _mm512_mask_storeu_ps(row + j, tail, e);
+      total = _mm512_add_ps(total, _mm512_maskz_mov_ps(tail, e));
+    }
+    s.sums[r] = _mm512_reduce_add_ps(total);
+  }
+  // Weighted values, a chunk of rows at a time so that their sums stay in registers.
+  constexpr int64_t kChunk = 24 / W > 0 ? 24 / W : 1;
+  for (int64_t c0 = 0; c0 < R; c0 += kChunk) {
+    const int64_t n = std::min<int64_t>(kChunk, R - c0);
+    __m512 acc[kChunk][W];
+    for (int64_t r = 0; r < kChunk; ++r)
+      for (int w = 0; w < W; ++w) acc[r][w] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < L; ++j) {
+      __m512 v[W];
+      for (int w = 0; w < W; ++w) v[w] = Bf16x16(values + j * d + 16 * w);
+      for (int64_t r = 0; r < kChunk; ++r) {
+        if (r >= n) break;
+        const __m512 p = _mm512_set1_ps(s.scores[(c0 + r) * L + j]);
+        for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(p, v[w], acc[r][w]);
+      }
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const __m512 inverse = _mm512_set1_ps(1.0f / s.sums[c0 + r]);
+      uint16_t* out = pr.out + ((b * pr.tokens + token(c0 + r)) * pr.heads + head(c0 + r)) * d;
+      for (int w = 0; w < W; ++w)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * w),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[r][w], inverse)));
+    }
+  }
+}
+
+}  // namespace
+
+bool AttentionRuns(int64_t d) { return (d == 64 || d == 128) && KernelAvx512Bf16() != nullptr; }
+
+void Attention(const AttentionProblem& pr, int threads) {
+  const int64_t group_rows = pr.tokens * (pr.heads / pr.kv_heads);  // query rows per kv head
+  const int64_t units = pr.batch * pr.kv_heads;
+  if (units * group_rows <= 0) return;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Work split as (batch row, kv head, share of its query rows), every thread taking as many
+  // pieces: the kv heads alone are too few to share evenly (the default model has 3).
+  const int64_t shares = std::min<int64_t>(group_rows, threads);
+  const int64_t pieces = units * shares;
+  const int tasks = static_cast<int>(std::min<int64_t>(threads, pieces));
+  SpinPool::Instance().Run(tasks, [&](int task) {
+    Scratch scratch;
+    for (int64_t piece = pieces * task / tasks; piece < pieces * (task + 1) / tasks; ++piece) {
+      const int64_t unit = piece / shares, share = piece % shares;
+      const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;
+      const int64_t r0 = group_rows * share / shares, r1 = group_rows * (share + 1) / shares;
+      if (pr.d == 64)
+        Rows<4>(pr, b, c, r0, r1, scratch);
+      else
+        Rows<8>(pr, b, c, r0, r1, scratch);
+    }
+  });
+}
+
+}  // namespace dl::lowbit
+
+#else
+
+namespace dl::lowbit {
+bool AttentionRuns(int64_t) { return false; }
+void Attention(const AttentionProblem&, int) {}
+}  // namespace dl::lowbit
+
+#endif
