@@ -123,6 +123,25 @@ def misreporting_propose(vocab: int):
     return lying
 
 
+def mismatched_parts(folder: Path, vocab: int = 32):
+    """What the bad-argument tests pair wrongly: ``(model, other)``, a tiny Llama saved in
+    ``folder/model`` with a tokenizer.json (its ``name_or_path``, so an LM's tokenizer is checked
+    against it) and a Llama over ``vocab + 8`` tokens whose heads (h = 3) are saved in
+    ``folder/other-heads``; ``folder/foreign.arpa`` is an LM built over another tokenizer."""
+    import draftlattice.hf as dlhf
+    from arpa_writer import random_arpa
+    from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
+
+    model = llama(vocab)
+    model.save_pretrained(folder / "model")
+    (folder / "model" / "tokenizer.json").write_text('{"version": "1.0", "model": {"vocab": {}}}')
+    model.config.name_or_path = str(folder / "model")
+    other = llama(vocab + 8, seed=5)
+    dlhf.DraftHeads.for_model(other, horizon=3).save_pretrained(folder / "other-heads")
+    random_arpa(folder / "foreign.arpa", 2, 1, n_words=vocab, metadata={TOKENIZER_SHA256_KEY: "0" * 64})
+    return model, other
+
+
 def fetched_default_model():
     """The default model's folder, fetched like a user would (skips the test when it is not
     fetched and the package index cannot be reached)."""

@@ -17,7 +17,7 @@ import torch
 
 from _engine_models import PROMPTS, Recording, run, trained, unpadded
 from _hf_models import greedy, left_padded, llama, own_ngram
-from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter, RowStopper, Sampling
+from draftlattice.decode import Engine, LatticeDrafter, NeuralDrafter, OracleDrafter
 from draftlattice.decode.drafters import to_host
 
 NEW_TOKENS = 24
@@ -176,32 +176,3 @@ def test_lattice_drafts_are_the_exact_p_best_of_the_rescored_lattice(setup):
             totals.append((head_score + 0.7 * lm.score(draft, context=context), draft))
         best = [d for _, d in sorted(totals, key=lambda x: -x[0])[:5]]
         assert drafts[b].tolist() == best
-
-
-def test_bad_arguments_raise_clear_errors(setup):
-    from transformers import StaticCache
-
-    model, heads, lm = setup
-    ids = torch.tensor([[1, 2, 3]])
-    with pytest.raises(ValueError, match="layout must be one of"):
-        Engine(model, heads, LatticeDrafter(), layout="beam")
-    with pytest.raises(ValueError, match="sample_rule must be None"):
-        Engine(model, heads, LatticeDrafter(), sample_rule="multi-wor")
-    with pytest.raises(ValueError, match="no sampling mode"):
-        run(Engine(model, heads, NeuralDrafter(model), sample_rule="tree", sampling=Sampling()), ids, 5)
-    for kwargs in ({"k": 0}, {"p": 0}, {"alpha": -1.0}, {"sample_alpha": float("inf")}, {"k": True}):
-        with pytest.raises(ValueError):
-            LatticeDrafter(lm, **kwargs)
-    with pytest.raises(ValueError, match="k must be a positive int"):
-        OracleDrafter([[1, 2, 3]], k=0)
-    with pytest.raises(ValueError, match="no stopping criterion"):
-        RowStopper(ids, float("inf"), set(), [], 0)
-    with pytest.raises(ValueError, match="reference"):  # a reference that is not the greedy output
-        run(Engine(model, heads, OracleDrafter([[1, 2, 3, 5, 5, 5, 5, 5]])), ids, 5)
-    with pytest.raises(ValueError, match="2 references for a batch of 1"):
-        run(Engine(model, heads, OracleDrafter([[1], [2]])), ids, 5)
-    with pytest.raises(ValueError, match="no sampling mode"):
-        run(Engine(model, heads, OracleDrafter([[1, 2, 3]]), sample_rule="tree", sampling=Sampling()), ids, 5)
-    cache = StaticCache(config=model.config, max_cache_len=16)
-    with pytest.raises(ValueError, match="unsupported cache layer"):
-        Engine(model, heads, LatticeDrafter()).run(ids, RowStopper(ids, 4, set(), [], 0), cache=cache)

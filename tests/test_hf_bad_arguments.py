@@ -14,10 +14,8 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from _hf_models import llama
-from arpa_writer import random_arpa
+from _hf_models import mismatched_parts
 from draftlattice import NgramLM
-from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
 
 V = 32
 
@@ -25,15 +23,8 @@ V = 32
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, one_thread):
     d = tmp_path_factory.mktemp("hf-bad")
-    model = llama(V)
-    model.save_pretrained(d / "model")
-    (d / "model" / "tokenizer.json").write_text('{"version": "1.0", "model": {"vocab": {}}}')
-    model.config.name_or_path = str(d / "model")  # the folder its tokenizer is read from
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
-    other = llama(V + 8, seed=5)
-    dlhf.DraftHeads.for_model(other, horizon=3).save_pretrained(d / "other-heads")
-    random_arpa(d / "foreign.arpa", 2, 1, n_words=V, metadata={TOKENIZER_SHA256_KEY: "0" * 64})
-    return model, heads, other, d
+    model, other = mismatched_parts(d, V)
+    return model, dlhf.DraftHeads.for_model(model, horizon=3), other, d
 
 
 # (name, generate() keywords built from (model, heads, other model, folder), the phrase of the message)

@@ -5,7 +5,8 @@ same ids under another tokenizer are other words, and rescoring with it silently
 draft. LMs built by draftlattice record the sha256 of their tokenizer.json (metadata key
 ``draftlattice-tokenizer-sha256``); model directories carry their tokenizer.json, and traces
 record its sha256. ``demo``, ``eval`` (live and on a trace) and the drafters they build call
-:func:`check_lm_tokenizer_pair` (:func:`check_lm_tokenizer` for an LM file); a mismatch, or an LM that records no tokenizer, is a
+:func:`check_lm_tokenizer_pair` (:func:`check_lm_tokenizer` for an LM file, :func:`check_lm_for_model`
+for a loaded LM and a transformers model: the decoding engine's check); a mismatch, or an LM that records no tokenizer, is a
 :class:`TokenizerMismatchError` unless ``allow_mismatch`` is set (``--allow-mismatch``: a
 word-level LM with a ``vocab`` mapping, used on purpose), which logs a warning instead.
 :func:`check_tokenizer_fits` checks the tokenizer against the model (``demo``, ``trace record``).
@@ -13,6 +14,7 @@ word-level LM with a ``vocab`` mapping, used on purpose), which logs a warning i
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -20,17 +22,19 @@ from pathlib import Path
 
 from .ngram.build import TOKENIZER_SHA256_KEY, read_arpa_metadata
 from .ngram.model import NgramLM
-from .tokenizer import tokenizer_sha256
+from .tokenizer import folder_tokenizer, tokenizer_sha256
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ALLOW_MISMATCH_HELP",
     "TokenizerMismatchError",
+    "check_lm_for_model",
     "check_lm_tokenizer",
     "check_lm_tokenizer_pair",
     "check_same_tokenizer",
     "check_tokenizer_fits",
+    "model_tokenizer_sha256",
     "tokenizer_sha256",
 ]
 
@@ -88,6 +92,49 @@ def check_lm_tokenizer(lm_path: str | os.PathLike[str], tokenizer: str | os.Path
     else:
         metadata = read_arpa_metadata(lm)
     check_lm_tokenizer_pair(metadata, tokenizer_sha256(tokenizer), lm_name=str(lm), tokenizer_name=str(tokenizer))
+
+
+def model_tokenizer_sha256(model) -> str | None:
+    """The hash of a transformers model's tokenizer when ``config.name_or_path`` is a local folder
+    holding one, else None (a hub id without a local copy cannot be checked offline)."""
+    name = getattr(model.config, "name_or_path", None)
+    if not name or not Path(name).is_dir():
+        return None
+    json_file = Path(name) / "tokenizer.json"
+    if json_file.is_file():
+        stat = json_file.stat()
+        return _json_sha256(str(json_file.resolve()), stat.st_mtime_ns, stat.st_size)
+    try:
+        return folder_tokenizer(name)[1]
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _json_sha256(path: str, mtime_ns: int, size: int) -> str:
+    """The hash of a tokenizer.json, once per version of the file: ``generate()`` checks its LM
+    on every call, and parsing the tokenizer each time cost 0.12 s per call on the default model
+    (the hash equals :func:`folder_tokenizer`'s for a folder with a tokenizer.json)."""
+    return tokenizer_sha256(path)
+
+
+def check_lm_for_model(lm, model) -> None:
+    """Raise ``TokenizerMismatchError`` (a ValueError) when ``lm`` (an :class:`NgramLM`) records a
+    tokenizer hash and the transformers ``model``'s folder has a different tokenizer; nothing when
+    either is unknown."""
+    metadata = dict(lm.metadata)
+    if not metadata.get(TOKENIZER_SHA256_KEY):
+        return
+    actual = model_tokenizer_sha256(model)
+    if actual is None:
+        logger.info("cannot check the LM's tokenizer: the model has no local tokenizer folder")
+        return
+    check_lm_tokenizer_pair(
+        metadata,
+        actual,
+        lm_name=f"the n-gram LM {getattr(lm, 'path', lm)}",
+        tokenizer_name=f"the model's tokenizer ({model.config.name_or_path})",
+    )
 
 
 def check_same_tokenizer(expected_sha: str, path: str | Path, *, owner: str, allow_mismatch: bool = False) -> None:

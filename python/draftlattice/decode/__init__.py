@@ -1,5 +1,5 @@
 """The one decoding engine (:mod:`.engine`) and its parts: drafters, the verification forward's
-layouts, cache rollback, stopping, statistics and step observers."""
+layouts, cache rollback, stopping, statistics, step observers and the checks of its arguments."""
 
 from .drafters import ContextLookup, Drafter, LatticeDrafter, NeuralDrafter, OracleDrafter, Sampling
 from .engine import Engine

@@ -32,6 +32,7 @@ from torch import Tensor
 from ..verify import accept_chains, accept_tree, verify_sampled
 from ..verify.path import accept_tree_chains, chain_nodes
 from ..verify.sampled import SAMPLE_RULES
+from .arguments import check_inputs, check_parts
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
 from .forward import LAYOUTS, chain_forward, fill_padding, tree_forward
@@ -91,6 +92,7 @@ class Engine:
             raise ValueError(f"sample_rule must be None (greedy) or one of {SAMPLE_RULES}, got {self.sample_rule!r}")
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
+        check_parts(self.model, self.heads, self.drafter, self.sample_rule, self.processors)
         self._lm_head = self.model.get_output_embeddings()
         if self.step is not None and not self.step.fits(self.model):
             raise ValueError(
@@ -127,7 +129,10 @@ class Engine:
         ``step``, its own static cache, and a filled one is refused);
         ``max_length``: the longest sequence the run may produce (positions past the model's
         table are clamped for draft nodes that are never committed).
+
+        Bad inputs (:func:`.arguments.check_inputs`) raise before any work.
         """
+        check_inputs(self.model, input_ids, stopper, attention_mask, position_ids)
         if self.step is not None:
             if cache is not None and cache.get_seq_length():  # generate() hands over an empty one
                 raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")

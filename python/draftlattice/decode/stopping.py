@@ -11,6 +11,8 @@ producing tokens until every row has stopped, and all rows end at the longest on
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -29,6 +31,12 @@ class RowStopper:
     def __init__(self, input_ids: Tensor, max_new_tokens: float, eos_ids: set[int], others: list, pad: int) -> None:
         if max_new_tokens == float("inf") and not others:
             raise ValueError("no stopping criterion: set max_new_tokens or max_length")
+        # A row allowed no token would never stop (commit() turns the prefill's token away before
+        # it could stop the row): the engine would loop for ever.
+        if max_new_tokens != float("inf") and (
+            isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 1
+        ):
+            raise ValueError(f"max_new_tokens must be an int >= 1 (or inf with other criteria), got {max_new_tokens!r}")
         self.prompt = input_ids
         self.max_new = max_new_tokens
         self.eos = set(eos_ids)

@@ -116,7 +116,7 @@ def load_default(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..hf.heads import DraftHeads
-    from ..hf.tokenizer import check_lm_for_model
+    from ..pairing import check_lm_for_model
 
     dtype = dtype if dtype is not None else torch.bfloat16
     device = torch.device(device) if device is not None else torch.device("cpu")

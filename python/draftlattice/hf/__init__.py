@@ -14,10 +14,10 @@ Heads are trained by :func:`draftlattice.training.train_heads` (``draftlattice h
 """
 
 from ..decode.stats import DecodeStats
+from ..pairing import check_lm_for_model, model_tokenizer_sha256
 from ..tokenizer import folder_tokenizer
 from .generate import DraftGenerateOutput, generate
 from .heads import DraftHeads
-from .tokenizer import check_lm_for_model, model_tokenizer_sha256
 
 __all__ = [
     "DecodeStats",

@@ -32,7 +32,6 @@ from ..decode.stats import DecodeStats
 from ..decode.stopping import RowStopper
 from ..verify.sampled import SAMPLE_RULES
 from .heads import DraftHeads, output_embeddings
-from .tokenizer import check_lm_for_model
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +164,6 @@ def generate(
             **kwargs,
         )
     _reject_unsupported(model, generation_config, kwargs)
-    _check_prompt(model, input_ids, kwargs.get("attention_mask"))
     with torch.inference_mode():
         return _decode(model, input_ids, logits_processor, stopping_criteria, generation_config, kwargs, **draft_kwargs)
 
@@ -190,48 +188,17 @@ def _reject_unsupported(model, config, kwargs) -> None:
         )
 
 
-def _check_prompt(model, input_ids: Tensor, attention_mask: Tensor | None) -> None:
-    """An empty batch, or a prompt that leaves no position of the model's table, before any work."""
-    if input_ids.ndim != 2 or input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must be a non-empty [batch, prompt] tensor, got shape {list(input_ids.shape)}")
-    limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    longest = int(attention_mask.sum(-1).max()) if attention_mask is not None else input_ids.shape[1]
-    if limit and longest >= limit:
-        raise ValueError(
-            f"a prompt of {longest} tokens leaves no position to generate at: the model's position table "
-            f"has {limit} (max_position_embeddings)"
-        )
-
-
-def _drafter(model, heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> LatticeDrafter:
+def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> LatticeDrafter:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
             "draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
             f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}"
         )
-    lm_head = output_embeddings(model)
-    if heads.hidden_size != model.config.hidden_size or heads.vocab_size != lm_head.weight.shape[0]:
-        raise ValueError(
-            f"draft_heads (hidden {heads.hidden_size}, vocab {heads.vocab_size}) do not fit the model "
-            f"(hidden {model.config.hidden_size}, vocab {lm_head.weight.shape[0]})"
-        )
-    head_param = next(heads.parameters())
-    if head_param.device != lm_head.weight.device or head_param.dtype != lm_head.weight.dtype:
-        raise ValueError(
-            f"draft_heads are on {head_param.device}/{head_param.dtype} but the model's output layer is "
-            f"on {lm_head.weight.device}/{lm_head.weight.dtype}: use heads.to(model.device, model.dtype)"
-        )
     if verify not in LAYOUTS:
         raise ValueError(f"draft_verify must be one of {LAYOUTS}, got {verify!r}")
     if sample_rule not in SAMPLE_RULES:
         raise ValueError(f"draft_sample must be one of {SAMPLE_RULES}, got {sample_rule!r}")
-    if lm is not None:
-        from ..ngram import NgramLM
-
-        if not isinstance(lm, NgramLM):
-            raise ValueError(f"draft_lm must be a draftlattice.NgramLM or None, got {type(lm).__name__}")
-        check_lm_for_model(lm, model)
-    try:
+    try:  # the heads, the LM and the prompt are checked against the model by the Engine
         return LatticeDrafter(lm, k, p, alpha, sample_alpha)
     except ValueError as error:  # name the keyword the user passed
         raise ValueError(f"draft_{error}") from None
@@ -314,7 +281,7 @@ def _decode(
 ):
     do_sample = bool(config.do_sample)
     drafter = _drafter(
-        model, draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
+        draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
     )
     if draft_lookup:
         drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_sample, do_sample)

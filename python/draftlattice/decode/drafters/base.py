@@ -13,6 +13,8 @@ head i+2's output, predicting draft position i.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +29,16 @@ class Sampling:
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        # As transformers' warpers refuse them; 0 and None turn top-k off, None top-p.
+        t, k, p = self.temperature, self.top_k, self.top_p
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t < math.inf:
+            raise ValueError(f"temperature must be a finite number > 0, got {t!r}")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0):
+            raise ValueError(f"top_k must be None or an int >= 0, got {k!r}")
+        if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 <= p <= 1):
+            raise ValueError(f"top_p must be None or a number in [0, 1], got {p!r}")
 
     def processors(self):
         """transformers' logits warpers of these settings, in generate()'s order (temperature,
@@ -75,7 +87,11 @@ class Proposal:
 
 class Drafter(Protocol):
     """The one drafter interface of the engine (lattice p-best with or without an n-gram LM,
-    sampled lattice drafts, neural rescoring, oracle)."""
+    sampled lattice drafts, neural rescoring, oracle).
+
+    A drafter that cannot draft for every sampling rule says which it can in ``sample_rules``
+    (a tuple of :data:`draftlattice.verify.sampled.SAMPLE_RULES`; ``()``: greedy decoding only;
+    absent: all), and the engine refuses the others when it is made."""
 
     name: str
     p: int  #: drafts per row and step (deterministic drafts)

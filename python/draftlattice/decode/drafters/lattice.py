@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ...lattice import Lattice
+from ...ngram import NgramLM
 from ...rescore import LmMemo, rescore_batch
 from ...sample import sample_drafts
 from ...verify import draw_categorical, sampling_distribution
@@ -75,6 +76,8 @@ class LatticeDrafter:
         for label, value in (("alpha", alpha), ("sample_alpha", sample_alpha)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise ValueError(f"{label} must be a finite number >= 0, got {value!r}")
+        if lm is not None and not isinstance(lm, NgramLM):
+            raise ValueError(f"lm must be a draftlattice.NgramLM or None, got {type(lm).__name__}")  # noqa: TRY004
         self.lm, self.k, self.p = lm, k, p
         self.alpha, self.sample_alpha = float(alpha), float(sample_alpha)
         self.memos: list[LmMemo] = []  # one per batch row, kept across one decoding run's steps

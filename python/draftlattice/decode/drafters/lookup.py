@@ -23,6 +23,8 @@ from .base import Drafter, Proposal, SampledDrafts, Sampling
 PAD = -1
 # Longest copied draft by default: 6 drafted best on the demo's prompts (bench/lookup_drafts.py).
 LOOKUP_TOKENS = 6
+# The sampling rules a copied draft can join (see ContextLookup).
+JOINING_RULES = ("tree", "multi")
 
 
 def continuation(context: list[int], max_ngram: int, length: int, min_ngram: int = 1) -> list[int]:
@@ -74,6 +76,9 @@ class ContextLookup:
         self.drafter, self.max_ngram, self.length = drafter, max_ngram, length
         self.p = drafter.p + 1
         self.lm = getattr(drafter, "lm", None)  # the engine reports whether drafts were rescored
+        # The copy joins several drafts: the one-draft rules ("block", "token") have no room for it.
+        inner = getattr(drafter, "sample_rules", JOINING_RULES)
+        self.sample_rules = tuple(rule for rule in JOINING_RULES if rule in inner)
 
     def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
         return self.drafter.propose(head_logits, sampling, draws)  # draws = p + 1: one may become the copy

@@ -28,6 +28,7 @@ class NeuralDrafter:
 
     name = "neural"
     p = 1
+    sample_rules: tuple[str, ...] = ()  # greedy decoding only
 
     def __init__(self, lm, k: int = 4, alpha: float = 0.5, window: int = 64) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

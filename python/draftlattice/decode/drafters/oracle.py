@@ -28,6 +28,7 @@ class OracleDrafter:
 
     name = "oracle"
     p = 1
+    sample_rules: tuple[str, ...] = ()  # greedy decoding only
 
     def __init__(self, references: list[list[int]], k: int = 4) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
