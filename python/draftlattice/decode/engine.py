@@ -23,6 +23,7 @@ greedy output; sampling output has exactly the target's law.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -146,7 +147,12 @@ class Engine:
         target = Target(
             self.model, cache, dtype, self.processors, max_position(self.model, max_length), self.heads, self.step
         )
-        return _Run(self, target, input_ids.to(device), attention_mask, position_ids, stopper).decode()
+        # A lean step on draftlattice's kernels runs the whole loop with PyTorch on one thread:
+        # the engine's own small ops between steps would otherwise leave PyTorch's OpenMP threads
+        # spinning on the cores the step's thread pool needs (steps 1.6x slower, bench/RESULTS.md).
+        session = getattr(self.step, "session", contextlib.nullcontext)()
+        with session:
+            return _Run(self, target, input_ids.to(device), attention_mask, position_ids, stopper).decode()
 
 
 class _Run:

@@ -117,7 +117,8 @@ def _curve_pass(step, cache, nodes, repeats: int, generator) -> list[float]:
 
 
 def machine_key(step) -> str:
-    """What a cost curve depends on: CPU model and flags, torch, threads, the step's format and shape."""
+    """What a cost curve depends on: CPU model and flags, torch, threads, the step's format, kernel,
+    fusion and shape."""
     flags = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -130,6 +131,7 @@ def machine_key(step) -> str:
         flags = platform.processor()
     parts = [flags, torch.__version__, str(torch.get_num_threads()), str(step.device), step.weights, str(step.dtype)]
     parts += [str(len(step.layers)), str(step.hidden_size), str(step.vocab_size)]
+    parts += [str(getattr(step, "kernel", "")), str(getattr(step, "fused", False))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 

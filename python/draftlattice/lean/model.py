@@ -27,6 +27,7 @@ from torch import Tensor
 from .. import _core
 from ..decode.cache import additive_mask
 from .cache import StaticCache
+from .heads import LeanHeads
 from .linear import check_weights, make_linear
 from .lowbit import best_kernel
 
@@ -109,6 +110,7 @@ class LeanLlama:
         self._stack = self._fused_stack() if fused else None
         self.fused = self._stack is not None
         self._draft_rows: tuple[tuple, object] | None = None
+        self._lean_heads: tuple[tuple, LeanHeads] | None = None
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
         self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
@@ -212,6 +214,13 @@ class LeanLlama:
         with self._threads():
             return self.output_layer(hidden.to(self.dtype)).float()
 
+    def session(self):
+        """A context for a whole decoding loop over this step (the engine enters it): PyTorch
+        on one thread throughout, as inside each step (see :meth:`_threads`), so that the
+        caller's own PyTorch ops between steps leave no OpenMP threads spinning against the
+        step's thread pool. A no-op when no layer runs on our kernels."""
+        return self._threads()
+
     @contextlib.contextmanager
     def _threads(self):
         """PyTorch on one thread while our kernels use its thread count.
@@ -225,7 +234,9 @@ class LeanLlama:
             return
         threads = torch.get_num_threads()
         if threads != self._kernel_threads:
-            for lin in self._lowbit:
+            extra = [] if self._draft_rows is None else [self._draft_rows[1]]
+            extra += [] if self._lean_heads is None else self._lean_heads[1].layers
+            for lin in self._lowbit + [lin for lin in extra if _runs_our_kernel(lin)]:
                 lin.threads = threads
             self._kernel_threads = threads
         self._in_step = True
@@ -246,7 +257,7 @@ class LeanLlama:
 
     def _head_logits(self, heads, hidden, next_ids):
         embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
-        states = heads(hidden.to(self.dtype), embeds)
+        states = self._heads_for(heads)(hidden.to(self.dtype), embeds)
         if heads.draft_vocab is None:
             return self.output_layer(states.to(self.dtype))
         vocab = heads.draft_vocab
@@ -259,6 +270,19 @@ class LeanLlama:
         part = self._draft_rows[1](states.to(self.dtype))
         out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
         return out.index_copy_(-1, vocab.to(part.device), part)
+
+    def _heads_for(self, heads):
+        """``heads`` on our kernels (:class:`~.heads.LeanHeads`, rebuilt when their parameters
+        change) where this step's layers run on them, else ``heads`` themselves."""
+        if not self._lowbit or not LeanHeads.fits(heads):
+            return heads
+        key = (id(heads), tuple(p._version for p in heads.parameters()))
+        if self._lean_heads is None or self._lean_heads[0] != key:
+            lean = LeanHeads(heads, self.kernel)
+            for layer in lean.layers:
+                layer.threads = self._kernel_threads
+            self._lean_heads = (key, lean)
+        return self._lean_heads[1]
 
     def _mask(self, attention_mask: Tensor | None, cache: StaticCache, B: int, T: int) -> Tensor:
         if attention_mask is not None and attention_mask.ndim == 4:
