@@ -270,3 +270,27 @@ def test_bad_settings_are_refused_before_any_work():
         filled = model(ids, use_cache=True).past_key_values
     with pytest.raises(ValueError, match="its own cache"):
         engine.run(ids, RowStopper(ids, 2, set(), [], 0), cache=filled, max_length=4)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_batched_greedy_equals_each_prompt_alone(fused):
+    """greedy_batch (left padding, EOS, padding after it) gives every row its own greedy output."""
+    from draftlattice.lean.greedy import greedy_batch
+
+    model = llama(seed=11, vocab=64, **FUSABLE).to(torch.bfloat16)
+    lean = LeanLlama(model, "int4", fused=fused)
+    prompts = [[5, 9, 2, 7], [3], [8, 8, 1, 4, 6, 2, 9], [10, 11]]
+    width = max(map(len, prompts))
+    ids = torch.zeros(len(prompts), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :], mask[r, width - len(p) :] = torch.tensor(p), 1
+    alone = [lean.greedy(torch.tensor([p]), 12) for p in prompts]
+    eos = alone[2][5]  # a token the third row emits: it must stop there, others may too
+    out = greedy_batch(lean, ids, mask, 12, eos_ids=[eos], pad_id=0)
+    assert out.shape == (4, width + 12)
+    for r, reference in enumerate(alone):
+        stop = next((i for i, t in enumerate(reference) if t == eos), len(reference) - 1)
+        got = out[r, width:].tolist()
+        assert got[: stop + 1] == reference[: stop + 1], r
+        assert all(t == 0 for t in got[stop + 1 :]), r

@@ -65,6 +65,12 @@ def parse_args(argv=None):
     p.add_argument("--cache-features", action="store_true", help="cache the trunk's hidden states in WORK")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
+    p.add_argument(
+        "--lean",
+        choices=["int4", "int8", "dense"],
+        help="distill the greedy answers with the lean step in this weight format (CPU: several times faster "
+        "than generate(); the answers of the model the demo's drafted rows verify against)",
+    )
     p.add_argument("--distill-seconds", type=float, help="time budget of the distillation (rerun to continue)")
     p.add_argument(
         "--train-seconds", type=float, help="time budget of the greedy heads' training (the sampled heads: half)"
@@ -96,14 +102,19 @@ def main(argv=None) -> int:
         heldout_file.write_text(json.dumps([[p.kind, p.text] for p in heldout]))
 
     common = dict(batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, shard_size=args.gen_batch * 2)
+    greedy = dict(common)
+    if args.lean:
+        from draftlattice.lean import LeanLlama
+
+        greedy["step"] = LeanLlama(model, args.lean)
     started = time.monotonic()
     budget = args.distill_seconds
     share = args.prompts / max(1, args.prompts + args.sampled_prompts)
-    distill(model, tokenizer, heldout, args.work / "heldout-greedy", **common)
+    distill(model, tokenizer, heldout, args.work / "heldout-greedy", **greedy)
     if sampled_prompts:
         distill(model, tokenizer, heldout, args.work / "heldout-sampled", temperature=1.0, **common)
     deadline = started + budget * share if budget else None
-    distill(model, tokenizer, greedy_prompts, args.work / "distill-greedy", deadline=deadline, **common)
+    distill(model, tokenizer, greedy_prompts, args.work / "distill-greedy", deadline=deadline, **greedy)
     if sampled_prompts:
         deadline = started + budget if budget else None
         distill(

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..distilled_corpus import FORMAT, META, VERSION, write_shard
+from ..lean.greedy import greedy_batch
 from .distillation_prompts import Prompt, encode_prompt
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ def distill(
     max_prompt_tokens: int = 384,
     seed: int = 0,
     deadline: float | None = None,
+    step=None,
 ) -> Path:
     """Generate the model's continuations of ``prompts`` into ``output_dir`` (resumable).
 
@@ -52,10 +54,14 @@ def distill(
     to their last tokens (chat prompts keep their template's end). Generation stops at the
     model's EOS; the EOS is kept as the record's last token. ``deadline`` (a
     ``time.monotonic()`` value) stops after the shard that passes it; a rerun continues.
+    ``step``: a :class:`~draftlattice.lean.LeanLlama` of ``model`` that decodes instead of
+    ``generate()`` (greedy only; its weight format's own answers, several times faster on a CPU).
     """
     for name, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens), ("shard_size", shard_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if step is not None and temperature != 0:
+        raise ValueError("a lean step distills greedy answers only: temperature must be 0")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     mode = "greedy" if temperature == 0 else "sampled"
@@ -69,10 +75,13 @@ def distill(
         "max_new_tokens": max_new_tokens,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
     }
+    if step is not None:
+        meta["step"] = f"lean {step.weights}"
     meta_path = out / META
     if meta_path.is_file():
         old = json.loads(meta_path.read_text())
-        differs = {k: (old.get(k), v) for k, v in meta.items() if k != "dtype" and old.get(k) != v}
+        keys = (set(meta) | set(old)) - {"dtype"}  # a "step" in one of them only is a difference
+        differs = {k: (old.get(k), meta.get(k)) for k in keys if old.get(k) != meta.get(k)}
         if differs:
             raise ValueError(f"{out} holds a corpus made with other settings {differs}; use another folder")
     else:
@@ -92,7 +101,7 @@ def distill(
         encoded = [encode_prompt(tokenizer, p)[-max_prompt_tokens:] for p in chunk]
         generator_seed = seed * 100_003 + shard
         records = _generate_records(
-            model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed
+            model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, generator_seed, step
         )
         write_shard(path, records)
         done_tokens += sum(len(r) - p for r, p in records)
@@ -123,7 +132,7 @@ def _eos_ids(model) -> list[int]:
 
 
 @torch.inference_mode()
-def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, seed):
+def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, top_p, eos, pad, seed, step=None):
     device = next(model.parameters()).device
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))  # similar lengths share a batch
     records: list[tuple[np.ndarray, int] | None] = [None] * len(encoded)
@@ -141,14 +150,17 @@ def _generate_records(model, encoded, batch_size, max_new_tokens, temperature, t
             if temperature > 0
             else {"do_sample": False}
         )
-        out = model.generate(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos or None,
-            pad_token_id=pad,
-            **sampling,
-        ).cpu()
+        if step is not None:
+            out = greedy_batch(step, ids, mask, max_new_tokens, eos, pad)
+        else:
+            out = model.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=max_new_tokens,
+                eos_token_id=eos or None,
+                pad_token_id=pad,
+                **sampling,
+            ).cpu()
         for r, i in enumerate(rows):
             new = out[r, width:].tolist()
             for n, token in enumerate(new):
