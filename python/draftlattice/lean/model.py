@@ -162,7 +162,10 @@ class LeanLlama:
         B, T = input_ids.shape
         if self._stack is not None and T <= FUSED_TOKENS:
             return self._fused_hidden(input_ids, position_ids, self._mask(attention_mask, cache, B, T), cache)
-        mask = _grouped_mask(self._mask(attention_mask, cache, B, T), self.heads // self.kv_heads)
+        mask = self._mask(attention_mask, cache, B, T)
+        grouped = T <= FUSED_TOKENS  # decoding steps; a prompt keeps enable_gqa (see _grouped_mask)
+        if grouped:
+            mask = _grouped_mask(mask, self.heads // self.kv_heads)
         cache.reserve(T)
         cos = self.cos[position_ids].unsqueeze(2)  # [B, T, 1, hd]
         sin = self.sin[position_ids].unsqueeze(2)
@@ -173,11 +176,15 @@ class LeanLlama:
             qkv = layer.qkv(h)
             qk = qkv[..., : q_width + kv_width].view(B, T, self.heads + self.kv_heads, self.head_dim)
             qk = qk * cos + _rotate_half(qk) * sin
-            q = qk[:, :, : self.heads].transpose(1, 2).reshape(B, self.kv_heads, -1, self.head_dim)
+            q = qk[:, :, : self.heads].transpose(1, 2)
             k = qk[:, :, self.heads :].transpose(1, 2)
             v = qkv[..., q_width + kv_width :].view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
             keys, values = cache.write(i, k, v)
-            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            if grouped:
+                q = q.reshape(B, self.kv_heads, -1, self.head_dim)
+                attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+            else:
+                attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
             attn = attn.reshape(B, self.heads, T, self.head_dim)
             x = x + layer.o(attn.transpose(1, 2).reshape(B, T, q_width))
             h = _rms_norm(x, layer.mlp_norm, self.eps)
@@ -286,7 +293,10 @@ class LeanLlama:
 
     def _mask(self, attention_mask: Tensor | None, cache: StaticCache, B: int, T: int) -> Tensor:
         if attention_mask is not None and attention_mask.ndim == 4:
-            return attention_mask.to(self.dtype)
+            # The engine masks with its dtype's lowest value (decode.cache.additive_mask), which
+            # a float16 model's -65504 is not in bf16: -inf, a key the fused attention skips.
+            hidden = attention_mask <= torch.finfo(attention_mask.dtype).min
+            return attention_mask.to(self.dtype).masked_fill(hidden, float("-inf"))
         if cache.length:
             raise ValueError("a lean step over a filled cache needs the engine's 4D mask")
         keys = torch.ones(B, T, dtype=torch.bool, device=self.device)
@@ -337,8 +347,11 @@ def _grouped_mask(mask: Tensor, groups: int) -> Tensor:
     """``mask [B, 1, T, L]`` for queries grouped by key head: ``[B, 1, groups * T, L]``.
 
     Why: the query heads that share a key head attend as one ``groups * T``-row query (the
-    same arithmetic as ``enable_gqa``, bit for bit); PyTorch's CPU attention kernel then splits
-    its work over rows instead of over tiny heads, 6x faster for one token (bench/RESULTS.md)."""
+    same mathematics as ``enable_gqa``); PyTorch's CPU attention kernel then splits its work over
+    rows instead of over tiny heads, 6x faster for one token (bench/RESULTS.md). Only for
+    decoding steps: for a long prompt the kernel blocks the longer query differently, and the
+    last bits of its results would differ from transformers' (whose prompt pass the drafted rows'
+    agreement depends on)."""
     B, _, T, L = mask.shape
     if T == 1 or groups == 1:
         return mask  # one row per query head broadcasts as it is
