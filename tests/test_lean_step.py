@@ -9,6 +9,7 @@ format; an exactly enumerated law for sampling through a quantized step.
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import pytest
@@ -19,10 +20,11 @@ from _engine_models import PROMPTS, run, trained
 from _hf_models import gpt2, left_padded, llama
 from draftlattice import _core
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode.cache import additive_mask
 from draftlattice.lean import LeanLlama, StaticCache
 from draftlattice.lean.linear import make_linear
 from draftlattice.lean.lowbit import quantized_linear
-from draftlattice.verify import sampling_distribution
+from draftlattice.verify import build_tree, sampling_distribution
 
 KERNELS = ["torch", *_core.lowbit_kernels()]
 
@@ -180,6 +182,42 @@ def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly():
         assert drafted[0] == lean.greedy(ids, 20), prompt
         accepted += stats.tokens_per_call
     assert accepted / len(PROMPTS) > 1.2  # drafts were accepted: multi-token steps were compared
+
+
+@needs_fused
+def test_each_node_of_a_token_tree_step_is_computed_as_one_token_steps_along_its_path():
+    """In a token tree, other branches' nodes sit masked between a node's ancestors: the fused
+    attention skips masked keys, so every node's hidden state equals one-token steps along its
+    own path, bit for bit. (Its softmax sum once ran in lanes by key index: a masked key moved the
+    node's later keys into other lanes, the sum changed in its last bit, and the demo's heads_tree
+    row left the int4 step's own greedy output.)"""
+    shape = dict(hidden_size=512, intermediate_size=256, num_attention_heads=8, num_key_value_heads=2)
+    model = llama(seed=3, vocab=64, num_hidden_layers=4, **shape).to(torch.bfloat16)
+    lean = LeanLlama(model, "int4")
+    generator = torch.Generator().manual_seed(0)
+    interleaved = 0
+    for past in (13, 30, 47, 60):
+        ids = torch.randint(0, 64, (1, past + 1), generator=generator)
+        drafts = torch.randint(0, 64, (1, 4, 4), generator=generator)
+        drafts[0, 1, :2] = drafts[0, 0, :2]  # branches that fork below the root too
+        tree = build_tree(drafts, position_offset=past, dtype=torch.bfloat16)
+        tokens = tree.tokens.clone()
+        tokens[0, 0] = ids[0, past]
+        with torch.inference_mode():
+            cache = lean.new_cache(1)
+            lean.hidden(ids[:, :past], torch.arange(past).unsqueeze(0), None, cache)
+            prefix = copy.deepcopy(cache)
+            mask = additive_mask(torch.ones(1, past, dtype=torch.bool), tree.ancestor, torch.bfloat16)
+            nodes = lean.hidden(tokens, tree.position_ids, mask, cache)
+            for n in range(tree.size):
+                path = sorted(tree.ancestor[0, n].nonzero().flatten().tolist(), key=lambda j: int(tree.depth[0, j]))
+                interleaved += len(path) < n + 1  # a masked node between the root and this one
+                alone = copy.deepcopy(prefix)
+                for j in path:
+                    one = torch.zeros(1, 1, 1, alone.length + 1, dtype=torch.bfloat16)
+                    hidden = lean.hidden(tokens[:, j : j + 1], tree.position_ids[:, j : j + 1], one, alone)
+                assert torch.equal(hidden[0, 0], nodes[0, n]), (past, n)
+    assert interleaved > 10  # the trees did put masked nodes between nodes and their ancestors
 
 
 def test_unfused_and_fused_steps_agree_up_to_rounding():

@@ -13,7 +13,8 @@
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_avx512.cc
 
-#define DL_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define DL_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,popcnt")))
 
 namespace dl::lowbit {
 namespace {
@@ -40,8 +41,11 @@ DL_AVX512_BF16 inline __m512 Bf16x16(const uint16_t* p) {
 }
 
 struct Scratch {
-  std::vector<float> scores, sums;
+  std::vector<float> scores, sums, kept;
 };
+
+// A key the mask hides has mask -inf or bf16's lowest finite value (torch.finfo(bfloat16).min).
+constexpr uint16_t kLowestBf16 = 0xFF7F;
 
 // Query rows [r0, r1) of kv head c of batch row b (row r: query head c * g + r / tokens at token
 // r % tokens). W = d / 16 float vectors a row.
@@ -56,6 +60,11 @@ DL_AVX512_BF16 void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64
   const uint16_t* values = pr.values + b * pr.kv_batch + c * pr.kv_head;
   const auto head = [&](int64_t r) { return c * group + (r0 + r) / pr.tokens; };
   const auto token = [&](int64_t r) { return (r0 + r) % pr.tokens; };
+  // A row's softmax runs over its visible keys only: a masked key weighs exactly 0, and the k-th
+  // visible key's weight goes to lane k % 16 of the sum (packed in order by vcompressps), not to
+  // lane j % 16. So masked keys (other branches of a token tree, padding, holes) change no bit.
+  s.kept.resize(L + 16);  // each store writes 16 lanes
+  float* kept = s.kept.data();
   for (int64_t r = 0; r < R; ++r) {
     const uint16_t* q = pr.q + (b * pr.tokens + token(r)) * pr.q_row + head(r) * d;
     const uint16_t* mask = pr.mask + (b * pr.tokens + token(r)) * pr.mask_row;
@@ -74,20 +83,29 @@ DL_AVX512_BF16 void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64
     for (; j + 16 <= L; j += 16) top = _mm512_max_ps(top, _mm512_loadu_ps(row + j));
     float max = _mm512_reduce_max_ps(top);
     for (; j < L; ++j) max = std::max(max, row[j]);
-    if (!(max > -INFINITY)) max = 0.0f;  // every key masked (a padding row): weights ~0, not NaN
+    // A masked score (-inf, or about -3.4e38) is below every visible one: this is the visible
+    // keys' max. With no visible key every weight below is 0, whatever the shift.
+    if (!(max > -INFINITY)) max = 0.0f;
     const __m512 shift = _mm512_set1_ps(max);
+    const __m512 lowest = _mm512_set1_ps(FromBf16(kLowestBf16));
+    int64_t n = 0;  // visible keys so far
+    for (j = 0; j < L; j += 16) {
+      const __mmask16 in = j + 16 <= L ? 0xFFFF : static_cast<__mmask16>((1u << (L - j)) - 1u);
+      const __m512 x = _mm512_maskz_loadu_ps(in, row + j);
+      const __m512i m = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(in, mask + j));
+      const __mmask16 visible = _mm512_mask_cmp_ps_mask(
+          in, _mm512_castsi512_ps(_mm512_slli_epi32(m, 16)), lowest, _CMP_NLE_UQ);
+      const __m512 e = _mm512_maskz_mov_ps(visible, Exp16(_mm512_sub_ps(x, shift)));
+      _mm512_mask_storeu_ps(row + j, in, e);  // >= e^-87 where visible, 0 where masked
+      // (vcompressps into a register, then a plain store: into memory it is microcoded on Zen 4)
+      _mm512_storeu_ps(kept + n, _mm512_maskz_compress_ps(visible, e));
+      n += __builtin_popcount(visible);
+    }
     __m512 total = _mm512_setzero_ps();
-    for (j = 0; j + 16 <= L; j += 16) {
-      const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), shift));
-      _mm512_storeu_ps(row + j, e);
-      total = _mm512_add_ps(total, e);
-    }
-    if (j < L) {
-      const __mmask16 tail = static_cast<__mmask16>((1u << (L - j)) - 1u);
-      const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), shift));
-      _mm512_mask_storeu_ps(row + j, tail, e);
-      total = _mm512_add_ps(total, _mm512_maskz_mov_ps(tail, e));
-    }
+    for (j = 0; j + 16 <= n; j += 16) total = _mm512_add_ps(total, _mm512_loadu_ps(kept + j));
+    if (j < n)
+      total = _mm512_add_ps(
+          total, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - j)) - 1u), kept + j));
     s.sums[r] = _mm512_reduce_add_ps(total);
   }
   // Weighted values, a chunk of rows at a time so that their sums stay in registers.
@@ -102,12 +120,15 @@ DL_AVX512_BF16 void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64
       for (int w = 0; w < W; ++w) v[w] = Bf16x16(values + j * d + 16 * w);
       for (int64_t r = 0; r < kChunk; ++r) {
         if (r >= n) break;
+        // A masked key's weight, +0, leaves the sum's bits as they are for finite values (the
+        // sum starts at +0 and is never -0).
         const __m512 p = _mm512_set1_ps(s.scores[(c0 + r) * L + j]);
         for (int w = 0; w < W; ++w) acc[r][w] = _mm512_fmadd_ps(p, v[w], acc[r][w]);
       }
     }
     for (int64_t r = 0; r < n; ++r) {
-      const __m512 inverse = _mm512_set1_ps(1.0f / s.sums[c0 + r]);
+      const float sum = s.sums[c0 + r];
+      const __m512 inverse = _mm512_set1_ps(sum > 0.0f ? 1.0f / sum : 0.0f);
       uint16_t* out = pr.out + ((b * pr.tokens + token(c0 + r)) * pr.heads + head(c0 + r)) * d;
       for (int w = 0; w < W; ++w)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * w),
