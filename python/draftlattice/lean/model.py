@@ -163,7 +163,9 @@ class LeanLlama:
         if self._stack is not None and T <= FUSED_TOKENS:
             return self._fused_hidden(input_ids, position_ids, self._mask(attention_mask, cache, B, T), cache)
         mask = self._mask(attention_mask, cache, B, T)
-        grouped = T <= FUSED_TOKENS  # decoding steps; a prompt keeps enable_gqa (see _grouped_mask)
+        # Quantized decoding steps group the query heads; dense steps and prompts keep enable_gqa,
+        # transformers' own arithmetic (see _grouped_mask).
+        grouped = T <= FUSED_TOKENS and self.weights != "dense"
         if grouped:
             mask = _grouped_mask(mask, self.heads // self.kv_heads)
         cache.reserve(T)
@@ -348,10 +350,10 @@ def _grouped_mask(mask: Tensor, groups: int) -> Tensor:
 
     Why: the query heads that share a key head attend as one ``groups * T``-row query (the
     same mathematics as ``enable_gqa``); PyTorch's CPU attention kernel then splits its work over
-    rows instead of over tiny heads, 6x faster for one token (bench/RESULTS.md). Only for
-    decoding steps: for a long prompt the kernel blocks the longer query differently, and the
-    last bits of its results would differ from transformers' (whose prompt pass the drafted rows'
-    agreement depends on)."""
+    rows instead of over tiny heads, 6x faster for one token (bench/RESULTS.md). The kernel
+    blocks the longer query differently, so the last bits of some results differ from
+    ``enable_gqa``'s: the dense step keeps transformers' arithmetic (its bf16 greedy outputs
+    equal ``generate()``'s on the demo's 8 prompts, 4 of 8 when grouped), and prompts too."""
     B, _, T, L = mask.shape
     if T == 1 or groups == 1:
         return mask  # one row per query head broadcasts as it is
