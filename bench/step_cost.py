@@ -1,6 +1,7 @@
 """What one target step of the default model costs against the nodes it verifies, per way of
 running it, in one run: transformers' eager forward (bf16, fp32), the lean step (dense bf16 and
-fp32, int8 and int4 on draftlattice's kernels and on PyTorch's) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
+fp32, int8 and int4 on draftlattice's kernels and on PyTorch's, int4 fused into one C++ call per
+step or not) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
 when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
 computes the logits of all n; medians of alternated rounds.
 
@@ -46,7 +47,8 @@ def lean_step(lean: LeanLlama, prompt: torch.Tensor, n: int):
 
     def step():
         cache.length = length
-        lean.logits(lean.hidden(tokens, positions, mask, cache))
+        with lean.session():  # as the engine runs it: PyTorch on one thread around our kernels
+            lean.logits(lean.hidden(tokens, positions, mask, cache))
 
     return step
 
@@ -78,6 +80,7 @@ def main() -> None:
             "lean fp32": LeanLlama(model32, "dense"),
             "lean int8": LeanLlama(bundle.model, "int8"),
             "lean int4": LeanLlama(bundle.model, "int4"),
+            "lean int4, unfused": LeanLlama(bundle.model, "int4", fused=False),
             "lean int8, PyTorch's kernel": LeanLlama(bundle.model, "int8", kernel="torch"),
             "lean int4, PyTorch's kernel": LeanLlama(bundle.model, "int4", kernel="torch"),
         }

@@ -37,3 +37,16 @@ def test_the_html_run_shows_agreement_in_reduced_precision_and_identity_in_float
     run = validate_run(html_run(_report("float32", [[1, 2, 3, 4], [5, 6, 7, 8]]), {}, str))
     assert run["rows"][1]["identical"] is True
     assert run["notes"] == ["float32: every drafted output is token for token generate()'s (checked)."]
+
+
+def test_rows_on_the_lean_step_are_said_to_equal_the_lean_row_not_generate():
+    generate = Row(RowSpec("generate", "", "-", {}), outputs=[[1, 2, 3, 4], [5, 6, 7, 8]], calls=8, seconds=1.0)
+    lean = Row(RowSpec("lean", "int4", "-", {}), outputs=[[1, 2, 3, 9], [5, 6, 7, 8]], calls=8, seconds=0.2)
+    row = Row(
+        RowSpec("ngram", "k=8", "chain", {}, reference="lean"), outputs=lean.outputs, calls=5, seconds=0.1, accepted=[1]
+    )
+    row.agreeing, row.identical = 2, True
+    prompts = [DemoPrompt("text", "one", [0]), DemoPrompt("chat", "two", [0])]
+    report = DemoReport(DemoSettings(), prompts, [generate, lean, row], str, "m", "lm", "bfloat16")
+    note = report.agreement_note()
+    assert "its reference's (lean" in note and "generate()'s" not in note

@@ -50,7 +50,14 @@ class DemoReport:
             return None
         drafted = self.drafted()
         if all(r.identical for r in drafted):
-            return f"{self.dtype}: every drafted output is token for token generate()'s (checked)."
+            references = {self.reference_of(r).name for r in drafted}
+            if references == {self.reference.name}:
+                return f"{self.dtype}: every drafted output is token for token generate()'s (checked)."
+            names = ", ".join(sorted(references))
+            return (
+                f"{self.dtype}: every drafted output is token for token its reference's ({names}: plain "
+                "greedy decoding of the same weights; checked)."
+            )
         return (
             f"In {self.dtype} a drafted row verifies several tokens in one forward, which rounds "
             "differently from generate()'s one token at a time; where two tokens are nearly tied the "
