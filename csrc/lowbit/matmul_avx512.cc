@@ -15,7 +15,9 @@
 
 // GCC 12's _mm512_undefined_epi32 (inside _mm512_slli_epi32 and _mm512_cvtepu8_epi32) trips a
 // false -Wmaybe-uninitialized: the "undefined" pass-through operand is masked off entirely.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define DL_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
