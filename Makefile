@@ -67,7 +67,8 @@ fuzz-coverage:
 TSAN_BUILD ?= build/tsan
 # (Not tests/test_hardening_core.py: a test there writes the caller's array from a Python thread
 # while the core copies it, a race by design that the copy makes harmless.)
-TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafting.py tests/test_sample.py tests/test_concurrency.py
+TSAN_TESTS ?= tests/test_rescore.py tests/test_lm_memo.py tests/test_lattice_drafting.py tests/test_sample.py tests/test_concurrency.py \
+  tests/test_lowbit.py
 # Reports go to files (pytest would swallow stderr at the abort) and are printed on failure.
 # torch runs on one thread there: its OpenMP pool (libgomp) is not instrumented, so TSan cannot
 # see its barriers and reports torch's own kernels (seen: TensorIterator's shape, written by the
