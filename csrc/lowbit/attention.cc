@@ -154,7 +154,7 @@ void Attention(const AttentionProblem& pr, int threads) {
   const int64_t pieces = units * shares;
   const int tasks = static_cast<int>(std::min<int64_t>(threads, pieces));
   SpinPool::Instance().Run(tasks, [&](int task) {
-    Scratch scratch;
+    thread_local Scratch scratch;  // kept between calls: one per layer, 30 a step
     for (int64_t piece = pieces * task / tasks; piece < pieces * (task + 1) / tasks; ++piece) {
       const int64_t unit = piece / shares, share = piece % shares;
       const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;

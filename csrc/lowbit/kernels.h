@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "lowbit/matmul.h"
 
@@ -23,6 +24,16 @@ using Kernel = void (*)(const Problem& problem, int64_t block_begin, int64_t blo
 Kernel KernelAvx512Bf16();
 Kernel KernelAvx2();
 Kernel KernelPortable();
+
+// fn(std::integral_constant<int, R>{}) with R = rows (1 <= rows <= Max): a kernel's row count
+// as a compile-time constant, so that each count keeps its sums in registers.
+template <int Max, typename Fn>
+inline void WithRowCount(int64_t rows, Fn&& fn) {
+  if constexpr (Max > 1) {
+    if (rows < Max) return WithRowCount<Max - 1>(rows, fn);
+  }
+  fn(std::integral_constant<int, Max>{});
+}
 
 // float32 -> bf16 bits, rounding to nearest even (PyTorch's rounding); NaN stays NaN.
 inline uint16_t ToBf16(float value) {

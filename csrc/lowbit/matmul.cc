@@ -56,8 +56,10 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
   if (m <= 0 || w.n <= 0) return;
   const int64_t groups = w.k / kGroup;
   // Per call, a few KB: every row in float32 and its groups' sums (kInt4's minima).
-  std::vector<float> xf(chosen.reads_float ? static_cast<size_t>(m * w.k) : 0);
-  std::vector<float> sums(w.format == Codes::kInt4 ? static_cast<size_t>(m * groups) : 0);
+  // Kept per calling thread: a step makes ~120 calls, each would allocate otherwise.
+  thread_local std::vector<float> xf, sums;
+  xf.resize(chosen.reads_float ? static_cast<size_t>(m * w.k) : 0);
+  sums.resize(w.format == Codes::kInt4 ? static_cast<size_t>(m * groups) : 0);
   for (int64_t i = 0; i < static_cast<int64_t>(xf.size()); ++i) xf[i] = FromBf16(x[i]);
   for (int64_t row = 0; row < (sums.empty() ? 0 : m); ++row)
     for (int64_t g = 0; g < groups; ++g) {

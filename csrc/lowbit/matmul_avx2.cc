@@ -74,20 +74,8 @@ template <Codes C>
 DL_AVX2 void Blocks(const Problem& pr, int64_t block_begin, int64_t block_end) {
   for (int64_t block = block_begin; block < block_end; ++block) {
     for (int64_t row = 0; row < pr.m; row += 4) {
-      switch (pr.m - row < 4 ? pr.m - row : 4) {
-        case 1:
-          BlockRows<C, 1>(pr, block, row);
-          break;
-        case 2:
-          BlockRows<C, 2>(pr, block, row);
-          break;
-        case 3:
-          BlockRows<C, 3>(pr, block, row);
-          break;
-        default:
-          BlockRows<C, 4>(pr, block, row);
-          break;
-      }
+      WithRowCount<4>(pr.m - row,
+                      [&](auto rows) { BlockRows<C, decltype(rows)::value>(pr, block, row); });
     }
   }
 }

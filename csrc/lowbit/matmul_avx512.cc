@@ -90,32 +90,8 @@ template <Codes C>
 DL_AVX512_BF16 void Blocks(const Problem& pr, int64_t block_begin, int64_t block_end) {
   for (int64_t block = block_begin; block < block_end; ++block) {
     for (int64_t row = 0; row < pr.m; row += 8) {
-      switch (pr.m - row < 8 ? pr.m - row : 8) {
-        case 1:
-          BlockRows<C, 1>(pr, block, row);
-          break;
-        case 2:
-          BlockRows<C, 2>(pr, block, row);
-          break;
-        case 3:
-          BlockRows<C, 3>(pr, block, row);
-          break;
-        case 4:
-          BlockRows<C, 4>(pr, block, row);
-          break;
-        case 5:
-          BlockRows<C, 5>(pr, block, row);
-          break;
-        case 6:
-          BlockRows<C, 6>(pr, block, row);
-          break;
-        case 7:
-          BlockRows<C, 7>(pr, block, row);
-          break;
-        default:
-          BlockRows<C, 8>(pr, block, row);
-          break;
-      }
+      WithRowCount<8>(pr.m - row,
+                      [&](auto rows) { BlockRows<C, decltype(rows)::value>(pr, block, row); });
     }
   }
 }

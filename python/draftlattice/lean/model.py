@@ -134,13 +134,12 @@ class LeanLlama:
         """All layers as one ``_core.LlamaStack`` when they are int4 on the AVX-512 BF16 kernel."""
         if self.weights != "int4" or self.kernel != "avx512-bf16" or not _core.fused_step_runs(self.head_dim):
             return None
-        bits = lambda t: t.view(torch.int16).numpy()  # noqa: E731 (bf16 tensors as the kernel reads them)
         layers = []
         for layer in self.layers:
             arrays = [
                 a for lin in (layer.qkv, layer.o, layer.gate_up, layer.down) for a in (lin.codes, lin.scales, lin.mins)
             ]
-            layers.append((*arrays, bits(layer.attn_norm), bits(layer.mlp_norm)))
+            layers.append((*arrays, _bits(layer.attn_norm), _bits(layer.mlp_norm)))
         return _core.LlamaStack(
             self.hidden_size, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.eps, layers
         )
@@ -198,21 +197,20 @@ class LeanLlama:
     def _fused_hidden(self, input_ids: Tensor, position_ids: Tensor, mask: Tensor, cache: StaticCache) -> Tensor:
         B, T = input_ids.shape
         cache.reserve(T)
-        bits = lambda t: t.view(torch.int16).numpy()  # noqa: E731
         x = F.embedding(input_ids, self.embed).reshape(B * T, self.hidden_size).contiguous()
         cos = self.cos[position_ids].reshape(B * T, self.head_dim).contiguous()
         sin = self.sin[position_ids].reshape(B * T, self.head_dim).contiguous()
         rows = mask[:, 0].reshape(B * T, -1).contiguous()
         self._stack.forward(
-            bits(x),
+            _bits(x),
             B,
             T,
-            bits(cos),
-            bits(sin),
-            [bits(k) for k in cache.keys],
-            [bits(v) for v in cache.values],
+            _bits(cos),
+            _bits(sin),
+            [_bits(k) for k in cache.keys],
+            [_bits(v) for v in cache.values],
             cache.length,
-            bits(rows),
+            _bits(rows),
             self._kernel_threads,
         )
         cache.advance(T)
@@ -339,6 +337,11 @@ class LeanLlama:
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """transformers' ``LlamaRMSNorm``: normalised in float32, cast back, then scaled."""
     return weight * F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+
+
+def _bits(tensor: Tensor):
+    """A bf16 tensor's bits as the C++ kernels read them (an int16 numpy view, no copy)."""
+    return tensor.view(torch.int16).numpy()
 
 
 def _runs_our_kernel(linear) -> bool:
