@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from draftlattice import _core
 from draftlattice.default_model import load_default
 from draftlattice.lean import LeanLlama
 
@@ -81,6 +82,11 @@ def main() -> None:
             "lean int8": LeanLlama(bundle.model, "int8"),
             "lean int4": LeanLlama(bundle.model, "int4"),
             "lean int4, unfused": LeanLlama(bundle.model, "int4", fused=False),
+            # each of our other kernels this CPU runs (avx2: what an AVX2-only CPU gets)
+            **{
+                f"lean int4, {kernel} kernel": LeanLlama(bundle.model, "int4", kernel=kernel)
+                for kernel in _core.lowbit_kernels()[1:-1]
+            },
             "lean int8, PyTorch's kernel": LeanLlama(bundle.model, "int8", kernel="torch"),
             "lean int4, PyTorch's kernel": LeanLlama(bundle.model, "int4", kernel="torch"),
         }

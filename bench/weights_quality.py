@@ -1,6 +1,6 @@
 """What each weight format of the lean step costs in quality, on the default model, in one run:
 perplexity on WikiText-2 raw test text (windows of --window tokens, the same tokens for every
-format) beside transformers' own bf16 and fp32 model, and how far each format's plain greedy
+format, and int4 on each of draftlattice's kernels the CPU runs) beside transformers' own bf16 and fp32 model, and how far each format's plain greedy
 output agrees with transformers' bf16 greedy ``generate()`` on the demo's prompts (outputs equal,
 and tokens before the first difference).
 
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from _default_model import demo_set
+from draftlattice import _core
 from draftlattice.assets import WIKITEXT_RAW_TEST, data_file
 from draftlattice.default_model import load_default
 from draftlattice.lean import LeanLlama
@@ -77,6 +78,9 @@ def main() -> None:
     ):
         lean = LeanLlama(model, weights)
         ways[name] = (lean_logits(lean), lean)
+    for kernel in _core.lowbit_kernels()[1:-1]:  # our other kernels: each computes a little differently
+        lean = LeanLlama(bundle.model, "int4", kernel=kernel)
+        ways[f"lean int4, {kernel} kernel"] = (lean_logits(lean), lean)
     reference = None
     print(
         f"{ids.numel()} WikiText-2 raw test tokens in windows of {args.window}; {len(prompts)} prompts x {args.max_new_tokens}"

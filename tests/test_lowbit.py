@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from _q8 import INTEGER_KERNELS, q8_activations
 from draftlattice import _core
 from draftlattice.lean.lowbit import LowbitLinear, pack, pack_lanes, quantize_int4, quantize_int8
 
@@ -65,8 +66,23 @@ def test_the_vector_kernels_agree_with_the_portable_one():
     x = torch.randn(5, 256, generator=torch.Generator().manual_seed(6)).bfloat16()
     for bits in (4, 8):
         reference = LowbitLinear(weight, bits, "portable")(x).float()
-        for kernel in KERNELS:
+        for kernel in set(KERNELS) - set(INTEGER_KERNELS):
             torch.testing.assert_close(LowbitLinear(weight, bits, kernel)(x).float(), reference, rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("kernel", INTEGER_KERNELS)
+@pytest.mark.parametrize("n,k,m", [(16, 32, 1), (37, 64, 3), (100, 96, 9), (48, 160, 16)])
+def test_the_integer_kernels_multiply_q8_activations_exactly(bits, kernel, n, k, m):
+    """Exact integer sums and float32 group terms: the product of the quantized activations and
+    the dequantized weights, rounded once to bf16 (within half a bf16 ulp, 2^-8 relative, plus float32's
+    rounding of the group terms)."""
+    weight = _weight(n, k, seed=n + k)
+    x = (3 * torch.randn(m, k, generator=torch.Generator().manual_seed(m))).bfloat16()
+    x[0, :32] = 0  # a group of zeros (scale 0)
+    exact = q8_activations(x) @ _dequantized(weight, bits).double().t()
+    got = LowbitLinear(weight, bits, kernel)(x).double()
+    torch.testing.assert_close(got, exact, rtol=2**-8, atol=1e-5 * exact.abs().max().item())
 
 
 def test_exact_codes_give_exact_integers():
@@ -77,6 +93,7 @@ def test_exact_codes_give_exact_integers():
     codes[:, 0] = 127  # the group's scale becomes exactly 1
     codes[:, 32] = 127
     x = torch.randint(-3, 4, (4, 64), generator=g).bfloat16()
+    x[:, 0] = x[:, 32] = 127  # the integer kernels' activation scale becomes exactly 1
     for kernel in KERNELS:
         got = LowbitLinear(codes.float(), 8, kernel)(x)
         assert torch.equal(got.float(), (x.float() @ codes.float().t()).bfloat16().float())

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "bindings/convert.h"
@@ -76,8 +77,13 @@ class LlamaStack {
   // layers: per layer (qkv, o, gate_up, down) as (codes, scales, mins) int4 triples, then the
   // attention and MLP norms (int16 views of bf16).
   LlamaStack(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
-             int64_t intermediate, float eps, const py::list& layers)
-      : shape_{hidden, heads, kv_heads, head_dim, intermediate, eps}, arrays_(layers) {
+             int64_t intermediate, float eps, const py::list& layers, const std::string& kernel)
+      : shape_{hidden, heads, kv_heads, head_dim, intermediate, eps},
+        arrays_(layers),
+        kernel_(kernel) {
+    const auto known = lowbit::LowbitKernels();
+    if (kernel != "auto" && std::find(known.begin(), known.end(), kernel) == known.end())
+      throw InvalidArgument(Message("low-bit kernel '", kernel, "' is not available on this CPU"));
     const int64_t widths[4][2] = {{(heads + 2 * kv_heads) * head_dim, hidden},
                                   {hidden, heads * head_dim},
                                   {2 * intermediate, hidden},
@@ -158,12 +164,13 @@ class LlamaStack {
       step.values.push_back(reinterpret_cast<uint16_t*>(vp));
     }
     py::gil_scoped_release release;
-    lowbit::RunLlamaStack(shape_, layers_, step, threads);
+    lowbit::RunLlamaStack(shape_, layers_, step, threads, kernel_);
   }
 
  private:
   lowbit::LlamaShape shape_;
   py::list arrays_;  // keeps the weights' arrays alive
+  std::string kernel_;
   std::vector<lowbit::LlamaLayer> layers_;
 };
 
@@ -176,9 +183,10 @@ void BindLowbit(py::module_& m) {
   m.def("lowbit_kernels", &lowbit::LowbitKernels);
   m.def("fused_step_runs", &lowbit::AttentionRuns, py::arg("head_dim"));
   py::class_<LlamaStack>(m, "LlamaStack")
-      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, float, const py::list&>(),
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, float, const py::list&,
+                    const std::string&>(),
            py::arg("hidden"), py::arg("heads"), py::arg("kv_heads"), py::arg("head_dim"),
-           py::arg("intermediate"), py::arg("eps"), py::arg("layers"))
+           py::arg("intermediate"), py::arg("eps"), py::arg("layers"), py::arg("kernel") = "auto")
       .def("forward", &LlamaStack::Forward, py::arg("x"), py::arg("batch"), py::arg("tokens"),
            py::arg("cos"), py::arg("sin"), py::arg("keys"), py::arg("values"), py::arg("length"),
            py::arg("mask"), py::arg("threads"));

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "lowbit/matmul.h"
+#include "lowbit/quantize.h"
 
 namespace dl::lowbit {
 
@@ -13,6 +14,7 @@ struct Problem {
   const uint16_t* x;  // [m, k] bf16 bits
   const float* xf;    // [m, k] x in float32 (for the kernels that multiply in float32)
   const float* sums;  // [m, groups]: the sum of each row's group of x, for kInt4's minima
+  const QuantizedRows* quantized;  // x as int8 (for the kernels that multiply integers)
   LowbitWeights w;
   int64_t m;
   uint16_t* out;  // [m, n] bf16 bits
@@ -21,6 +23,7 @@ struct Problem {
 using Kernel = void (*)(const Problem& problem, int64_t block_begin, int64_t block_end);
 
 // nullptr when the CPU (or the compiler) lacks the instructions.
+Kernel KernelAvx512Vnni();
 Kernel KernelAvx512Bf16();
 Kernel KernelAvx2();
 Kernel KernelPortable();

@@ -81,7 +81,7 @@ void Check(bool ok, const std::string& message) {
 }  // namespace
 
 void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers, LlamaStep& step,
-                   int threads) {
+                   int threads, const std::string& kernel) {
   const int64_t M = step.batch * step.tokens, d = s.head_dim;
   const int64_t q_width = s.heads * d, kv_width = s.kv_heads * d,
                 qkv_width = q_width + 2 * kv_width;
@@ -105,7 +105,7 @@ void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers, L
   for (size_t i = 0; i < layers.size(); ++i) {
     const LlamaLayer& layer = layers[i];
     RmsNorm(step.x, layer.attn_norm, M, s.hidden, s.eps, h.data());
-    LowbitMatmul(h.data(), M, layer.qkv, qkv.data(), threads);
+    LowbitMatmul(h.data(), M, layer.qkv, qkv.data(), threads, kernel);
     for (int64_t r = 0; r < M; ++r) {
       uint16_t* row = qkv.data() + r * qkv_width;
       Rotate(row, s.heads + s.kv_heads, d, step.cos + r * d, step.sin + r * d);
@@ -133,12 +133,12 @@ void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers, L
                                    total,
                                    1.0f / std::sqrt(static_cast<float>(d))};
     Attention(problem, threads);
-    LowbitMatmul(attn.data(), M, layer.o, y.data(), threads);
+    LowbitMatmul(attn.data(), M, layer.o, y.data(), threads, kernel);
     AddInPlace(step.x, y.data(), M * s.hidden);
     RmsNorm(step.x, layer.mlp_norm, M, s.hidden, s.eps, h.data());
-    LowbitMatmul(h.data(), M, layer.gate_up, gate_up.data(), threads);
+    LowbitMatmul(h.data(), M, layer.gate_up, gate_up.data(), threads, kernel);
     SiluGate(gate_up.data(), M, s.intermediate, gated.data());
-    LowbitMatmul(gated.data(), M, layer.down, y.data(), threads);
+    LowbitMatmul(gated.data(), M, layer.down, y.data(), threads, kernel);
     AddInPlace(step.x, y.data(), M * s.hidden);
   }
 }

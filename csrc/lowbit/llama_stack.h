@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lowbit/matmul.h"
@@ -39,9 +40,10 @@ struct LlamaStep {
   const uint16_t* mask;                 // additive [batch * tokens, length + tokens] bf16
 };
 
-// Runs every layer over `step` on `threads` threads; writes the step's keys and values at slots
-// [length, length + tokens) of each layer's cache. Throws InvalidArgument on inconsistent sizes.
+// Runs every layer over `step` on `threads` threads with the product kernel `kernel` (matmul.h);
+// writes the step's keys and values at slots [length, length + tokens) of each layer's cache.
+// Throws InvalidArgument on inconsistent sizes or an unknown kernel.
 void RunLlamaStack(const LlamaShape& shape, const std::vector<LlamaLayer>& layers, LlamaStep& step,
-                   int threads);
+                   int threads, const std::string& kernel);
 
 }  // namespace dl::lowbit

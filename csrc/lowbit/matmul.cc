@@ -11,18 +11,23 @@ namespace dl::lowbit {
 
 namespace {
 
+// What a kernel multiplies the codes with: the bf16 activations as they are, in float32
+// (Problem::xf) or quantized to int8 (Problem::quantized).
+enum class Reads { kBf16, kFloat, kInt8 };
+
 struct NamedKernel {
   const char* name;
   Kernel kernel;
-  bool reads_float;  // multiplies float32 activations (Problem::xf)
+  Reads reads;
 };
 
 const std::vector<NamedKernel>& Available() {
   static const std::vector<NamedKernel> kernels = [] {
     std::vector<NamedKernel> found;
-    if (Kernel k = KernelAvx512Bf16()) found.push_back({"avx512-bf16", k, false});
-    if (Kernel k = KernelAvx2()) found.push_back({"avx2", k, true});
-    found.push_back({"portable", KernelPortable(), true});
+    if (Kernel k = KernelAvx512Vnni()) found.push_back({"avx512-vnni", k, Reads::kInt8});
+    if (Kernel k = KernelAvx512Bf16()) found.push_back({"avx512-bf16", k, Reads::kBf16});
+    if (Kernel k = KernelAvx2()) found.push_back({"avx2", k, Reads::kFloat});
+    found.push_back({"portable", KernelPortable(), Reads::kFloat});
     return found;
   }();
   return kernels;
@@ -58,8 +63,11 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
   // Per call, a few KB: every row in float32 and its groups' sums (kInt4's minima).
   // Kept per calling thread: a step makes ~120 calls, each would allocate otherwise.
   thread_local std::vector<float> xf, sums;
-  xf.resize(chosen.reads_float ? static_cast<size_t>(m * w.k) : 0);
-  sums.resize(w.format == Codes::kInt4 ? static_cast<size_t>(m * groups) : 0);
+  thread_local QuantizedRows quantized;
+  xf.resize(chosen.reads == Reads::kFloat ? static_cast<size_t>(m * w.k) : 0);
+  const bool minima = w.format == Codes::kInt4 && chosen.reads != Reads::kInt8;
+  sums.resize(minima ? static_cast<size_t>(m * groups) : 0);
+  if (chosen.reads == Reads::kInt8) QuantizeRows(x, m, w.k, quantized);
   for (int64_t i = 0; i < static_cast<int64_t>(xf.size()); ++i) xf[i] = FromBf16(x[i]);
   for (int64_t row = 0; row < (sums.empty() ? 0 : m); ++row)
     for (int64_t g = 0; g < groups; ++g) {
@@ -67,7 +75,7 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
       for (int64_t c = 0; c < kGroup; ++c) sum += FromBf16(x[row * w.k + g * kGroup + c]);
       sums[row * groups + g] = sum;
     }
-  const Problem problem{x, xf.data(), sums.data(), w, m, out};
+  const Problem problem{x, xf.data(), sums.data(), &quantized, w, m, out};
   const int64_t blocks = (w.n + kLanes - 1) / kLanes;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int tasks = static_cast<int>(std::min<int64_t>(threads, blocks));

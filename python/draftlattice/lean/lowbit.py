@@ -6,14 +6,16 @@ that multiply them. Both schemes quantize groups of 32 input columns:
 * int8 (Q8_0): ``w = scale * q``, q in -127..127, a scale per group. The default model's
   embedding (its output layer, tied) ships as Q8_0.
 
-Two kernels, the faster the CPU has:
+Two families of kernels, the fastest the CPU has:
 
 * draftlattice's own (``_core.lowbit_matmul``, csrc/lowbit/): each weight tile is decoded once
-  and multiplied with every row of the call, with AVX-512 BF16 (exact products of bf16
-  activations and codes, float32 sums) or AVX2 FMAs, on a persistent pool of threads. Its cost
-  grows slowly with the rows a step verifies (one to ~16 draft tokens), and a row's result never
-  depends on the other rows: a drafted step computes each token exactly as a one-token step
-  would. Scales and minima stay float32.
+  and multiplied with every row of the call, on a persistent pool of threads, with (in order of
+  preference) AVX-512 VNNI (activations quantized to int8 per group of 32 as llama.cpp's Q8_0,
+  exact integer sums: twice the products per instruction), AVX-512 BF16 (exact products of bf16
+  activations and codes, float32 sums) or AVX2 FMAs. Its cost grows slowly with the rows a step
+  verifies (one to ~16 draft tokens), and a row's result never depends on the other rows: a
+  drafted step computes each token exactly as a one-token step would. Scales and minima stay
+  float32.
 * PyTorch's (``aten._weight_int4pack_mm_for_cpu``; ``aten._weight_int8pack_mm``, which takes one
   scale per output channel instead of per group) where no vector kernel of ours runs (CPUs
   without AVX2, e.g. ARM): their cost grows with the rows, and they round scales to bf16.
@@ -32,7 +34,7 @@ from .. import _core
 
 GROUP = 32  #: input columns per scale (Q4_1's and Q8_0's block)
 LANES = 16  #: outputs per block of the packed layout (csrc/lowbit/matmul.h)
-VECTOR_KERNELS = ("avx512-bf16", "avx2")  #: our kernels that beat PyTorch's
+VECTOR_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2")  #: our kernels that beat PyTorch's
 
 
 def best_kernel() -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = ("llama",)
 FUSED_TOKENS = 64  #: steps of at most this many tokens run fused (longer ones: prompts)
+FUSED_KERNELS = ("avx512-vnni", "avx512-bf16")  #: our kernels the fused stack runs
 INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
 
 
@@ -52,6 +54,16 @@ class _Layer:
         self.mlp_norm = layer.post_attention_layernorm.weight.detach().to(dtype)
 
 
+class _LeanHeadsOf(NamedTuple):
+    """The :class:`~.heads.LeanHeads` of ``heads`` (None: they do not fit), built from their
+    ``params`` at those ``versions``."""
+
+    heads: object
+    params: list
+    versions: tuple | None
+    lean: LeanHeads | None
+
+
 class LeanLlama:
     """The target step of a Llama-architecture model in weight format ``weights``.
 
@@ -59,11 +71,12 @@ class LeanLlama:
         weights: "dense", "int8" or "int4" (:data:`~.linear.WEIGHT_FORMATS`).
         dtype: the compute dtype (the model's for dense weights, bfloat16 for quantized ones).
         kernel: the quantized layers' kernel: "auto" (:func:`~.lowbit.best_kernel`: ours where
-            the CPU has AVX2 or AVX-512 BF16, else "torch"), "torch", or one of
+            the CPU has AVX2, AVX-512 BF16 or AVX-512 VNNI, else "torch"), "torch", or one of
             ``_core.lowbit_kernels()``.
         fused: whether int4 steps of at most :data:`FUSED_TOKENS` tokens run all their layers
-            in one C++ call (``_core.LlamaStack``) where the CPU allows it (AVX-512 BF16, head
-            size 64 or 128); :attr:`fused` says whether they do.
+            in one C++ call (``_core.LlamaStack``) where the CPU allows it (an AVX-512 kernel of
+            :data:`FUSED_KERNELS`, AVX-512 BF16 for its attention, head size 64 or 128);
+            :attr:`fused` says whether they do.
     """
 
     def __init__(self, model, weights: str = "dense", kernel: str = "auto", fused: bool = True) -> None:
@@ -110,7 +123,7 @@ class LeanLlama:
         self._stack = self._fused_stack() if fused else None
         self.fused = self._stack is not None
         self._draft_rows: tuple[tuple, object] | None = None
-        self._lean_heads: tuple[tuple, LeanHeads] | None = None
+        self._lean_heads: _LeanHeadsOf | None = None
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
         self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
@@ -131,8 +144,9 @@ class LeanLlama:
         return sum(lin.nbytes for lin in linears) + self.output_layer.nbytes
 
     def _fused_stack(self):
-        """All layers as one ``_core.LlamaStack`` when they are int4 on the AVX-512 BF16 kernel."""
-        if self.weights != "int4" or self.kernel != "avx512-bf16" or not _core.fused_step_runs(self.head_dim):
+        """All layers as one ``_core.LlamaStack`` when they are int4 on an AVX-512 kernel of ours
+        and the CPU runs the stack's attention (AVX-512 BF16)."""
+        if self.weights != "int4" or self.kernel not in FUSED_KERNELS or not _core.fused_step_runs(self.head_dim):
             return None
         layers = []
         for layer in self.layers:
@@ -141,7 +155,7 @@ class LeanLlama:
             ]
             layers.append((*arrays, _bits(layer.attn_norm), _bits(layer.mlp_norm)))
         return _core.LlamaStack(
-            self.hidden_size, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.eps, layers
+            self.hidden_size, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.eps, layers, self.kernel
         )
 
     def new_cache(self, batch: int, capacity: int = INITIAL_CAPACITY) -> StaticCache:
@@ -207,8 +221,7 @@ class LeanLlama:
             T,
             _bits(cos),
             _bits(sin),
-            [_bits(k) for k in cache.keys],
-            [_bits(v) for v in cache.values],
+            *cache.layer_bits(),
             cache.length,
             _bits(rows),
             self._kernel_threads,
@@ -242,7 +255,8 @@ class LeanLlama:
         threads = torch.get_num_threads()
         if threads != self._kernel_threads:
             extra = [] if self._draft_rows is None else [self._draft_rows[1]]
-            extra += [] if self._lean_heads is None else self._lean_heads[1].layers
+            lean = None if self._lean_heads is None else self._lean_heads.lean
+            extra += [] if lean is None else lean.layers
             for lin in self._lowbit + [lin for lin in extra if _runs_our_kernel(lin)]:
                 lin.threads = threads
             self._kernel_threads = threads
@@ -280,16 +294,22 @@ class LeanLlama:
 
     def _heads_for(self, heads):
         """``heads`` on our kernels (:class:`~.heads.LeanHeads`, rebuilt when their parameters
-        change) where this step's layers run on them, else ``heads`` themselves."""
-        if not self._lowbit or not LeanHeads.fits(heads):
+        change in place: an optimizer step, ``load_state_dict``) where this step's layers run on
+        them and the heads fit, else ``heads`` themselves."""
+        if not self._lowbit:
             return heads
-        key = (id(heads), tuple(p._version for p in heads.parameters()))
-        if self._lean_heads is None or self._lean_heads[0] != key:
-            lean = LeanHeads(heads, self.kernel)
-            for layer in lean.layers:
+        known = self._lean_heads
+        if known is None or known.heads is not heads:
+            # Their parameters are listed once: a module walk per step cost ~0.1 ms.
+            known = _LeanHeadsOf(heads, list(heads.parameters()), None, None)
+        versions = tuple(p._version for p in known.params)
+        if known.versions != versions:
+            lean = LeanHeads(heads, self.kernel) if LeanHeads.fits(heads) else None
+            for layer in [] if lean is None else lean.layers:
                 layer.threads = self._kernel_threads
-            self._lean_heads = (key, lean)
-        return self._lean_heads[1]
+            known = known._replace(versions=versions, lean=lean)
+        self._lean_heads = known
+        return heads if known.lean is None else known.lean
 
     def _mask(self, attention_mask: Tensor | None, cache: StaticCache, B: int, T: int) -> Tensor:
         if attention_mask is not None and attention_mask.ndim == 4:
