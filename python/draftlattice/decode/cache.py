@@ -76,13 +76,15 @@ def keeps_block_prefix(index: Tensor) -> bool:
 
 
 def keep_slots(t: Tensor, past: int, end: int, rows: Tensor | None, index: Tensor) -> Tensor:
-    """``t [B', H, L, D]`` (rows picked by ``rows [B]`` first, if given) with the block's slots
-    ``past + index [B, m]`` (the block is ``past..end``) written at ``past..past+m``, in place."""
+    """``t [..., B', H, L, D]`` (rows picked by ``rows [B]`` first, if given) with the block's slots
+    ``past + index [B, m]`` (the block is ``past..end``) written at ``past..past+m``, in place.
+    Leading dimensions (layers) share the edit."""
     if rows is not None:
-        t = t.index_select(0, rows)
-    B, H, _, D = t.shape
+        t = t.index_select(-4, rows)
+    B, H, _, D = t.shape[-4:]
     m = index.shape[1]
-    t[:, :, past : past + m] = t[:, :, past:end].gather(2, index.view(B, 1, m, 1).expand(B, H, m, D))
+    index = index.view(B, 1, m, 1).expand(*t.shape[:-4], B, H, m, D)
+    t[..., past : past + m, :] = t[..., past:end, :].gather(-2, index)
     return t
 
 
@@ -120,9 +122,9 @@ def compaction_order(kv_valid: Tensor, keep: int) -> Tensor:
 
 
 def gather_slots(t: Tensor, order: Tensor) -> Tensor:
-    """``t [B, H, L, D]``'s slots ``order [B, n]``, per row: ``[B, H, n, D]``."""
-    B, H, _, D = t.shape
-    return t.gather(2, order.view(B, 1, -1, 1).expand(B, H, order.shape[1], D))
+    """``t [..., B, H, L, D]``'s slots ``order [B, n]``, per row: ``[..., B, H, n, D]``."""
+    B, H, _, D = t.shape[-4:]
+    return t.gather(-2, order.view(B, 1, -1, 1).expand(*t.shape[:-4], B, H, order.shape[1], D))
 
 
 def _edits_itself(cache) -> bool:
