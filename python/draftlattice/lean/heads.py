@@ -4,7 +4,7 @@
 Why: a drafted step runs the heads once (h - 1 small MLPs over one position); in PyTorch on the
 step's single thread their nine matrix products cost ~2 ms, as much as a third of the target's
 step. Here the heads' up and condition projections are one product over ``[z, e]`` for all heads
-at once and each down projection one more, on our thread pool. Int8 changes the drafts a little,
+at once and their down projections one more, on our thread pool. Int8 changes the drafts a little,
 never the output: the target verifies every draft.
 """
 
@@ -30,8 +30,11 @@ class LeanHeads:
         ]
         self.up = LowbitLinear(torch.cat(ups).float(), 8, kernel)
         self.up_bias = torch.cat([b.up.bias for b in blocks]).detach().float()
-        self.downs = [LowbitLinear(b.down.weight.float(), 8, kernel) for b in blocks]
-        self.down_biases = [b.down.bias.detach().float() for b in blocks]
+        # All down projections in one product over all heads' rows: head i's state is block i of
+        # row i. The other blocks are wasted work, cheaper than a kernel call per head (the
+        # product is bound by reading the weights, read once for all rows either way).
+        self.down = LowbitLinear(torch.cat([b.down.weight for b in blocks]).float(), 8, kernel)
+        self.down_bias = torch.stack([b.down.bias.detach().float() for b in blocks])  # [h-1, d]
 
     @staticmethod
     def fits(heads) -> bool:
@@ -46,14 +49,12 @@ class LeanHeads:
 
     @property
     def layers(self) -> list[LowbitLinear]:
-        return [self.up, *self.downs]
+        return [self.up, self.down]
 
     def __call__(self, z: Tensor, next_embeds: Tensor | None) -> Tensor:
         x = torch.cat([z, next_embeds.to(z.dtype)], dim=-1) if self.reads_next_token else z
-        pre = self.up(x).float() + self.up_bias
-        hidden = F.gelu(pre).to(z.dtype)
-        states = [
-            z.float() + down(hidden[..., i * self.hidden : (i + 1) * self.hidden]).float() + bias
-            for i, (down, bias) in enumerate(zip(self.downs, self.down_biases))
-        ]
-        return torch.stack(states, dim=-2).to(z.dtype)
+        hidden = F.gelu(self.up(x).float() + self.up_bias).to(z.dtype)
+        lead, c = z.shape[:-1], self.count
+        blocks = self.down(hidden.view(*lead, c, self.hidden)).view(*lead, c, c, -1)  # [..., row, block, d]
+        own = blocks.diagonal(dim1=-3, dim2=-2).transpose(-1, -2)  # [..., h-1, d]
+        return (z.float().unsqueeze(-2) + own.float() + self.down_bias).to(z.dtype)
