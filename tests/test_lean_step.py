@@ -99,7 +99,9 @@ def test_int8_is_symmetric_per_channel_with_torch_per_group_with_ours(kernel):
     layer = quantized_linear(weight, "int8", kernel)
     groups = weight.view(40, 1 if kernel == "torch" else 2, -1)
     scale = groups.abs().amax(-1, keepdim=True) / 127
-    dequantized = ((groups / scale).round() * scale).view(40, 64)
+    if kernel != "torch":
+        scale = scale.half().float()  # ours keep scales in float16, as GGUF's Q8_0
+    dequantized = ((groups / scale).round().clamp(-127, 127) * scale).view(40, 64)
     x = torch.randn(3, 7, 64).bfloat16()
     got = layer(x)
     assert got.shape == (3, 7, 40)
@@ -334,3 +336,38 @@ def test_batched_greedy_equals_each_prompt_alone(fused):
         got = out[r, width:].tolist()
         assert got[: stop + 1] == reference[: stop + 1], r
         assert all(t == 0 for t in got[stop + 1 :]), r
+
+
+def test_lean_heads_equal_their_per_head_products_and_follow_in_place_changes():
+    """The heads on our kernels compute each head's down projection in one product over all
+    heads' rows: bit for bit what a product per head gives. A step keeps them between calls and
+    rebuilds them when the heads' parameters change in place (an optimizer step)."""
+    import torch.nn.functional as F
+
+    from draftlattice.lean.heads import LeanHeads
+    from draftlattice.lean.lowbit import LowbitLinear
+
+    model = llama(seed=3, vocab=48, **QUANTIZABLE).to(torch.bfloat16)
+    heads = dlhf.DraftHeads.for_model(model, horizon=4).to(torch.bfloat16)
+    lean = LeanLlama(model, "int4")
+    if not LeanHeads.fits(heads) or lean.kernel == "torch":
+        pytest.fail(f"the heads must run on our kernels here (kernel {lean.kernel})")
+    torch.manual_seed(0)
+    z, ids = torch.randn(2, 3, 64).to(torch.bfloat16), torch.randint(0, 48, (2, 3))
+    fused = LeanHeads(heads, lean.kernel)
+    e = F.embedding(ids, lean.embed)
+    hidden = F.gelu(fused.up(torch.cat([z, e], -1) if fused.reads_next_token else z).float() + fused.up_bias)
+    hidden = hidden.to(z.dtype).split(fused.hidden, dim=-1)
+    per_head = [
+        z.float() + LowbitLinear(b.down.weight.float(), 8, lean.kernel)(h).float() + b.down.bias.float()
+        for b, h in zip(heads.heads, hidden)
+    ]
+    assert torch.equal(fused(z, e), torch.stack(per_head, dim=-2).to(z.dtype))
+    with torch.inference_mode():
+        before = lean.head_logits(heads, z, ids)
+    with torch.no_grad():
+        heads.heads[0].down.weight.mul_(3)
+    with torch.inference_mode():
+        after = lean.head_logits(heads, z, ids)
+        fresh = LeanLlama(model, "int4").head_logits(heads, z, ids)
+    assert torch.equal(after, fresh) and not torch.equal(after, before)

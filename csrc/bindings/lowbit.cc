@@ -1,6 +1,7 @@
 // Binds the low-bit matrix product of the lean step (lowbit/matmul.h). Arrays are used in place
 // (the Python side passes numpy views of torch tensors): each must already have its exact dtype
-// and be C-contiguous, and `out` writable; nothing is converted or copied.
+// and be C-contiguous, and `out` writable; nothing is converted or copied. Scales and minima are
+// float16 bits (uint16).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -45,8 +46,8 @@ void Matmul(const py::array& x, int bits, const py::array& codes, const py::arra
                                     : "8-bit codes are symmetric: pass mins=None");
   const auto* xs = Exact<int16_t>(x, "x", 2);
   const auto* code = Exact<uint8_t>(codes, "codes", 4);
-  const auto* scale = Exact<float>(scales, "scales", 3);
-  const float* low = mins ? Exact<float>(*mins, "mins", 3) : nullptr;
+  const auto* scale = Exact<uint16_t>(scales, "scales", 3);
+  const uint16_t* low = mins ? Exact<uint16_t>(*mins, "mins", 3) : nullptr;
   auto* o = Exact<int16_t>(out, "out", 2, true);
   const int64_t m = x.shape(0), k = x.shape(1);
   if (n <= 0) throw InvalidArgument(Message("n must be positive, got ", n));
@@ -105,8 +106,8 @@ class LlamaStack {
                                         " for n=", n, ", k=", k));
         w[i] = {lowbit::Codes::kInt4,
                 Exact<uint8_t>(codes, "codes", 4),
-                Exact<float>(scales, "scales", 3),
-                Exact<float>(mins, "mins", 3),
+                Exact<uint16_t>(scales, "scales", 3),
+                Exact<uint16_t>(mins, "mins", 3),
                 n,
                 k};
       }

@@ -47,6 +47,27 @@ inline uint16_t ToBf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// float16 bits -> float32, exactly (the portable kernel's; vector kernels use vcvtph2ps).
+inline float FromHalf(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // zero or subnormal
+  } else if (exponent == 31) {
+    magnitude = mantissa ? __builtin_nanf("") : __builtin_inff();
+  } else {
+    const uint32_t wide = ((exponent + 112u) << 23) | (mantissa << 13);
+    __builtin_memcpy(&magnitude, &wide, 4);
+  }
+  uint32_t out;
+  __builtin_memcpy(&out, &magnitude, 4);
+  out |= sign;
+  float value;
+  __builtin_memcpy(&value, &out, 4);
+  return value;
+}
+
 inline float FromBf16(uint16_t bits) {
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
   float value;

@@ -21,7 +21,8 @@
 // 32g + 2p + 1 for the block's 16 outputs j:
 //   kInt4: 16 bytes, byte j = q[16b + j][32g + 2p] | q[16b + j][32g + 2p + 1] << 4;
 //   kInt8: 32 bytes, byte 2j + t = q[16b + j][32g + 2p + t] (two's complement).
-// Scales and mins (kInt4 only) are float32 [blocks][groups][16].
+// Scales and mins (kInt4 only) are float16 [blocks][groups][16], as the GGUF's Q4_1 and Q8_0
+// blocks keep them (a one-token step reads every weight once: bytes are its cost).
 #pragma once
 
 #include <cstdint>
@@ -40,11 +41,11 @@ constexpr int64_t PairBytes(Codes codes) { return codes == Codes::kInt4 ? 16 : 3
 
 struct LowbitWeights {
   Codes format;
-  const uint8_t* codes;  // [blocks][groups][16 pairs][PairBytes]
-  const float* scales;   // [blocks][groups][16]
-  const float* mins;     // [blocks][groups][16] for kInt4; unused for kInt8
-  int64_t n;             // outputs (rows of W)
-  int64_t k;             // inputs, a multiple of kGroup
+  const uint8_t* codes;    // [blocks][groups][16 pairs][PairBytes]
+  const uint16_t* scales;  // [blocks][groups][16] float16 bits
+  const uint16_t* mins;    // [blocks][groups][16] float16 bits for kInt4; unused for kInt8
+  int64_t n;               // outputs (rows of W)
+  int64_t k;               // inputs, a multiple of kGroup
 };
 
 // Kernels in order of preference; LowbitKernels() lists those this CPU runs.

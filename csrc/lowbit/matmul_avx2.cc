@@ -6,7 +6,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#define DL_AVX2 __attribute__((target("avx2,fma")))
+#define DL_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace dl::lowbit {
 namespace {
@@ -28,6 +28,11 @@ DL_AVX2 inline void DecodeHalf(const uint8_t* pair, int half, __m256* q0, __m256
   }
 }
 
+// 8 float16 values as float32.
+DL_AVX2 inline __m256 LoadHalves(const uint16_t* halves) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves)));
+}
+
 // Rows [row, row + R) of one output block (two halves of 8 lanes); R <= 4 keeps the 2R running
 // sums, the group's scales and minima and two decoded weight vectors in the 16 ymm registers.
 template <Codes C, int R>
@@ -35,16 +40,16 @@ DL_AVX2 void BlockRows(const Problem& pr, int64_t block, int64_t row) {
   constexpr int64_t pair_bytes = PairBytes(C);
   const int64_t k = pr.w.k, groups = k / kGroup;
   const uint8_t* codes = pr.w.codes + block * groups * (kGroup / 2) * pair_bytes;
-  const float* scales = pr.w.scales + block * groups * kLanes;
+  const uint16_t* scales = pr.w.scales + block * groups * kLanes;
   const float* x = pr.xf + row * k;
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* bytes = codes + g * (kGroup / 2) * pair_bytes;
     for (int half = 0; half < 2; ++half) {
-      const __m256 scale = _mm256_loadu_ps(scales + g * kLanes + 8 * half);
+      const __m256 scale = LoadHalves(scales + g * kLanes + 8 * half);
       const __m256 low = C == Codes::kInt4
-                             ? _mm256_loadu_ps(pr.w.mins + (block * groups + g) * kLanes + 8 * half)
+                             ? LoadHalves(pr.w.mins + (block * groups + g) * kLanes + 8 * half)
                              : _mm256_setzero_ps();
       for (int p = 0; p < kGroup / 2; ++p) {
         __m256 q0, q1;
@@ -91,7 +96,10 @@ DL_AVX2 void Run(const Problem& pr, int64_t block_begin, int64_t block_end) {
 
 Kernel KernelAvx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &Run : nullptr;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                 __builtin_cpu_supports("f16c")
+             ? &Run
+             : nullptr;
 }
 
 }  // namespace dl::lowbit

@@ -44,6 +44,11 @@ DL_AVX512_BF16 inline __m512i DecodePairs(const uint8_t* bytes) {
   }
 }
 
+// 16 float16 values as float32.
+DL_AVX512_BF16 inline __m512 LoadHalves(const uint16_t* halves) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves)));
+}
+
 // Rows [row, row + R) of one output block, R <= 8 so that each row keeps a running sum and a
 // group's partial sum in registers. The instruction sequence of a row does not depend on R.
 template <Codes C, int R>
@@ -51,7 +56,7 @@ DL_AVX512_BF16 void BlockRows(const Problem& pr, int64_t block, int64_t row) {
   constexpr int64_t pair_bytes = PairBytes(C);
   const int64_t k = pr.w.k, groups = k / kGroup;
   const uint8_t* codes = pr.w.codes + block * groups * (kGroup / 2) * pair_bytes;
-  const float* scales = pr.w.scales + block * groups * kLanes;
+  const uint16_t* scales = pr.w.scales + block * groups * kLanes;
   const uint16_t* x = pr.x + row * k;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -67,12 +72,11 @@ DL_AVX512_BF16 void BlockRows(const Problem& pr, int64_t block, int64_t row) {
         part[r] = _mm512_dpbf16_ps(part[r], (__m512bh)pairs, (__m512bh)_mm512_set1_epi32(xp));
       }
     }
-    const __m512 scale = _mm512_loadu_ps(scales + g * kLanes);
+    const __m512 scale = LoadHalves(scales + g * kLanes);
     for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(part[r], scale, acc[r]);
     if constexpr (C == Codes::kInt4) {
-      const __m512 low =
-          _mm512_fnmadd_ps(scale, _mm512_set1_ps(128.0f),
-                           _mm512_loadu_ps(pr.w.mins + (block * groups + g) * kLanes));
+      const __m512 low = _mm512_fnmadd_ps(scale, _mm512_set1_ps(128.0f),
+                                          LoadHalves(pr.w.mins + (block * groups + g) * kLanes));
       for (int r = 0; r < R; ++r)
         acc[r] = _mm512_fmadd_ps(low, _mm512_set1_ps(pr.sums[(row + r) * groups + g]), acc[r]);
     }

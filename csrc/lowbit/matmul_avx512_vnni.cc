@@ -59,6 +59,11 @@ DL_AVX512_VNNI inline __m256i RoundToBf16(__m512 value) {
   return _mm512_cvtepi32_epi16(rounded);
 }
 
+// 16 float16 values as float32.
+DL_AVX512_VNNI inline __m512 LoadHalves(const uint16_t* halves) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves)));
+}
+
 inline int32_t Broadcast4(const int8_t* bytes) {
   int32_t four;
   __builtin_memcpy(&four, bytes, 4);
@@ -72,7 +77,7 @@ DL_AVX512_VNNI void BlockRows(const Problem& pr, int64_t block, int64_t row) {
   constexpr int64_t pair_bytes = PairBytes(C);
   const int64_t k = pr.w.k, groups = k / kGroup;
   const uint8_t* codes = pr.w.codes + block * groups * (kGroup / 2) * pair_bytes;
-  const float* scales = pr.w.scales + block * groups * kLanes;
+  const uint16_t* scales = pr.w.scales + block * groups * kLanes;
   const QuantizedRows& q = *pr.quantized;
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F), offset = _mm512_set1_epi8(-128);
   const __m512i gather_even = C == Codes::kInt4 ? Int4Gather() : Int8Gather(0);
@@ -102,10 +107,9 @@ DL_AVX512_VNNI void BlockRows(const Problem& pr, int64_t block, int64_t row) {
         dot[r] = _mm512_dpbusd_epi32(dot[r], odd, _mm512_set1_epi32(Broadcast4(x + 4)));
       }
     }
-    const __m512 scale = _mm512_loadu_ps(scales + g * kLanes);
-    const __m512 low = C == Codes::kInt4
-                           ? _mm512_loadu_ps(pr.w.mins + (block * groups + g) * kLanes)
-                           : _mm512_mul_ps(scale, _mm512_set1_ps(-128.0f));
+    const __m512 scale = LoadHalves(scales + g * kLanes);
+    const __m512 low = C == Codes::kInt4 ? LoadHalves(pr.w.mins + (block * groups + g) * kLanes)
+                                         : _mm512_mul_ps(scale, _mm512_set1_ps(-128.0f));
     for (int r = 0; r < R; ++r) {
       const int64_t at = (row + r) * groups + g;
       const __m512 scaled = _mm512_mul_ps(scale, _mm512_set1_ps(q.scales[at]));

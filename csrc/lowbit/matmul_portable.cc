@@ -18,7 +18,7 @@ void Run(const Problem& pr, int64_t block_begin, int64_t block_end) {
   const int64_t k = pr.w.k, groups = k / kGroup, pair_bytes = PairBytes(pr.w.format);
   for (int64_t block = block_begin; block < block_end; ++block) {
     const uint8_t* codes = pr.w.codes + block * groups * (kGroup / 2) * pair_bytes;
-    const float* scales = pr.w.scales + block * groups * kLanes;
+    const uint16_t* scales = pr.w.scales + block * groups * kLanes;
     const int64_t column = block * kLanes;
     const int64_t valid = pr.w.n - column < kLanes ? pr.w.n - column : kLanes;
     for (int64_t row = 0; row < pr.m; ++row) {
@@ -28,9 +28,10 @@ void Run(const Problem& pr, int64_t block_begin, int64_t block_end) {
         const uint8_t* group = codes + g * (kGroup / 2) * pair_bytes;
         for (int64_t p = 0; p < kGroup / 2; ++p) {
           for (int64_t j = 0; j < kLanes; ++j) {
-            const float scale = scales[g * kLanes + j];
-            const float low =
-                pr.w.format == Codes::kInt4 ? pr.w.mins[(block * groups + g) * kLanes + j] : 0.0f;
+            const float scale = FromHalf(scales[g * kLanes + j]);
+            const float low = pr.w.format == Codes::kInt4
+                                  ? FromHalf(pr.w.mins[(block * groups + g) * kLanes + j])
+                                  : 0.0f;
             acc[j] += (Code(pr.w.format, group, p, j, 0) * scale + low) * x[g * kGroup + 2 * p];
             acc[j] += (Code(pr.w.format, group, p, j, 1) * scale + low) * x[g * kGroup + 2 * p + 1];
           }

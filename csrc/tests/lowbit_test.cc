@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,12 +21,19 @@ namespace {
 // Random codes, scales and minima in the packed layout for n outputs and k inputs.
 struct Packed {
   std::vector<uint8_t> codes;
-  std::vector<float> scales, mins;
+  std::vector<uint16_t> scales, mins;  // float16 bits
   LowbitWeights weights(Codes format, int64_t n, int64_t k) const {
     return {format, codes.data(), scales.data(), format == Codes::kInt4 ? mins.data() : nullptr, n,
             k};
   }
 };
+
+uint16_t Half(float value) {
+  const _Float16 half = static_cast<_Float16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &half, 2);
+  return bits;
+}
 
 Packed Random(Codes format, int64_t n, int64_t k, std::mt19937& rng) {
   const int64_t blocks = (n + kLanes - 1) / kLanes, groups = k / kGroup;
@@ -36,8 +44,8 @@ Packed Random(Codes format, int64_t n, int64_t k, std::mt19937& rng) {
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   p.scales.resize(blocks * groups * kLanes);
   p.mins.resize(blocks * groups * kLanes);
-  for (auto& s : p.scales) s = 0.01f + 0.01f * unit(rng);
-  for (auto& m : p.mins) m = 0.1f * unit(rng);
+  for (auto& s : p.scales) s = Half(0.01f + 0.01f * unit(rng));
+  for (auto& m : p.mins) m = Half(0.1f * unit(rng));
   return p;
 }
 
@@ -62,8 +70,9 @@ float Weight(const Packed& p, Codes format, int64_t k, int64_t out, int64_t col)
   const uint8_t* bytes =
       p.codes.data() + ((block * groups + g) * (kGroup / 2) + pair) * PairBytes(format);
   if (format == Codes::kInt4)
-    return p.scales[at] * static_cast<float>(t ? bytes[j] >> 4 : bytes[j] & 0xF) + p.mins[at];
-  return p.scales[at] * static_cast<float>(static_cast<int8_t>(bytes[2 * j + t]));
+    return FromHalf(p.scales[at]) * static_cast<float>(t ? bytes[j] >> 4 : bytes[j] & 0xF) +
+           FromHalf(p.mins[at]);
+  return FromHalf(p.scales[at]) * static_cast<float>(static_cast<int8_t>(bytes[2 * j + t]));
 }
 
 // How far the integer kernel (quantize.h) may be from the exact product of row `row` and
@@ -120,6 +129,19 @@ TEST(Lowbit, ARowsBitsDependOnItselfOnly) {
           ASSERT_EQ(alone[j], together[row * n + j]) << kernel << " row " << row;
       }
     }
+  }
+}
+
+TEST(Lowbit, FromHalfConvertsEveryFloat16Exactly) {
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    _Float16 half;
+    const auto narrow = static_cast<uint16_t>(bits);
+    std::memcpy(&half, &narrow, 2);
+    const float expected = static_cast<float>(half), got = FromHalf(narrow);
+    if (std::isnan(expected))
+      ASSERT_TRUE(std::isnan(got)) << bits;
+    else
+      ASSERT_EQ(std::memcmp(&expected, &got, 4), 0) << bits << ": " << got << " vs " << expected;
   }
 }
 

@@ -14,8 +14,8 @@ Two families of kernels, the fastest the CPU has:
   exact integer sums: twice the products per instruction), AVX-512 BF16 (exact products of bf16
   activations and codes, float32 sums) or AVX2 FMAs. Its cost grows slowly with the rows a step
   verifies (one to ~16 draft tokens), and a row's result never depends on the other rows: a
-  drafted step computes each token exactly as a one-token step would. Scales and minima stay
-  float32.
+  drafted step computes each token exactly as a one-token step would. Scales and minima are
+  float16, as in GGUF blocks: a one-token step is bound by the bytes it reads.
 * PyTorch's (``aten._weight_int4pack_mm_for_cpu``; ``aten._weight_int8pack_mm``, which takes one
   scale per output channel instead of per group) where no vector kernel of ours runs (CPUs
   without AVX2, e.g. ARM): their cost grows with the rows, and they round scales to bf16.
@@ -34,6 +34,7 @@ from .. import _core
 
 GROUP = 32  #: input columns per scale (Q4_1's and Q8_0's block)
 LANES = 16  #: outputs per block of the packed layout (csrc/lowbit/matmul.h)
+HALF_TINY = 2.0**-24  #: float16's smallest positive value: the scale of a group of zeros
 VECTOR_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2")  #: our kernels that beat PyTorch's
 
 
@@ -49,21 +50,31 @@ def _groups(weight: Tensor) -> Tensor:
     return weight.detach().float().view(n, k // GROUP, GROUP)
 
 
+def _half(values: Tensor, what: str) -> Tensor:
+    """``values`` rounded to float16 (the kernels keep scales and minima in float16, as GGUF
+    blocks do), as float32."""
+    largest = float(values.abs().max()) if values.numel() else 0.0
+    if not largest <= torch.finfo(torch.float16).max:
+        raise ValueError(f"quantized weights need {what} within float16's range, got {largest:g}")
+    return values.to(torch.float16).float()
+
+
 def quantize_int4(weight: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``weight [n, k]`` as codes ``[n, k]`` (0..15), scales and minima ``[n, k / 32]``: per
-    group, the minimum and (max - min) / 15, the codes rounded to nearest."""
+    """``weight [n, k]`` as codes ``[n, k]`` (0..15), scales and minima ``[n, k / 32]`` (float16
+    values): per group, the minimum and (max - min) / 15, the codes rounded to nearest. The
+    default model's Q4_1 blocks come back exactly: their scales and minima are float16."""
     groups = _groups(weight)
-    low = groups.amin(-1)
-    scale = ((groups.amax(-1) - low) / 15.0).clamp(min=torch.finfo(torch.float32).tiny)
+    low = _half(groups.amin(-1), "group minima")
+    scale = _half((groups.amax(-1) - low) / 15.0, "group scales").clamp(min=HALF_TINY)
     codes = ((groups - low[..., None]) / scale[..., None]).round().clamp(0, 15).to(torch.int32)
     return codes.view(weight.shape), scale, low
 
 
 def quantize_int8(weight: Tensor) -> tuple[Tensor, Tensor]:
     """``weight [n, k]`` as codes ``[n, k]`` (-127..127) and scales ``[n, k / 32]`` (max |w| /
-    127 per group), the codes rounded to nearest."""
+    127 per group, float16 values), the codes rounded to nearest."""
     groups = _groups(weight)
-    scale = (groups.abs().amax(-1) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)
+    scale = _half(groups.abs().amax(-1) / 127.0, "group scales").clamp(min=HALF_TINY)
     codes = (groups / scale[..., None]).round().clamp(-127, 127).to(torch.int32)
     return codes.view(weight.shape), scale
 
@@ -87,11 +98,12 @@ def pack(codes: Tensor, bits: int) -> np.ndarray:
 
 
 def pack_lanes(values: Tensor) -> np.ndarray:
-    """Per-group values ``[n, groups]`` in the kernel's layout ``[blocks, groups, 16]`` (float32)."""
+    """Per-group values ``[n, groups]`` in the kernel's layout ``[blocks, groups, 16]``, as
+    float16 bits (uint16)."""
     n = values.shape[0]
     blocks = -(-n // LANES)
-    padded = F.pad(values.float(), (0, 0, 0, blocks * LANES - n))
-    return padded.view(blocks, LANES, -1).permute(0, 2, 1).contiguous().numpy()
+    padded = F.pad(values.to(torch.float16), (0, 0, 0, blocks * LANES - n))
+    return padded.view(blocks, LANES, -1).permute(0, 2, 1).contiguous().view(torch.int16).numpy().view(np.uint16)
 
 
 class LowbitLinear:
