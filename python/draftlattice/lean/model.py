@@ -212,8 +212,8 @@ class LeanLlama:
         B, T = input_ids.shape
         cache.reserve(T)
         x = F.embedding(input_ids, self.embed).reshape(B * T, self.hidden_size).contiguous()
-        cos = self.cos[position_ids].reshape(B * T, self.head_dim).contiguous()
-        sin = self.sin[position_ids].reshape(B * T, self.head_dim).contiguous()
+        cos = self.cos.index_select(0, position_ids.reshape(-1))  # [B * T, hd], faster than indexing
+        sin = self.sin.index_select(0, position_ids.reshape(-1))
         rows = mask[:, 0].reshape(B * T, -1).contiguous()
         self._stack.forward(
             _bits(x),
@@ -269,9 +269,9 @@ class LeanLlama:
             self._in_step = False
 
     def head_logits(self, heads, hidden: Tensor, next_ids: Tensor) -> Tensor:
-        """Logits ``[..., h-1, V]`` of draft ``heads`` at ``hidden [..., d]`` where the target chose
-        ``next_ids``: the heads' own layers, then this step's output layer in its format, over
-        the heads' draft vocabulary only when they have one (-inf elsewhere), as
+        """float32 logits ``[..., h-1, V]`` of draft ``heads`` at ``hidden [..., d]`` where the target
+        chose ``next_ids``: the heads' own layers, then this step's output layer in its format,
+        over the heads' draft vocabulary only when they have one (-inf elsewhere), as
         :meth:`draftlattice.hf.DraftHeads.logits` computes them through the model's."""
         with self._threads():
             return self._head_logits(heads, hidden, next_ids)
@@ -280,7 +280,7 @@ class LeanLlama:
         embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
         states = self._heads_for(heads)(hidden.to(self.dtype), embeds)
         if heads.draft_vocab is None:
-            return self.output_layer(states.to(self.dtype))
+            return self.output_layer(states.to(self.dtype)).float()
         vocab = heads.draft_vocab
         key = (vocab.data_ptr(), vocab.numel())
         if self._draft_rows is None or self._draft_rows[0] != key:
@@ -288,9 +288,11 @@ class LeanLlama:
             self._draft_rows = (key, make_linear(rows, self.head_format, self.dtype, self.kernel))
             if _runs_our_kernel(self._draft_rows[1]):
                 self._draft_rows[1].threads = self._kernel_threads
-        part = self._draft_rows[1](states.to(self.dtype))
+        # float32, as the drafters read them: their conversion is then free, and scatter_ fills
+        # the -inf logits faster than index_copy_ (90 against 150 us for 3 x 49,152).
+        part = self._draft_rows[1](states.to(self.dtype)).float()
         out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
-        return out.index_copy_(-1, vocab.to(part.device), part)
+        return out.scatter_(-1, vocab.to(part.device).expand(part.shape), part)
 
     def _heads_for(self, heads):
         """``heads`` on our kernels (:class:`~.heads.LeanHeads`, rebuilt when their parameters

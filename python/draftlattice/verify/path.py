@@ -44,9 +44,8 @@ def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath
     slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
     tokens = _committed(tree.tokens.gather(1, slots)[:, 1:], result.num_accepted, result.next_token)
     last = (torch.arange(B, device=slots.device), result.last_node)
-    return AcceptedPath(
-        result.num_accepted, tokens, _at_nodes(hidden, slots), _at_nodes(scores, slots), None, slots, last
-    )
+    flat = _flat_nodes(slots, tree.size)
+    return AcceptedPath(result.num_accepted, tokens, _at(hidden, flat), _at(scores, flat), None, slots, last)
 
 
 def accept_chains(
@@ -109,15 +108,21 @@ def accept_tree_chains(
     slots = chain_nodes(tree)[rows, best]  # [B, g+1] the chosen draft's nodes, by depth
     tokens = _committed(drafts.to(device)[rows, best], num, next_token)
     last = (rows, slots.gather(1, num.unsqueeze(1)).squeeze(1))
-    return AcceptedPath(num, tokens, _at_nodes(hidden, slots), _at_nodes(scores, slots), None, slots, last)
+    flat = _flat_nodes(slots, tree.size)
+    return AcceptedPath(num, tokens, _at(hidden, flat), _at(scores, flat), None, slots, last)
 
 
-def _at_nodes(x: Tensor, nodes: Tensor) -> Tensor:
-    """``x [B, T, ...]`` at each row's ``nodes [B, n]``: ``[B, n, ...]``. One ``index_select`` of
-    whole rows: PyTorch's CPU advanced indexing copies a step's scores ~4x slower."""
+def _flat_nodes(nodes: Tensor, T: int) -> Tensor:
+    """Each row's ``nodes [B, n]`` of ``T`` as rows of the flattened ``[B * T]``: ``[B, n]``."""
+    return torch.arange(nodes.shape[0], device=nodes.device).unsqueeze(1) * T + nodes
+
+
+def _at(x: Tensor, flat: Tensor) -> Tensor:
+    """``x [B, T, ...]`` at the nodes ``flat [B, n]`` (:func:`_flat_nodes`): ``[B, n, ...]``. One
+    ``index_select`` of whole rows: PyTorch's CPU advanced indexing copies a step's scores ~4x
+    slower."""
     B, T = x.shape[:2]
-    flat = (torch.arange(B, device=nodes.device).unsqueeze(1) * T + nodes).view(-1)
-    return x.reshape(B * T, *x.shape[2:]).index_select(0, flat).view(B, nodes.shape[1], *x.shape[2:])
+    return x.reshape(B * T, *x.shape[2:]).index_select(0, flat.view(-1)).view(*flat.shape, *x.shape[2:])
 
 
 def _committed(path_tokens: Tensor, num: Tensor, next_token: Tensor) -> Tensor:

@@ -198,19 +198,20 @@ def tree_greedy_accept(tree: TokenTree, target_logits: Tensor) -> TreeAcceptResu
     tr = _batched(tree)
     t = target_tokens(target_logits if not single else target_logits.unsqueeze(0))  # [B, T]
     B, T = tr.tokens.shape
-    match = (tr.tokens == t.gather(1, tr.parent.clamp(min=0))) & (tr.parent >= 0)
+    # Few ops (each costs ~10 us on the CPU right after a forward has flushed the caches).
+    # Padding nodes may "match": no valid node has them as ancestors, and node_valid drops them.
+    match = tr.tokens == t.gather(1, tr.parent.clamp(min=0))
     match[:, 0] = True
-    accepted = ~(tr.ancestor & ~match.unsqueeze(1)).any(-1) & tr.node_valid  # [B, T]
-    key = torch.where(accepted, tr.depth, torch.full_like(tr.depth, -1))
-    last = key.argmax(-1)  # deepest accepted node (unique per depth)
-    num = tr.depth.gather(1, last.unsqueeze(1)).squeeze(1)
-    nxt = t.gather(1, last.unsqueeze(1)).squeeze(1)
-    best = tr.node_draft.gather(1, last.unsqueeze(1)).squeeze(1)
+    accepted = (tr.ancestor <= match.unsqueeze(1)).all(-1) & tr.node_valid  # [B, T] all ancestors match
+    key = torch.where(accepted, tr.depth, -1)
+    last = key.argmax(-1, keepdim=True)  # deepest accepted node (unique per depth)
+    num = key.gather(1, last).squeeze(1)
+    nxt = t.gather(1, last).squeeze(1)
+    best = tr.node_draft.gather(1, last).squeeze(1)
     H = tr.draft_nodes.shape[-1]
     path = torch.full((B, H + 2), -1, dtype=torch.int64, device=t.device)
-    slot = torch.where(accepted, tr.depth, torch.full_like(tr.depth, H + 1))
-    path.scatter_(1, slot, torch.arange(T, device=t.device).expand(B, T))
-    res = TreeAcceptResult(best, num, nxt, path[:, : H + 1], last)
+    path.scatter_(1, torch.where(accepted, tr.depth, H + 1), torch.arange(T, device=t.device).expand(B, T))
+    res = TreeAcceptResult(best, num, nxt, path[:, : H + 1], last.squeeze(1))
     if single:
         res = TreeAcceptResult(*(x.squeeze(0) for x in res))
     return res

@@ -123,6 +123,9 @@ def to_host(tensors: list[Tensor]) -> list[Tensor]:
 
 def topk_lattice(head_logits: Tensor, k: int, temperature: float = 1.0) -> tuple[Tensor, Tensor]:
     """Top-k ``(ids [B, g, k], logprobs [B, g, k] float32)`` of ``log_softmax(logits / T)``."""
-    logprobs = torch.log_softmax(head_logits.float() / temperature, dim=-1)
+    scaled = head_logits.float()
+    if temperature != 1.0:  # dividing by 1 would only copy [B, g, V]
+        scaled = scaled / temperature
+    logprobs = torch.log_softmax(scaled, dim=-1)
     values, ids = logprobs.topk(k, dim=-1)
     return ids, values
