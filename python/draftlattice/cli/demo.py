@@ -236,7 +236,8 @@ def _fit(bundle, models, formats: list[str], p: int | None) -> tuple[object, int
         steps[name],
         best.p,
         (
-            f"{name} weights, p={best.p} fitted to this CPU (predicted {predicted:.0f} tokens/s; by format and p: "
+            f"{name} weights, p={best.p} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain decoding "
+            f"{1e3 / curves[name](1):.0f} without the host's time; by format and p: "
             f"{others}; {name} step ms by nodes {costs}; {table.name}; --weights / --p to override)"
         ),
     )
