@@ -7,7 +7,7 @@ first ``length + T`` slots. Capacity grows by doubling when a forward would pass
 rare), so no caller has to know the final length in advance.
 
 All layers' keys and values are views of one buffer, so that an edit of the cache is one
-tensor op, not one per layer and tensor (60 for the default model: ~0.3 ms of a drafted step).
+tensor op, not one per layer and tensor (60 for the default model, each ~5-10 us on the CPU).
 
 It offers the engine's cache edits (:mod:`draftlattice.decode.cache` calls them): keep a block's
 accepted slots (``keep_block``), drop holes (``compact``), repeat rows for the "batch" layout
@@ -52,7 +52,7 @@ class StaticCache:
 
     def layer_bits(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Each layer's keys and values as int16 numpy views of a 16-bit cache's bits, as the fused
-        C++ step reads and writes them; made once per buffer (60 views cost ~0.2 ms a step)."""
+        C++ step reads and writes them; made once per buffer (60 views a step cost 0.1-0.2 ms)."""
         if self._bits is None:
             bits = [t.view(torch.int16).numpy() for t in (*self.keys, *self.values)]
             self._bits = (bits[: len(self.keys)], bits[len(self.keys) :])
