@@ -14,6 +14,7 @@ import itertools
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import draftlattice.hf as dlhf
 from _engine_models import PROMPTS, run, trained
@@ -23,8 +24,9 @@ from draftlattice import _core
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.decode.cache import additive_mask
 from draftlattice.lean import LeanLlama, StaticCache
+from draftlattice.lean.heads import LeanHeads
 from draftlattice.lean.linear import make_linear
-from draftlattice.lean.lowbit import quantized_linear
+from draftlattice.lean.lowbit import LowbitLinear, quantized_linear
 from draftlattice.verify import build_tree, sampling_distribution
 
 KERNELS = ["torch", *_core.lowbit_kernels()]
@@ -342,11 +344,6 @@ def test_lean_heads_equal_their_per_head_products_and_follow_in_place_changes():
     """The heads on our kernels compute each head's down projection in one product over all
     heads' rows: bit for bit what a product per head gives. A step keeps them between calls and
     rebuilds them when the heads' parameters change in place (an optimizer step)."""
-    import torch.nn.functional as F
-
-    from draftlattice.lean.heads import LeanHeads
-    from draftlattice.lean.lowbit import LowbitLinear
-
     model = llama(seed=3, vocab=48, **QUANTIZABLE).to(torch.bfloat16)
     heads = dlhf.DraftHeads.for_model(model, horizon=4).to(torch.bfloat16)
     torch.manual_seed(0)
