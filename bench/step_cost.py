@@ -3,7 +3,9 @@ running it, in one run: transformers' eager forward (bf16, fp32), the lean step 
 fp32, int8 and int4 on draftlattice's kernels and on PyTorch's, int4 fused into one C++ call per
 step or not) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
 when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
-computes the logits of all n; medians of alternated rounds.
+computes the logits of all n; medians of alternated rounds, each timed step right after an
+untimed one of the same way (decoding runs steps back to back; the first step after another
+way's reads colder caches and wakes threads).
 
     python bench/step_cost.py [--nodes 1 2 4 8 16 32 64] [--rounds 7] [--threads 2] [--json FILE]
 """
@@ -109,6 +111,7 @@ def main() -> None:
             call()  # warm-up
         for _ in range(args.rounds):  # alternated: a slow phase of the machine hits every way alike
             for (name, n), call in calls.items():
+                call()  # untimed: decoding runs steps back to back, after the same way's step
                 start = time.perf_counter()
                 own = call()  # llama.cpp's child times its decode itself (no pipe in the figure)
                 times[name][n].append(own if isinstance(own, float) else 1e3 * (time.perf_counter() - start))
