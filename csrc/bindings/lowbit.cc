@@ -78,10 +78,16 @@ class LlamaStack {
   // layers: per layer (qkv, o, gate_up, down) as (codes, scales, mins) int4 triples, then the
   // attention and MLP norms (int16 views of bf16).
   LlamaStack(int64_t hidden, int64_t heads, int64_t kv_heads, int64_t head_dim,
-             int64_t intermediate, float eps, const py::list& layers, const std::string& kernel)
+             int64_t intermediate, float eps, const py::list& layers, const py::array& final_norm,
+             const std::string& kernel)
       : shape_{hidden, heads, kv_heads, head_dim, intermediate, eps},
         arrays_(layers),
+        final_norm_array_(final_norm),
         kernel_(kernel) {
+    final_norm_ = reinterpret_cast<const uint16_t*>(Exact<int16_t>(final_norm, "final_norm", 1));
+    if (final_norm.shape(0) != hidden)
+      throw InvalidArgument(
+          Message("final_norm of shape ", ShapeText(final_norm), " for hidden=", hidden));
     const auto known = lowbit::LowbitKernels();
     if (kernel != "auto" && std::find(known.begin(), known.end(), kernel) == known.end())
       throw InvalidArgument(Message("low-bit kernel '", kernel, "' is not available on this CPU"));
@@ -124,7 +130,7 @@ class LlamaStack {
 
   void Forward(const py::array& x, int64_t batch, int64_t tokens, const py::array& cos,
                const py::array& sin, const py::list& keys, const py::list& values, int64_t length,
-               const py::array& mask, int threads) {
+               const py::array& mask, const py::array& normed, int threads) {
     const int64_t M = batch * tokens, d = shape_.head_dim;
     auto* xs = Exact<int16_t>(x, "x", 2, true);
     if (x.shape(0) != M || x.shape(1) != shape_.hidden)
@@ -138,6 +144,10 @@ class LlamaStack {
     if (mask.shape(0) != M || mask.shape(1) != length + tokens)
       throw InvalidArgument(Message("mask has shape ", ShapeText(mask), ", expected [", M, ", ",
                                     length + tokens, "]"));
+    auto* out = Exact<int16_t>(normed, "normed", 2, true);
+    if (normed.shape(0) != M || normed.shape(1) != shape_.hidden)
+      throw InvalidArgument(
+          Message("normed has shape ", ShapeText(normed), " for ", M, " rows of ", shape_.hidden));
     if (keys.size() != layers_.size() || values.size() != layers_.size())
       throw InvalidArgument(
           Message("keys/values for ", keys.size(), " layers, the model has ", layers_.size()));
@@ -150,7 +160,8 @@ class LlamaStack {
                            {},
                            0,
                            length,
-                           reinterpret_cast<const uint16_t*>(ms)};
+                           reinterpret_cast<const uint16_t*>(ms),
+                           reinterpret_cast<uint16_t*>(out)};
     for (size_t i = 0; i < layers_.size(); ++i) {
       const auto k = keys[i].cast<py::array>(), v = values[i].cast<py::array>();
       auto* kp = Exact<int16_t>(k, "keys", 4, true);
@@ -165,12 +176,14 @@ class LlamaStack {
       step.values.push_back(reinterpret_cast<uint16_t*>(vp));
     }
     py::gil_scoped_release release;
-    lowbit::RunLlamaStack(shape_, layers_, step, threads, kernel_);
+    lowbit::RunLlamaStack(shape_, layers_, final_norm_, step, threads, kernel_);
   }
 
  private:
   lowbit::LlamaShape shape_;
   py::list arrays_;  // keeps the weights' arrays alive
+  py::array final_norm_array_;
+  const uint16_t* final_norm_ = nullptr;
   std::string kernel_;
   std::vector<lowbit::LlamaLayer> layers_;
 };
@@ -185,12 +198,13 @@ void BindLowbit(py::module_& m) {
   m.def("fused_step_runs", &lowbit::AttentionRuns, py::arg("head_dim"));
   py::class_<LlamaStack>(m, "LlamaStack")
       .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, float, const py::list&,
-                    const std::string&>(),
+                    const py::array&, const std::string&>(),
            py::arg("hidden"), py::arg("heads"), py::arg("kv_heads"), py::arg("head_dim"),
-           py::arg("intermediate"), py::arg("eps"), py::arg("layers"), py::arg("kernel") = "auto")
+           py::arg("intermediate"), py::arg("eps"), py::arg("layers"), py::arg("final_norm"),
+           py::arg("kernel") = "auto")
       .def("forward", &LlamaStack::Forward, py::arg("x"), py::arg("batch"), py::arg("tokens"),
            py::arg("cos"), py::arg("sin"), py::arg("keys"), py::arg("values"), py::arg("length"),
-           py::arg("mask"), py::arg("threads"));
+           py::arg("mask"), py::arg("normed"), py::arg("threads"));
 }
 
 }  // namespace dl::bindings

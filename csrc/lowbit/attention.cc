@@ -151,19 +151,17 @@ void Attention(const AttentionProblem& pr, int threads) {
   // Work split as (batch row, kv head, share of its query rows), every thread taking as many
   // pieces: the kv heads alone are too few to share evenly (the default model has 3).
   const int64_t shares = std::min<int64_t>(group_rows, threads);
+  // Each piece a task, claimed by whichever thread is free (spin_pool.h).
   const int64_t pieces = units * shares;
-  const int tasks = static_cast<int>(std::min<int64_t>(threads, pieces));
-  SpinPool::Instance().Run(tasks, [&](int task) {
+  SpinPool::Instance().Run(static_cast<int>(pieces), threads, [&](int piece) {
     thread_local Scratch scratch;  // kept between calls: one per layer, 30 a step
-    for (int64_t piece = pieces * task / tasks; piece < pieces * (task + 1) / tasks; ++piece) {
-      const int64_t unit = piece / shares, share = piece % shares;
-      const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;
-      const int64_t r0 = group_rows * share / shares, r1 = group_rows * (share + 1) / shares;
-      if (pr.d == 64)
-        Rows<4>(pr, b, c, r0, r1, scratch);
-      else
-        Rows<8>(pr, b, c, r0, r1, scratch);
-    }
+    const int64_t unit = piece / shares, share = piece % shares;
+    const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;
+    const int64_t r0 = group_rows * share / shares, r1 = group_rows * (share + 1) / shares;
+    if (pr.d == 64)
+      Rows<4>(pr, b, c, r0, r1, scratch);
+    else
+      Rows<8>(pr, b, c, r0, r1, scratch);
   });
 }
 

@@ -80,8 +80,9 @@ void Check(bool ok, const std::string& message) {
 
 }  // namespace
 
-void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers, LlamaStep& step,
-                   int threads, const std::string& kernel) {
+void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers,
+                   const uint16_t* final_norm, LlamaStep& step, int threads,
+                   const std::string& kernel) {
   const int64_t M = step.batch * step.tokens, d = s.head_dim;
   const int64_t q_width = s.heads * d, kv_width = s.kv_heads * d,
                 qkv_width = q_width + 2 * kv_width;
@@ -141,6 +142,8 @@ void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers, L
     LowbitMatmul(gated.data(), M, layer.down, y.data(), threads, kernel);
     AddInPlace(step.x, y.data(), M * s.hidden);
   }
+  // here rather than in PyTorch: an op right after the step reads caches the step has flushed
+  RmsNorm(step.x, final_norm, M, s.hidden, s.eps, step.normed);
 }
 
 }  // namespace dl::lowbit

@@ -38,12 +38,16 @@ struct LlamaStep {
   std::vector<uint16_t*> keys, values;  // per layer, [batch, kv_heads, capacity, head_dim] bf16
   int64_t capacity, length;             // cache slots; slots in use before this step
   const uint16_t* mask;                 // additive [batch * tokens, length + tokens] bf16
+  uint16_t*
+      normed;  // [batch * tokens, hidden] bf16 out: the last layer's output after the final norm
 };
 
-// Runs every layer over `step` on `threads` threads with the product kernel `kernel` (matmul.h);
-// writes the step's keys and values at slots [length, length + tokens) of each layer's cache.
-// Throws InvalidArgument on inconsistent sizes or an unknown kernel.
-void RunLlamaStack(const LlamaShape& shape, const std::vector<LlamaLayer>& layers, LlamaStep& step,
-                   int threads, const std::string& kernel);
+// Runs every layer over `step` on `threads` threads with the product kernel `kernel` (matmul.h),
+// then the model's final norm (`final_norm`, [hidden] bf16) into step.normed; writes the step's
+// keys and values at slots [length, length + tokens) of each layer's cache. Throws
+// InvalidArgument on inconsistent sizes or an unknown kernel.
+void RunLlamaStack(const LlamaShape& shape, const std::vector<LlamaLayer>& layers,
+                   const uint16_t* final_norm, LlamaStep& step, int threads,
+                   const std::string& kernel);
 
 }  // namespace dl::lowbit

@@ -11,6 +11,9 @@ namespace dl::lowbit {
 
 namespace {
 
+// Tasks per thread of a product: enough that free threads take over a descheduled one's share.
+constexpr int kTasksPerThread = 4;
+
 // What a kernel multiplies the codes with: the bf16 activations as they are, in float32
 // (Problem::xf) or quantized to int8 (Problem::quantized).
 enum class Reads { kBf16, kFloat, kInt8 };
@@ -78,10 +81,12 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
   const Problem problem{x, xf.data(), sums.data(), &quantized, w, m, out};
   const int64_t blocks = (w.n + kLanes - 1) / kLanes;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int tasks = static_cast<int>(std::min<int64_t>(threads, blocks));
-  // Contiguous, equal shares of blocks: which thread computes a block never changes its result.
-  SpinPool::Instance().Run(
-      tasks, [&](int t) { chosen.kernel(problem, blocks * t / tasks, blocks * (t + 1) / tasks); });
+  // Contiguous runs of blocks, a few per thread, claimed by whichever thread is free: which
+  // thread computes a block never changes its result.
+  const int tasks = static_cast<int>(std::min<int64_t>(int64_t{kTasksPerThread} * threads, blocks));
+  SpinPool::Instance().Run(tasks, threads, [&](int t) {
+    chosen.kernel(problem, blocks * t / tasks, blocks * (t + 1) / tasks);
+  });
 }
 
 }  // namespace dl::lowbit

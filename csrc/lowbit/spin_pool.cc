@@ -30,6 +30,8 @@ void SpinPool::Grow(int workers) {
     workers_ = new std::vector<std::thread>();
     owner_pid_ = pid;
     generation_ = 0;
+    claim_ = 0;
+    active_ = 0;
     sleeping_ = 0;
   }
   while (static_cast<int>(workers_->size()) < workers) {
@@ -42,32 +44,49 @@ void SpinPool::Grow(int workers) {
   }
 }
 
-void SpinPool::Run(int tasks, const std::function<void(int)>& task) {
-  if (tasks <= 1) {
-    if (tasks == 1) task(0);
+void SpinPool::Run(int tasks, int threads, const std::function<void(int)>& task) {
+  if (tasks <= 0) return;
+  if (tasks == 1 || threads <= 1) {
+    for (int t = 0; t < tasks; ++t) task(t);
     return;
   }
   std::lock_guard<std::mutex> one_job(run_mutex_);
-  Grow(tasks - 1);
+  Grow(threads - 1);
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = &task;
     tasks_ = tasks;
+    threads_ = threads;
     error_ = nullptr;
-    pending_ = tasks - 1;
-    generation_.fetch_add(1, std::memory_order_release);
+    generation = (generation_.load() + 1) & 0xffffffffu;
+    claim_.store(generation << 32);
+    generation_.store(generation, std::memory_order_release);
   }
   if (sleeping_.load() > 0) wake_.notify_all();
-  std::exception_ptr mine;
-  try {
-    task(0);
-  } catch (...) {
-    mine = std::current_exception();
+  RunClaimed(generation, tasks, &task);
+  // Every task is claimed; wait for those workers still running one. A worker that joins from
+  // here on finds nothing to claim and never calls `task`.
+  while (active_.load() > 0) {
   }
-  while (pending_.load(std::memory_order_acquire) > 0) {
-  }
-  if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
+}
+
+void SpinPool::RunClaimed(uint64_t generation, int tasks, const std::function<void(int)>* task) {
+  for (;;) {
+    uint64_t claim = claim_.load();
+    int next;
+    do {
+      next = static_cast<int>(claim & 0xffffffffu);
+      if ((claim >> 32) != generation || next >= tasks) return;
+    } while (!claim_.compare_exchange_weak(claim, claim + 1));
+    try {
+      (*task)(next);  // alive: its job cannot end while this claim's task runs
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
 }
 
 void SpinPool::Work(int index, uint64_t seen) {
@@ -81,24 +100,19 @@ void SpinPool::Work(int index, uint64_t seen) {
       --sleeping_;
     }
     const std::function<void(int)>* task;
-    int tasks;
+    int tasks, threads;
     {
-      // The job and its generation read together: a worker that slept through a job it had no
-      // part in must not take the next job's task for the old generation (and run it twice).
+      // The job and its generation read together, and the worker counted as active before it
+      // claims anything: Run returns only when no active worker can still run one of its tasks.
       std::lock_guard<std::mutex> lock(mutex_);
       seen = generation_.load();
       task = task_;
       tasks = tasks_;
+      threads = threads_;
+      active_.fetch_add(1);
     }
-    if (index < tasks) {
-      try {
-        (*task)(index);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-      }
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
-    }
+    if (index < threads) RunClaimed(seen, tasks, task);
+    active_.fetch_sub(1);
   }
 }
 

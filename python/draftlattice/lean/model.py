@@ -155,7 +155,15 @@ class LeanLlama:
             ]
             layers.append((*arrays, _bits(layer.attn_norm), _bits(layer.mlp_norm)))
         return _core.LlamaStack(
-            self.hidden_size, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.eps, layers, self.kernel
+            self.hidden_size,
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            self.intermediate,
+            self.eps,
+            layers,
+            _bits(self.norm),
+            self.kernel,
         )
 
     def new_cache(self, batch: int, capacity: int = INITIAL_CAPACITY) -> StaticCache:
@@ -224,10 +232,11 @@ class LeanLlama:
             *cache.layer_bits(),
             cache.length,
             _bits(rows),
+            _bits(normed := torch.empty_like(x)),  # the final norm, in the same call
             self._kernel_threads,
         )
         cache.advance(T)
-        return _rms_norm(x.view(B, T, self.hidden_size), self.norm, self.eps)
+        return normed.view(B, T, self.hidden_size)
 
     def logits(self, hidden: Tensor) -> Tensor:
         """float32 logits at ``hidden [..., d]``."""
