@@ -23,6 +23,7 @@ NEW_TOKENS = 16
 HOST_WORK = {
     "draftlattice/decode/engine.py:_verify": "the committed token lists, for generate()'s logits processors",
     "draftlattice/decode/forward.py:tree_forward": "the token tree, built from the drafts on the host",
+    "draftlattice/verify/tree_host.py:host_tree_fields": "the same tree, walked on the host when it is small",
     "draftlattice/decode/processors.py:process_scores": "node indices of the processors' per-depth groups",
     "draftlattice/decode/drafters/lattice.py:_sampled": "the lattice sampler's seed, from torch's CPU generator",
 }

@@ -22,6 +22,10 @@ from torch import Tensor
 
 from ._common import _as_lengths
 from .greedy import target_tokens
+from .tree_host import HOST_TREE_TOKENS, host_tree_fields
+
+#: tests set it to compare the vectorised build with the host walk
+_VECTORISED_ONLY = False
 
 __all__ = [
     "TokenTree",
@@ -111,7 +115,8 @@ def build_tree(
         num_nodes: pad the tree to exactly this many nodes (must be enough) instead of the
             largest row's count; avoids the one device->host sync that sizing the tree needs.
 
-    Fully vectorised over the batch (no Python loop over ``B``, ``p`` or ``h``).
+    Fully vectorised over the batch (no Python loop over ``B``, ``p`` or ``h``); a small tree of
+    CPU drafts is walked on the host instead (:mod:`.tree_host`: the same fields, faster).
     """
     single = drafts.dim() == 2
     if single:
@@ -121,6 +126,10 @@ def build_tree(
     dev = drafts.device
     B, P, H = drafts.shape
     L = _as_lengths(lengths, (B, P), H, dev)
+    if dev.type == "cpu" and B * P * H <= HOST_TREE_TOKENS and not _VECTORISED_ONLY:
+        root = pad_token if root_token is None else root_token
+        tree = TokenTree(*host_tree_fields(drafts, L, root, position_offset, dtype, pad_token, num_nodes))
+        return _unbatched(tree) if single else tree
     ar_h = torch.arange(H, device=dev)
     ar_p = torch.arange(P, device=dev)
     valid = ar_h < L.unsqueeze(-1)  # [B, p, h]
@@ -173,12 +182,14 @@ def build_tree(
         off = off.unsqueeze(-1)
     position_ids = off + depth
     tree = TokenTree(tokens, parent, depth, mask, position_ids, anc, node, node_draft, node_valid, counts)
-    if single:
-        tree = TokenTree(
-            **{k: (v.squeeze(0) if isinstance(v, Tensor) else v) for k, v in tree.__dict__.items() if k != "batched"},
-            batched=False,
-        )
-    return tree
+    return _unbatched(tree) if single else tree
+
+
+def _unbatched(tree: TokenTree) -> TokenTree:
+    return TokenTree(
+        **{k: (v.squeeze(0) if isinstance(v, Tensor) else v) for k, v in tree.__dict__.items() if k != "batched"},
+        batched=False,
+    )
 
 
 def tree_greedy_accept(tree: TokenTree, target_logits: Tensor) -> TreeAcceptResult:
