@@ -1,18 +1,22 @@
 """What one target step of the default model costs against the nodes it verifies, per way of
 running it, in one run: transformers' eager forward (bf16, fp32), the lean step (dense bf16 and
 fp32, int8 and int4 on draftlattice's kernels and on PyTorch's, int4 fused into one C++ call per
-step or not) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
+step or not; dense bf16 and fp32 through ``torch.compile`` too) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
 when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
 computes the logits of all n; medians of alternated rounds, each timed step right after an
 untimed one of the same way (decoding runs steps back to back; the first step after another
 way's reads colder caches and wakes threads).
 
     python bench/step_cost.py [--nodes 1 2 4 8 16 32 64] [--rounds 7] [--threads 2] [--json FILE]
+
+The compiled ways (inductor, CPU) print each node count's compile time (its first call): run
+twice with the same ``TORCHINDUCTOR_CACHE_DIR`` for cold and warm (on-disk cache) figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import statistics
@@ -56,6 +60,96 @@ def lean_step(lean: LeanLlama, prompt: torch.Tensor, n: int):
     return step
 
 
+class SlotCache:
+    """A :class:`StaticCache`'s buffers at fixed shapes, for a compiled step: a forward writes its
+    keys/values at ``slots [T]`` (a tensor, so their place changes without a recompile) and
+    attends to all ``capacity`` slots, the caller's ``[B, 1, T, capacity]`` mask hiding the unused
+    ones. A Python int ``length`` would be specialised (a recompile per step)."""
+
+    def __init__(self, cache, slots: torch.Tensor) -> None:
+        self.keys, self.values, self.slots = cache.keys, cache.values, slots
+        self.length = cache.length  # read only by the lean step's checks
+
+    def reserve(self, new_tokens: int) -> None:
+        pass
+
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor):
+        self.keys[layer].index_copy_(2, self.slots, keys)
+        self.values[layer].index_copy_(2, self.slots, values)
+        return self.keys[layer], self.values[layer]
+
+    def advance(self, new_tokens: int) -> None:
+        pass
+
+
+def compiled_forward(lean: LeanLlama):
+    """The dense lean step (``hidden`` then ``logits``, the same code) under ``torch.compile``,
+    one graph per token count (fixed shapes)."""
+
+    def forward(tokens, positions, mask, cache):
+        return lean.logits(lean.hidden(tokens, positions, mask, cache))
+
+    return torch.compile(forward, dynamic=False, fullgraph=True)
+
+
+def compiled_step(lean: LeanLlama, forward, prompt: torch.Tensor, n: int, compile_s: dict, capacity: int):
+    """A compiled lean step of n tokens after the prompt, attending to all ``capacity`` slots; its
+    first call (the compile) is timed into ``compile_s[n]``, and its logits are checked against
+    the eager step's."""
+    cache = lean.new_cache(1, capacity)
+    with torch.inference_mode():
+        lean.hidden(prompt, torch.arange(prompt.shape[1]).unsqueeze(0), None, cache)
+    length = cache.length
+    tokens = torch.randint(0, 1000, (1, n), generator=torch.Generator().manual_seed(n))
+    positions = torch.arange(length, length + n).unsqueeze(0)
+    mask = torch.full((1, 1, n, cache.capacity), torch.finfo(lean.dtype).min, dtype=lean.dtype)
+    mask[..., : length + n] = 0
+    slots = SlotCache(cache, positions[0].clone())
+    start = time.perf_counter()
+    logits = forward(tokens, positions, mask, slots)
+    compile_s[n] = time.perf_counter() - start
+    eager = lean.logits(lean.hidden(tokens, positions, mask[..., : length + n], cache))
+    cache.length = length
+    _check_close(logits, eager, f"{lean.dtype} step of {n} tokens")
+    return lambda: forward(tokens, positions, mask, slots)
+
+
+def _check_close(compiled: torch.Tensor, eager: torch.Tensor, what: str) -> None:
+    """The compiled logits are the eager step's up to rounding; the argmax moves only where the
+    eager step's top two are within that rounding (a bf16 near-tie)."""
+    error = (compiled - eager).abs().max().item()
+    scale = eager.abs().max().item()
+    top2 = eager.topk(2, dim=-1).values
+    moved = compiled.argmax(-1) != eager.argmax(-1)
+    if error > 0.05 * scale or bool((moved & (top2[..., 0] - top2[..., 1] > 2 * error)).any()):
+        raise RuntimeError(f"compiled {what}: logits off by {error:.3g} (max {scale:.3g}), argmax moved")
+    print(
+        f"compiled {what}: logits within {error:.3g} of eager (max |logit| {scale:.3g}), argmax moved in "
+        f"{int(moved.sum())} of {moved.numel()} rows (near-ties)"
+    )
+
+
+def check_compiled_greedy(lean: LeanLlama, forward, prompt: torch.Tensor, steps: int = 8) -> None:
+    """Greedy one-token steps of the compiled step give the eager step's tokens (``greedy``)."""
+    want = lean.greedy(prompt, steps)
+    cache = lean.new_cache(1, 512)
+    P = prompt.shape[1]
+    hidden = lean.hidden(prompt, torch.arange(P).unsqueeze(0), None, cache)
+    token = int(lean.logits(hidden[0, -1]).argmax())
+    got = [token]
+    mask = torch.full((1, 1, 1, cache.capacity), torch.finfo(lean.dtype).min, dtype=lean.dtype)
+    mask[..., :P] = 0
+    for step in range(steps - 1):
+        mask[..., P + step] = 0
+        positions = torch.tensor([[P + step]])
+        logits = forward(torch.tensor([[token]]), positions, mask, SlotCache(cache, positions[0]))
+        token = int(logits[0, -1].argmax())
+        got.append(token)
+    if got != want:
+        raise RuntimeError(f"compiled {lean.dtype} greedy {got} != eager {want}")
+    print(f"compiled {lean.dtype} greedy: {steps} tokens as eager's")
+
+
 def llama_step(llm, prompt: list[int], n: int):
     """One decode of n tokens after the prompt, in llama.cpp's child process (its own timing)."""
     tokens = list(range(1000, 1000 + n))
@@ -68,6 +162,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ways", nargs="+", default=None, help="subset of the ways to run (default: all)")
+    parser.add_argument(
+        "--compile-capacity", type=int, default=512, help="cache slots a compiled step attends to (fixed shapes)"
+    )
     parser.add_argument("--json", type=str)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -94,19 +191,21 @@ def main() -> None:
         }
     for name, lean in steps.items():
         ways[name] = lambda n, lean=lean: lean_step(lean, prompt, n)
-    try:
-        from draftlattice.apps.llama_row import LlamaCpp
-        from draftlattice.default_model.gguf import default_gguf
-
-        llm = LlamaCpp(default_gguf(), args.threads)
-        ways["llama.cpp Q4_1"] = lambda n: llama_step(llm, prompt[0].tolist(), n)
-    except ValueError as error:
-        print(f"(no llama.cpp row: {error})")
+    compile_s: dict[str, dict[int, float]] = {}
+    torch._dynamo.config.recompile_limit = 64  # a graph per (dtype, node count), one code object
+    for name in ("lean bf16", "lean fp32"):
+        lean, forward = steps[name], compiled_forward(steps[name])
+        own = compile_s.setdefault(f"{name}, torch.compile", {})
+        make = functools.partial(compiled_step, lean, forward, prompt, compile_s=own, capacity=args.compile_capacity)
+        make.check = functools.partial(check_compiled_greedy, lean, forward, prompt)
+        ways[f"{name}, torch.compile"] = make
     if args.ways:
         ways = {k: v for k, v in ways.items() if k in args.ways}
     times = {name: {n: [] for n in args.nodes} for name in ways}
     with torch.inference_mode():
         calls = {(name, n): make(n) for name, make in ways.items() for n in args.nodes}
+        for make in ways.values():
+            getattr(make, "check", lambda: None)()
         for call in calls.values():
             call()  # warm-up
         for _ in range(args.rounds):  # alternated: a slow phase of the machine hits every way alike
@@ -124,9 +223,13 @@ def main() -> None:
     for name, per in result.items():
         ratio = f"{per[16] / per[1]:.2f}x" if 16 in per and 1 in per else "-"
         print(f"| {name} | " + " | ".join(f"{per[n]:.1f}" for n in args.nodes) + f" | {ratio} |")
+    for name, per in compile_s.items():
+        if per:
+            print(f"{name}: compile (first call) s: " + ", ".join(f"{n}: {s:.1f}" for n, s in per.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "rounds": args.rounds, "ms": result}, f, indent=2)
+            record = {"threads": args.threads, "rounds": args.rounds, "ms": result, "compile_s": compile_s}
+            json.dump(record, f, indent=2)
 
 
 if __name__ == "__main__":
