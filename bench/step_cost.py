@@ -199,6 +199,14 @@ def main() -> None:
         make = functools.partial(compiled_step, lean, forward, prompt, compile_s=own, capacity=args.compile_capacity)
         make.check = functools.partial(check_compiled_greedy, lean, forward, prompt)
         ways[f"{name}, torch.compile"] = make
+    try:
+        from draftlattice.apps.llama_row import LlamaCpp
+        from draftlattice.default_model.gguf import default_gguf
+
+        llm = LlamaCpp(default_gguf(), args.threads)
+        ways["llama.cpp Q4_1"] = lambda n: llama_step(llm, prompt[0].tolist(), n)
+    except ValueError as error:
+        print(f"(no llama.cpp row: {error})")
     if args.ways:
         ways = {k: v for k, v in ways.items() if k in args.ways}
     times = {name: {n: [] for n in args.nodes} for name in ways}
