@@ -13,7 +13,7 @@ namespace dl::lowbit {
 struct Problem {
   const uint16_t* x;  // [m, k] bf16 bits
   const float* xf;    // [m, k] x in float32 (for the kernels that multiply in float32)
-  const float* sums;  // [m, groups]: the sum of each row's group of x, for kInt4's minima
+  const float* sums;  // [m, groups]: each row's group sums of x (the bf16 kernel's kInt4 minima)
   const QuantizedRows* quantized;  // x as int8 (for the kernels that multiply integers)
   LowbitWeights w;
   int64_t m;

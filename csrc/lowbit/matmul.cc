@@ -68,7 +68,8 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
   thread_local std::vector<float> xf, sums;
   thread_local QuantizedRows quantized;
   xf.resize(chosen.reads == Reads::kFloat ? static_cast<size_t>(m * w.k) : 0);
-  const bool minima = w.format == Codes::kInt4 && chosen.reads != Reads::kInt8;
+  // the bf16 kernel folds kInt4's minima in through each group's activation sum
+  const bool minima = w.format == Codes::kInt4 && chosen.reads == Reads::kBf16;
   sums.resize(minima ? static_cast<size_t>(m * groups) : 0);
   if (chosen.reads == Reads::kInt8) QuantizeRows(x, m, w.k, quantized);
   for (int64_t i = 0; i < static_cast<int64_t>(xf.size()); ++i) xf[i] = FromBf16(x[i]);

@@ -1,7 +1,6 @@
 #include "lowbit/quantize.h"
 
-#include <cmath>
-
+#include "errors.h"
 #include "lowbit/kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -15,34 +14,9 @@
 
 namespace dl::lowbit {
 
+#ifdef DL_QUANTIZE_AVX512
 namespace {
 
-constexpr int kRunOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-
-// The reference: one group of 32 columns, as quantize.h says.
-[[maybe_unused]] void QuantizeGroup(const uint16_t* x, int8_t* codes, float* scale,
-                                    float* scaled_sum) {
-  float value[kGroup], largest = 0.0f;
-  for (int c = 0; c < kGroup; ++c) {
-    value[c] = FromBf16(x[c]);
-    largest = std::fmax(largest, std::fabs(value[c]));
-  }
-  const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
-  int sum = 0;
-  int8_t q[kGroup];
-  for (int c = 0; c < kGroup; ++c) {
-    // nearbyint: the FPU's rounding, to nearest even (as PyTorch's torch.round)
-    const float code = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(value[c] * inverse)));
-    q[c] = static_cast<int8_t>(code);
-    sum += q[c];
-  }
-  for (int run = 0; run < kGroup; run += 8)
-    for (int i = 0; i < 8; ++i) codes[run + i] = q[run + kRunOrder[i]];
-  *scale = largest / 127.0f;
-  *scaled_sum = *scale * static_cast<float>(sum);
-}
-
-#ifdef DL_QUANTIZE_AVX512
 #define DL_AVX512 __attribute__((target("avx512f,avx512bw")))
 
 DL_AVX512 inline __m512i Codes16(__m512 value, __m512 inverse) {
@@ -51,10 +25,9 @@ DL_AVX512 inline __m512i Codes16(__m512 value, __m512 inverse) {
       _mm512_min_ps(bound, _mm512_max_ps(-bound, _mm512_mul_ps(value, inverse))));
 }
 
-// The reference's arithmetic, 32 columns at once: the same division, product and rounding
-// (vcvtps2dq rounds to nearest even), so both give the same codes.
-DL_AVX512 void QuantizeGroupAvx512(const uint16_t* x, int8_t* codes, float* scale,
-                                   float* scaled_sum) {
+// One group of 32 columns, as quantize.h says, at once: one division, products rounded to
+// nearest even (vcvtps2dq), the codes stored in the kernel's order by one permutation.
+DL_AVX512 void QuantizeGroup(const uint16_t* x, int8_t* codes, float* scale, float* scaled_sum) {
   alignas(64) static const uint16_t order[32] = {0,  2,  4,  6,  1,  3,  5,  7,  8,  10, 12,
                                                  14, 9,  11, 13, 15, 16, 18, 20, 22, 17, 19,
                                                  21, 23, 24, 26, 28, 30, 25, 27, 29, 31};
@@ -74,12 +47,6 @@ DL_AVX512 void QuantizeGroupAvx512(const uint16_t* x, int8_t* codes, float* scal
   *scaled_sum = *scale * static_cast<float>(sum);
 }
 
-bool HasAvx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
-#endif
-
 }  // namespace
 
 void QuantizeRows(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out) {
@@ -87,13 +54,18 @@ void QuantizeRows(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out) {
   out.codes.resize(static_cast<size_t>(m * k));
   out.scales.resize(static_cast<size_t>(m * groups));
   out.scaled_sums.resize(out.scales.size());
-  auto* group = &QuantizeGroup;
-#ifdef DL_QUANTIZE_AVX512
-  static const bool avx512 = HasAvx512();
-  if (avx512) group = &QuantizeGroupAvx512;
-#endif
   for (int64_t i = 0; i < m * groups; ++i)
-    group(x + i * kGroup, out.codes.data() + i * kGroup, &out.scales[i], &out.scaled_sums[i]);
+    QuantizeGroup(x + i * kGroup, out.codes.data() + i * kGroup, &out.scales[i],
+                  &out.scaled_sums[i]);
 }
+
+#else
+
+// No integer kernel is built off x86: nothing calls this.
+void QuantizeRows(const uint16_t*, int64_t, int64_t, QuantizedRows&) {
+  throw InvalidArgument("int8 activations need the AVX-512 VNNI kernel (x86)");
+}
+
+#endif
 
 }  // namespace dl::lowbit

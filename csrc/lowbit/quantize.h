@@ -16,7 +16,8 @@ struct QuantizedRows {
   std::vector<float> scaled_sums;  // [m, groups]: a * sum of the group's q
 };
 
-// x [m, k] bf16 bits, k a multiple of 32.
+// x [m, k] bf16 bits, k a multiple of 32. On x86 it runs AVX-512 (F, BW) instructions: only
+// the VNNI kernel's products call it, on CPUs that have them.
 void QuantizeRows(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out);
 
 }  // namespace dl::lowbit
