@@ -151,3 +151,16 @@ def test_layers_refuse_float32_activations():
     layer = LowbitLinear(_weight(16, 32, seed=9), 4, KERNELS[0])
     with pytest.raises(ValueError, match="bfloat16 CPU activations"):
         layer(torch.zeros(1, 32))
+
+
+def test_weights_beyond_float16_scales_are_one_clear_error():
+    with pytest.raises(ValueError, match="group scales within float16's range"):
+        LowbitLinear(torch.full((16, 32), 1e7) * torch.arange(32), 8, KERNELS[0])
+
+
+def test_the_fused_stack_refuses_an_unknown_kernel_and_a_misshapen_final_norm():
+    norm = np.zeros(64, dtype=np.int16)
+    with pytest.raises(ValueError, match="kernel 'avx9000' is not available"):
+        _core.LlamaStack(64, 2, 1, 32, 128, 1e-5, [], norm, "avx9000")
+    with pytest.raises(ValueError, match="final_norm of shape"):
+        _core.LlamaStack(64, 2, 1, 32, 128, 1e-5, [], norm[:10], "auto")
