@@ -60,3 +60,21 @@ def test_a_rerun_resumes_and_other_settings_are_refused(tmp_path):
         distill(model, CharTokenizer(), PROMPTS, tmp_path / "c", max_new_tokens=5, shard_size=3)  # no step
     with pytest.raises(ValueError, match="greedy answers only"):
         distill(model, CharTokenizer(), PROMPTS, tmp_path / "d", temperature=1.0, step=lean)
+
+
+def test_a_resumed_runs_eta_times_only_its_own_shards(tmp_path, monkeypatch, caplog):
+    import sys
+    import types
+
+    distill_module = sys.modules["draftlattice.training.distill"]  # the package exports the function by this name
+    model = _model()
+    lean = LeanLlama(model, "int4")
+    prompts = PROMPTS * 2  # 10 prompts: 5 shards of 2
+    distill(model, CharTokenizer(), prompts[:6], tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean)
+    clock = iter(range(0, 10**6, 10))  # each reading 10 s after the last: one shard per reading after the start
+    monkeypatch.setattr(distill_module, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    with caplog.at_level("INFO", logger="draftlattice.training.distill"):
+        distill(model, CharTokenizer(), prompts, tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean)
+    etas = [int(r.getMessage().split("ETA ")[1].split()[0]) for r in caplog.records if "ETA" in r.getMessage()]
+    # Shards 4 and 5 are new; 3 were on disk. After shard 4 (10 s), one shard is left: 10 s, not 10 s x 4.
+    assert etas == [10, 0]

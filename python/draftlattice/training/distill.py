@@ -89,7 +89,7 @@ def distill(
     eos = _eos_ids(model)
     pad = eos[0] if eos else 0
     n_shards = (len(prompts) + shard_size - 1) // shard_size
-    started, done_tokens = time.monotonic(), 0
+    started, done_tokens, written = time.monotonic(), 0, 0
     for shard in range(n_shards):
         path = out / f"shard-{shard:05d}.npz"
         if path.is_file():
@@ -105,21 +105,19 @@ def distill(
         )
         write_shard(path, records)
         done_tokens += sum(len(r) - p for r, p in records)
+        written += 1
         elapsed = time.monotonic() - started
-        remaining = n_shards - shard - 1
+        # Shards already on disk are skipped, so only this run's shards time the rest.
+        remaining = sum(1 for i in range(shard + 1, n_shards) if not (out / f"shard-{i:05d}.npz").is_file())
         logger.info(
             "distill shard %d/%d: %d generated tokens so far, %.0f tokens/s, ETA %.0f s",
             shard + 1,
             n_shards,
             done_tokens,
             done_tokens / max(elapsed, 1e-9),
-            elapsed / max(1, shard + 1 - _first_missing(out, shard)) * remaining,
+            elapsed / written * remaining,
         )
     return out
-
-
-def _first_missing(out: Path, upto: int) -> int:
-    return min((i for i in range(upto + 1) if (out / f"shard-{i:05d}.npz").is_file()), default=0)
 
 
 def _eos_ids(model) -> list[int]:
