@@ -70,11 +70,15 @@ def test_a_resumed_runs_eta_times_only_its_own_shards(tmp_path, monkeypatch, cap
     model = _model()
     lean = LeanLlama(model, "int4")
     prompts = PROMPTS * 2  # 10 prompts: 5 shards of 2
-    distill(model, CharTokenizer(), prompts[:6], tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean)
+    distill(
+        model, CharTokenizer(), prompts[:6], tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean
+    )
     clock = iter(range(0, 10**6, 10))  # each reading 10 s after the last: one shard per reading after the start
     monkeypatch.setattr(distill_module, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
     with caplog.at_level("INFO", logger="draftlattice.training.distill"):
-        distill(model, CharTokenizer(), prompts, tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean)
+        distill(
+            model, CharTokenizer(), prompts, tmp_path / "c", batch_size=2, max_new_tokens=3, shard_size=2, step=lean
+        )
     etas = [int(r.getMessage().split("ETA ")[1].split()[0]) for r in caplog.records if "ETA" in r.getMessage()]
     # Shards 4 and 5 are new; 3 were on disk. After shard 4 (10 s), one shard is left: 10 s, not 10 s x 4.
     assert etas == [10, 0]
