@@ -1,8 +1,12 @@
 #include "head_topk.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "errors.h"
 
 #include "vector_math.h"
 
@@ -32,6 +36,14 @@ inline float BlockMax(const float* row) {
   for (int j = 0; j < 4; ++j) m[j] = m[j] > m[j + 4] ? m[j] : m[j + 4];
   for (int j = 0; j < 2; ++j) m[j] = m[j] > m[j + 2] ? m[j] : m[j + 2];
   return m[0] > m[1] ? m[0] : m[1];
+}
+
+// Names the first NaN or +inf logit of a head that SumExp found invalid.
+[[noreturn]] void ThrowInvalidLogit(const float* row, int vocab, int head) {
+  int v = 0;
+  while (v + 1 < vocab && !(std::isnan(row[v]) || row[v] == INFINITY)) ++v;
+  throw InvalidArgument(
+      Message("logits must be finite or -inf: head ", head, " token ", v, " is ", row[v]));
 }
 
 }  // namespace
@@ -77,6 +89,35 @@ double SumExp(const float* row, int vocab, float max_logit, double inv_temperatu
   }
   *invalid = bad != 0;
   return total;
+}
+
+void TopkLogprobs(const float* logits, int rows, int vocab, int k, float temperature,
+                  int32_t* tokens, float* logprobs) {
+  if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
+  if (k > vocab) throw InvalidArgument(Message("k=", k, " > vocabulary size V=", vocab));
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    throw InvalidArgument(Message("temperature must be finite and > 0, got ", temperature));
+  std::vector<HeadCandidate> best(k);
+  const double inv_temperature = 1.0 / static_cast<double>(temperature);
+  for (int t = 0; t < rows; ++t) {
+    const float* row = logits + static_cast<size_t>(t) * vocab;
+    ScanHead(row, vocab, k, best.data());
+    const float max_logit = best[0].logit;
+    bool invalid = false;
+    // All -inf: skip the sum, whose (x - max) would be NaN, and report the real cause below.
+    const double sum =
+        max_logit == -INFINITY ? 0.0 : SumExp(row, vocab, max_logit, inv_temperature, &invalid);
+    if (invalid || max_logit == INFINITY || std::isnan(max_logit)) ThrowInvalidLogit(row, vocab, t);
+    if (max_logit == -INFINITY)
+      throw InvalidArgument(Message("head ", t, " has no logit above -inf"));
+    const double log_normalizer = std::log(sum);
+    for (int i = 0; i < k; ++i) {
+      tokens[static_cast<size_t>(t) * k + i] = best[i].token;
+      const double logprob =
+          (static_cast<double>(best[i].logit) - max_logit) * inv_temperature - log_normalizer;
+      logprobs[static_cast<size_t>(t) * k + i] = static_cast<float>(std::min(0.0, logprob));
+    }
+  }
 }
 
 }  // namespace dl

@@ -32,4 +32,13 @@ void ScanHead(const float* row, int vocab, int k, HeadCandidate* best);
 // *invalid: some logit is NaN or +inf (the sum is then meaningless).
 double SumExp(const float* row, int vocab, float max_logit, double inv_temperature, bool* invalid);
 
+// Each of `rows` heads' k best tokens and their log-probabilities under softmax(row / temperature),
+// highest first (ties: lower token id), into tokens/logprobs [rows, k]: ScanHead, then SumExp
+// around the best logit. A head with fewer than k logits above -inf ends with -inf
+// log-probabilities (masked tokens, as a top-k of log_softmax gives them). Throws
+// InvalidArgument for k outside 1..vocab, a temperature that is not finite and > 0, a NaN or +inf
+// logit (naming the head and token) and a head whose logits are all -inf (no law to draw from).
+void TopkLogprobs(const float* logits, int rows, int vocab, int k, float temperature,
+                  int32_t* tokens, float* logprobs);
+
 }  // namespace dl

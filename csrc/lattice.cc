@@ -30,14 +30,6 @@ void SortHead(int32_t* tokens, float* logprobs, int k) {
   std::copy(sorted_logprobs.begin(), sorted_logprobs.end(), logprobs);
 }
 
-// Names the first NaN or +inf logit of a head that ScanHead found invalid.
-[[noreturn]] void ThrowInvalidLogit(const float* row, int vocab, int t) {
-  int v = 0;
-  while (v + 1 < vocab && !(std::isnan(row[v]) || row[v] == INFINITY)) ++v;
-  throw InvalidArgument(
-      Message("logits must be finite or -inf: head ", t, " token ", v, " is ", row[v]));
-}
-
 std::string EscapeDot(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -53,37 +45,20 @@ Lattice Lattice::FromLogits(const float* logits, int h, int vocab, int k, float 
   if (h < 1) throw InvalidArgument(Message("logits must have at least one head, got h=", h));
   if (vocab < 1)
     throw InvalidArgument(Message("logits must have a non-empty vocabulary, got V=", vocab));
-  if (k < 1) throw InvalidArgument(Message("k must be >= 1, got k=", k));
-  if (k > vocab) throw InvalidArgument(Message("k=", k, " > vocabulary size V=", vocab));
-  if (!(temperature > 0) || !std::isfinite(temperature))
-    throw InvalidArgument(Message("temperature must be finite and > 0, got ", temperature));
   Lattice lattice;
   lattice.h = h;
   lattice.k = k;
-  lattice.tokens.resize(static_cast<size_t>(h) * k);
-  lattice.logprobs.resize(static_cast<size_t>(h) * k);
-  std::vector<HeadCandidate> best(k);
-  const double inv_temperature = 1.0 / static_cast<double>(temperature);
+  lattice.tokens.resize(static_cast<size_t>(h) * std::max(k, 0));
+  lattice.logprobs.resize(static_cast<size_t>(h) * std::max(k, 0));
+  // -inf is a masked token (probability 0, as transformers' masks write it); NaN and +inf are
+  // errors. At least k tokens per head must be unmasked so every lattice arc is a real token.
+  TopkLogprobs(logits, h, vocab, k, temperature, lattice.tokens.data(), lattice.logprobs.data());
   for (int t = 0; t < h; ++t) {
-    const float* row = logits + static_cast<size_t>(t) * vocab;
-    // -inf is a masked token (probability 0, as transformers' masks write it); NaN and +inf are
-    // errors. At least k tokens per head must be unmasked so every lattice arc is a real token.
-    ScanHead(row, vocab, k, best.data());
-    const float max_logit = best[0].logit;
-    bool invalid = false;
-    const double sum = SumExp(row, vocab, max_logit, inv_temperature, &invalid);
-    if (invalid) ThrowInvalidLogit(row, vocab, t);
-    if (best[k - 1].logit == -INFINITY) {
+    if (lattice.logprobs[static_cast<size_t>(t) * k + k - 1] == -INFINITY) {
+      const float* row = logits + static_cast<size_t>(t) * vocab;
       const auto unmasked = std::count_if(row, row + vocab, [](float x) { return x > -INFINITY; });
       throw InvalidArgument(Message("head ", t, " has ", unmasked,
                                     " tokens with a logit above -inf, fewer than k=", k));
-    }
-    const double log_normalizer = std::log(sum);
-    for (int i = 0; i < k; ++i) {
-      lattice.tokens[static_cast<size_t>(t) * k + i] = best[i].token;
-      const double logprob =
-          (static_cast<double>(best[i].logit) - max_logit) * inv_temperature - log_normalizer;
-      lattice.logprobs[static_cast<size_t>(t) * k + i] = static_cast<float>(std::min(0.0, logprob));
     }
   }
   return lattice;

@@ -10,6 +10,7 @@
 
 #include "batch.h"
 #include "bindings/convert.h"
+#include "head_topk.h"
 
 namespace py = pybind11;
 
@@ -55,9 +56,28 @@ Lattice FromTopk(const py::object& tokens_obj, const py::object& logprobs_obj,
   return Lattice::FromTopk(topk.tokens.data(), topk.logprobs.data(), topk.rows(), topk.k(), limit);
 }
 
+// (tokens int32 [R, k], logprobs float32 [R, k]) of logits [R, V]: each row's top k under
+// softmax(row / T), without building a Lattice (a drafter's top-k lattice as arrays).
+py::tuple TopkLogprobsArrays(const py::object& logits_obj, const py::object& k,
+                             const py::object& temperature) {
+  const auto logits = FloatArray(logits_obj, "logits", 2, "[R, V]");
+  const auto rows = logits.shape(0), vocab = logits.shape(1);
+  const int top = IntArg<int>(k, "k");
+  const auto t = static_cast<float>(RealArg(temperature, "temperature"));
+  std::vector<int32_t> tokens(static_cast<size_t>(rows) * std::max(top, 0));
+  std::vector<float> logprobs(tokens.size());
+  // With the GIL held, and so on the caller's array itself: a step's few heads take ~0.1 ms,
+  // less than copying them for a release would add.
+  TopkLogprobs(logits.data(), static_cast<int>(rows), static_cast<int>(vocab), top, t,
+               tokens.data(), logprobs.data());
+  return py::make_tuple(ToNumpy(tokens, {rows, top}), ToNumpy(logprobs, {rows, top}));
+}
+
 }  // namespace
 
 void BindLattice(py::module_& m) {
+  m.def("topk_logprobs", &TopkLogprobsArrays, py::arg("logits"), py::arg("k"),
+        py::arg("temperature") = 1.0);
   py::class_<Lattice>(m, "Lattice")
       .def_static("from_logits", &FromLogits, py::arg("logits"), py::arg("k"),
                   py::arg("temperature") = 1.0)
