@@ -1,6 +1,6 @@
-"""The host walk that builds small trees of CPU drafts (draftlattice.verify.tree_host) against the
-vectorised build it stands in for: every field equal, for random drafts that share prefixes,
-ragged lengths, batched or not, padded or not."""
+"""The host walks over small trees of CPU drafts (draftlattice.verify.tree_host) against the
+vectorised code they stand in for: the tree's every field, and greedy acceptance's every output,
+equal for random drafts that share prefixes, ragged lengths, batched or not, padded or not."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import draftlattice.verify.tree as tree_module
+from draftlattice.verify.path import accept_tree
 from draftlattice.verify.tree import build_tree
 
 
@@ -58,3 +59,29 @@ def test_unbatched_drafts_and_scalar_arguments(monkeypatch, lengths):
 def test_too_few_nodes_is_a_clear_error():
     with pytest.raises(ValueError, match="num_nodes=3 is fewer than the tree's 7 nodes"):
         build_tree(torch.tensor([[5, 6, 7], [8, 1, 2]]), num_nodes=3)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_host_acceptance_equals_the_vectorised_one(monkeypatch, seed):
+    g = torch.Generator().manual_seed(1000 + seed)
+    B, P, H = (int(torch.randint(1, 4, (1,), generator=g)) for _ in range(3))
+    drafts = torch.randint(0, 3, (B, P, H), generator=g)
+    lengths = torch.randint(0, H + 1, (B, P), generator=g)
+    padded = seed % 2 == 0
+    tree = build_tree(
+        drafts, lengths, root_token=torch.zeros(B, dtype=torch.int64), num_nodes=1 + P * H if padded else None
+    )
+    T, V = tree.tokens.shape[1], 3
+    # Scores that follow the drafts often (so paths run deep), with ties, in float32 as the lean
+    # step gives them (NumPy's argmax) or bf16 (PyTorch's).
+    scores = torch.randint(0, 2, (B, T, V), generator=g).to(torch.float32 if seed % 3 else torch.bfloat16)
+    hidden = torch.randn(B, T, 4, generator=g)
+    host = accept_tree(tree, scores, hidden)
+    monkeypatch.setattr(tree_module, "_VECTORISED_ONLY", True)
+    vectorised = accept_tree(tree, scores, hidden)
+    for field in dataclasses.fields(host):
+        a, b = getattr(host, field.name), getattr(vectorised, field.name)
+        if isinstance(a, tuple):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), field.name
+        else:
+            assert (a is None and b is None) or (a.dtype == b.dtype and torch.equal(a, b)), field.name

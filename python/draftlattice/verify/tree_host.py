@@ -1,10 +1,11 @@
-"""The token tree of a few drafts held on the CPU, built by a Python walk over their prefixes.
+"""The token tree of a few drafts held on the CPU, built and accepted by Python walks.
 
-Why: :func:`~draftlattice.verify.tree.build_tree` is vectorised for any batch and device, at
-about 110 small tensor ops (~0.3 ms on a CPU, more right after a forward has flushed the caches),
-while a decoding step's tree has a dozen draft tokens: walking them costs a few microseconds
-each. Same fields, same numbering (breadth-first: by depth, then by the first draft through the
-node), bit for bit (``tests/test_tree_host.py`` checks both against each other).
+Why: :func:`~draftlattice.verify.tree.build_tree` and greedy acceptance are vectorised for any
+batch and device, at about 110 and 25 small tensor ops (each ~10 us on a CPU right after a
+forward has flushed the caches), while a decoding step's tree has a dozen draft tokens: walking
+them costs a few microseconds each. Same fields, same numbering (breadth-first: by depth, then by
+the first draft through the node), bit for bit (``tests/test_tree_host.py`` checks both against
+each other).
 """
 
 from __future__ import annotations
@@ -77,3 +78,27 @@ def host_tree_fields(drafts: Tensor, lengths: Tensor, root, position_offset, dty
         torch.from_numpy(node_valid),
         torch.from_numpy(counts),
     )
+
+
+def host_greedy_path(tokens: Tensor, parent: Tensor, node_valid: Tensor, targets: Tensor, depth: int):
+    """Greedy acceptance on a batched CPU tree by walking down from each root: ``(num [B], next
+    token [B], last node [B], slots [B, depth + 1])`` as :func:`~draftlattice.verify.tree.
+    tree_greedy_accept` and :func:`~draftlattice.verify.tree.tree_kv_indices` give them (slots:
+    the root and the accepted nodes, then the last accepted node repeated). ``targets [B, T]``:
+    the target's greedy token at every node."""
+    tokens_in, parent_in, valid_in, target_in = (t.tolist() for t in (tokens, parent, node_valid, targets))
+    num, following, last, slots = [], [], [], []
+    for row_tokens, row_parent, row_valid, row_target in zip(tokens_in, parent_in, valid_in, target_in):
+        child: dict[tuple[int, int], int] = {}  # (parent node, token) -> node; siblings differ
+        for n in range(1, len(row_tokens)):
+            if row_valid[n]:
+                child.setdefault((row_parent[n], row_tokens[n]), n)
+        path = [0]
+        while (nxt := child.get((path[-1], row_target[path[-1]]))) is not None:
+            path.append(nxt)
+        num.append(len(path) - 1)
+        following.append(row_target[path[-1]])
+        last.append(path[-1])
+        slots.append(path + [path[-1]] * (depth + 1 - len(path)))
+    as_tensor = lambda values: torch.tensor(values, dtype=torch.int64)  # noqa: E731
+    return as_tensor(num), as_tensor(following), as_tensor(last), as_tensor(slots)
