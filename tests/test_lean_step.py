@@ -359,7 +359,7 @@ def test_lean_heads_equal_their_per_head_products_and_follow_in_place_changes():
     hidden = F.gelu(fused.up(torch.cat([z, e], -1) if fused.reads_next_token else z).float() + fused.up_bias)
     hidden = hidden.to(z.dtype).split(fused.hidden, dim=-1)
     per_head = [
-        z.float() + LowbitLinear(b.down.weight.float(), 8, lean.kernel)(h).float() + b.down.bias.float()
+        z.float() + LowbitLinear(b.down.weight.float(), fused.down.bits, lean.kernel)(h).float() + b.down.bias.float()
         for b, h in zip(heads.heads, hidden)
     ]
     assert torch.equal(fused(z, e), torch.stack(per_head, dim=-2).to(z.dtype))
