@@ -117,3 +117,50 @@ def test_candidate_ce_refuses_a_target_outside_the_set(problem):
         candidate_linear_ce(h, weight, targets, columns, torch.zeros(len(columns)))
     with pytest.raises(ValueError, match="non-negative"):
         CandidateSoftmax(negatives=-1)
+
+
+def soft_reference(h, weight, targets, teacher, lam, columns=None, log_q=None):
+    """Autograd through explicit logits: cross-entropy against (1 - lam) onehot + lam teacher law,
+    both over the (corrected) candidate columns."""
+    h = h.detach().clone().requires_grad_(True)
+    w = weight if columns is None else weight[columns]
+    bias = 0 if columns is None else -log_q.double()
+    y = targets if columns is None else torch.searchsorted(columns, targets)
+    q = lam * torch.softmax(teacher @ w.T + bias, -1) + (1 - lam) * F.one_hot(y, w.shape[0]).double()
+    loss = -(q * torch.log_softmax(h @ w.T + bias, -1)).sum(-1).mean()
+    loss.backward()
+    return loss.detach(), h.grad
+
+
+@pytest.mark.parametrize("lam", [0.3, 1.0])
+def test_teacher_mixed_ce_is_the_cross_entropy_against_the_mixture(problem, lam):
+    h, weight, targets = problem
+    teacher = torch.randn(N, D, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    x = h.clone().requires_grad_(True)
+    loss, _ = chunked_linear_ce(x, weight, targets, chunk=7, teacher=teacher, teacher_weight=lam)
+    loss.backward()
+    want_loss, want_grad = soft_reference(h, weight, targets, teacher, lam)
+    torch.testing.assert_close(loss.double(), want_loss, rtol=1e-6, atol=0)  # summed in float32
+    torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
+    columns, log_q = candidate_columns(targets, V, torch.tensor([5, 6]), 20, torch.Generator().manual_seed(4))
+    x = h.clone().requires_grad_(True)
+    loss, _ = candidate_linear_ce(x, weight, targets, columns, log_q, chunk=16, teacher=teacher, teacher_weight=lam)
+    loss.backward()
+    want_loss, want_grad = soft_reference(h, weight, targets, teacher, lam, columns, log_q)
+    torch.testing.assert_close(loss.double(), want_loss, rtol=1e-6, atol=0)  # summed in float32
+    torch.testing.assert_close(x.grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_teacher_weight_needs_teacher_states_of_hs_shape(problem):
+    h, weight, targets = problem
+    with pytest.raises(ValueError, match="teacher_weight must be a number in \\[0, 1\\], got 1.5"):
+        chunked_linear_ce(h, weight, targets, teacher=h, teacher_weight=1.5)
+    with pytest.raises(ValueError, match="needs teacher states shaped like h"):
+        chunked_linear_ce(h, weight, targets, teacher_weight=0.5)
+    with pytest.raises(ValueError, match="needs teacher states shaped like h"):
+        chunked_linear_ce(h, weight, targets, teacher=h[:3], teacher_weight=0.5)
+    # 0 reads no teacher: the hard-target loss
+    torch.testing.assert_close(
+        chunked_linear_ce(h, weight, targets, teacher=h, teacher_weight=0.0)[0],
+        chunked_linear_ce(h, weight, targets)[0],
+    )

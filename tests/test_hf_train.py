@@ -235,3 +235,28 @@ def test_the_models_tokenizer_hash_reads_the_file_once_per_version(model_dir, tm
     shutil.copyfile(tmp_path / "other.json", copy / "tokenizer.json")
     changed = dlhf.model_tokenizer_sha256(model)
     assert changed == tokenizer_sha256(copy / "tokenizer.json") != first
+
+
+def test_a_heads_teacher_is_the_models_own_law_for_the_same_token(model_dir):
+    """With teacher_weight = 1, head j at t learns the model's law at t + j - 1 (the state that
+    predicts token t + j), through the same output layer."""
+    from draftlattice.training.trainer import head_losses
+
+    model = load(model_dir[0]).float()
+    heads = dlhf.DraftHeads.for_model(model, horizon=4).float()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in heads.parameters():
+            parameter.normal_(0, 0.05)
+        chunks = torch.randint(0, model.config.vocab_size, (2, 11))
+        z = model.base_model(input_ids=chunks).last_hidden_state
+        loss, _ = head_losses(heads, model, z, chunks, teacher_weight=1.0)
+        lm_head, T, want = model.get_output_embeddings(), chunks.shape[1], []
+        for i, head in enumerate(heads.heads):
+            j = i + 2
+            law = torch.softmax(lm_head(z[:, j - 1 : T - 1]), -1)
+            student = torch.log_softmax(lm_head(head(z[:, : T - j])), -1)
+            want.append(-(law * student).sum(-1).mean())
+    torch.testing.assert_close(loss, torch.stack(want).mean(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="teacher_weight must be a number in \\[0, 1\\], got -0.1"):
+        train_heads(model, chunks.reshape(-1), steps=1, seq_len=8, teacher_weight=-0.1)

@@ -63,6 +63,12 @@ def parse_args(argv=None):
     p.add_argument("--frequent", type=int, default=2048, help="candidate softmax: always-candidate tokens")
     p.add_argument("--negatives", type=int, default=1024, help="candidate softmax: uniform negatives a step")
     p.add_argument("--cache-features", action="store_true", help="cache the trunk's hidden states in WORK")
+    p.add_argument(
+        "--teacher-weight",
+        type=float,
+        default=0.0,
+        help="mix each head's target with the model's own next-token law (0..1; 0 = hard targets)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     p.add_argument(
@@ -141,6 +147,7 @@ def main(argv=None) -> int:
         time_budget=args.train_seconds,
         softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
         draft_vocab=args.draft_vocab,
+        teacher_weight=args.teacher_weight,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(

@@ -17,6 +17,15 @@ probability Q = 1) plus ``negatives`` tokens drawn uniformly without replacement
 the loss and gradient are the full softmax's. The top-k hits it reports count ranks among the
 candidates only (uncorrected logits), an upper bound of the full-softmax figure that
 :mod:`.head_accuracy` measures.
+
+Teacher mixing (``teacher`` and ``teacher_weight`` = lambda): head j's target is then
+``(1 - lambda) onehot(y) + lambda softmax(W z')``, where ``z'`` is the trunk's own state that
+predicts the same token (position ``t + j - 1``): the frozen model's whole next-token law, not only
+its greedy token. A head that cannot be sure of ``y`` learns to rank the model's other likely
+tokens next to it, which is what a top-k lattice draws on (soft-label distillation; Hinton et al.
+2015, Medusa-2's self-distillation). The loss is the cross-entropy against that mixture
+(``lse - sum q * logits``; with candidates, the teacher's law over the same corrected columns)
+and its gradient ``(softmax - q) W``.
 """
 
 from __future__ import annotations
@@ -47,7 +56,9 @@ class CandidateSoftmax:
 
 
 class ChunkedLinearCE(torch.autograd.Function):
-    """Mean CE of ``h [N, d] @ weight.T + bias`` against ``targets [N]``; ``stats`` gets top-k hits.
+    """Mean CE of ``h [N, d] @ weight.T + bias`` against ``targets [N]`` (mixed with the law of
+    ``teacher [N, d] @ weight.T + bias`` by ``teacher_weight`` when ``teacher`` is given);
+    ``stats`` gets top-k hits.
 
     ``bias [C]`` (fp32, or None) enters the softmax only; ranks count the unbiased logits.
     """
@@ -62,6 +73,8 @@ class ChunkedLinearCE(torch.autograd.Function):
         chunk: int,
         ks: tuple[int, ...],
         stats: list,
+        teacher: Tensor | None = None,
+        teacher_weight: float = 0.0,
     ):
         n = h.shape[0]
         grad = torch.empty(h.shape, dtype=torch.float32, device=h.device)
@@ -79,9 +92,18 @@ class ChunkedLinearCE(torch.autograd.Function):
             if bias is not None:
                 logits += bias
             lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, yc[:, None]).squeeze(1)).sum()
             probs = torch.exp(logits - lse[:, None])
-            probs.scatter_add_(1, yc[:, None], -torch.ones_like(lse)[:, None])
+            if teacher is None:
+                total += (lse - logits.gather(1, yc[:, None]).squeeze(1)).sum()
+                probs.scatter_add_(1, yc[:, None], -torch.ones_like(lse)[:, None])
+            else:
+                target = (teacher[start : start + chunk].detach().to(w.dtype) @ w.T).float()
+                if bias is not None:
+                    target += bias
+                target = torch.softmax(target, dim=-1).mul_(teacher_weight)
+                target.scatter_add_(1, yc[:, None], torch.full_like(lse, 1.0 - teacher_weight)[:, None])
+                total += (lse - (target * logits).sum(-1)).sum()
+                probs -= target
             grad[start : start + chunk] = (probs.to(w.dtype) @ w).float()
         ctx.save_for_backward(grad / max(n, 1))
         ctx.input_dtype = h.dtype
@@ -91,17 +113,34 @@ class ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: Tensor):
         (grad,) = ctx.saved_tensors
-        return (grad * grad_output).to(ctx.input_dtype), None, None, None, None, None, None
+        return (grad * grad_output).to(ctx.input_dtype), None, None, None, None, None, None, None, None
+
+
+def _check_teacher(h: Tensor, teacher: Tensor | None, teacher_weight: float) -> None:
+    if isinstance(teacher_weight, bool) or not isinstance(teacher_weight, (int, float)) or not 0 <= teacher_weight <= 1:
+        raise ValueError(f"teacher_weight must be a number in [0, 1], got {teacher_weight!r}")
+    if teacher_weight and (teacher is None or teacher.shape != h.shape):
+        got = None if teacher is None else tuple(teacher.shape)
+        raise ValueError(f"teacher_weight > 0 needs teacher states shaped like h {tuple(h.shape)}, got {got}")
 
 
 def chunked_linear_ce(
-    h: Tensor, weight: Tensor, targets: Tensor, chunk: int = 1024, ks: tuple[int, ...] = (1,)
+    h: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    chunk: int = 1024,
+    ks: tuple[int, ...] = (1,),
+    teacher: Tensor | None = None,
+    teacher_weight: float = 0.0,
 ) -> tuple[Tensor, list[float]]:
-    """``(mean CE, [top-k accuracy for k in ks])`` of logits ``h @ weight.T`` (see module doc)."""
+    """``(mean CE, [top-k accuracy for k in ks])`` of logits ``h @ weight.T`` (see module doc),
+    against ``targets`` mixed with the law of ``teacher [N, d]`` by ``teacher_weight``."""
     if h.ndim != 2 or targets.shape != h.shape[:1]:
         raise ValueError(f"h must be [N, d] and targets [N]; got {tuple(h.shape)} and {tuple(targets.shape)}")
+    _check_teacher(h, teacher, teacher_weight)
     stats: list = []
-    loss = ChunkedLinearCE.apply(h, weight, targets, None, chunk, tuple(ks), stats)
+    mix = (teacher, float(teacher_weight)) if teacher_weight else (None, 0.0)
+    loss = ChunkedLinearCE.apply(h, weight, targets, None, chunk, tuple(ks), stats, *mix)
     return loss, [float(v) for v in stats[0]]
 
 
@@ -139,9 +178,13 @@ def candidate_linear_ce(
     chunk: int = 4096,
     ks: tuple[int, ...] = (1,),
     weight_columns: Tensor | None = None,
+    teacher: Tensor | None = None,
+    teacher_weight: float = 0.0,
 ) -> tuple[Tensor, list[float]]:
     """``(mean sampled-softmax CE, [top-k among the candidates])`` of ``h [N, d]`` over the
-    candidate ``columns [C]`` of ``weight [V, d]`` with logits corrected by ``-log_q [C]``.
+    candidate ``columns [C]`` of ``weight [V, d]`` with logits corrected by ``-log_q [C]``,
+    against ``targets`` mixed with the law of ``teacher [N, d]`` over the same corrected columns
+    by ``teacher_weight``.
 
     Every target must be a candidate (:func:`candidate_columns` makes sure of it).
     ``weight_columns`` is ``weight[columns]`` when the caller has it (heads share it).
@@ -153,7 +196,9 @@ def candidate_linear_ce(
     position = torch.searchsorted(columns, targets).clamp_(max=max(columns.numel() - 1, 0))
     if columns.numel() == 0 or not bool((columns[position] == targets).all()):
         raise ValueError("every target must be a candidate column (columns sorted and holding all targets)")
+    _check_teacher(h, teacher, teacher_weight)
     w = weight_columns if weight_columns is not None else weight.detach()[columns]
     stats: list = []
-    loss = ChunkedLinearCE.apply(h, w, position, -log_q.float(), chunk, tuple(ks), stats)
+    mix = (teacher, float(teacher_weight)) if teacher_weight else (None, 0.0)
+    loss = ChunkedLinearCE.apply(h, w, position, -log_q.float(), chunk, tuple(ks), stats, *mix)
     return loss, [float(v) for v in stats[0]]

@@ -2,7 +2,8 @@
 
 Head ``j`` (2..h) at position ``t`` learns token ``t + j`` by cross-entropy through the model's
 own (frozen) output projection, from the base model's final hidden state (computed without
-gradients: one frozen forward per batch, all heads trained together). Targets:
+gradients: one frozen forward per batch, all heads trained together); ``teacher_weight`` mixes
+that token with the model's own law for it (:mod:`.head_loss`). Targets:
 
 * a distilled corpus (:func:`draftlattice.training.distill.distill`, the way to train heads worth
   shipping): the model's own continuations of many prompts, learnt from each prompt's last
@@ -105,6 +106,7 @@ def head_losses(
     valid: Tensor | None = None,
     chunk: int = 1024,
     candidates: tuple[Tensor, Tensor] | None = None,
+    teacher_weight: float = 0.0,
 ) -> tuple[Tensor, list[float]]:
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
@@ -113,7 +115,9 @@ def head_losses(
     next token get ``targets[:, t + 1]``'s embedding. The logits go through
     :func:`chunked_linear_ce`, so no [B, T, V] tensor is formed; with ``candidates`` (``columns,
     log_q`` of :func:`candidate_columns`, holding every target) through the candidate-set softmax
-    :func:`candidate_linear_ce` instead, its top-1 counted among the candidates.
+    :func:`candidate_linear_ce` instead, its top-1 counted among the candidates. With
+    ``teacher_weight`` > 0, head j's target at t is mixed with the model's own law at ``t + j - 1``
+    (``z`` there through the output layer; see :mod:`.head_loss`).
     """
     weight = output_embeddings(model).weight
     embed = input_embeddings(model) if heads.reads_next_token else None
@@ -136,11 +140,19 @@ def head_losses(
             continue
         next_embeds = None if embed is None else embed(targets[:, 1 : T - j + 1][keep])
         states = head(z[:, : T - j][keep], next_embeds)
+        mix = {"teacher": z[:, j - 1 : T - 1][keep], "teacher_weight": teacher_weight} if teacher_weight else {}
         if candidates is None:
-            loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk)
+            loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk, **mix)
         else:
             loss, (top1,) = candidate_linear_ce(
-                states, weight, targets[:, j:][keep], columns, log_q, chunk=4 * chunk, weight_columns=weight_columns
+                states,
+                weight,
+                targets[:, j:][keep],
+                columns,
+                log_q,
+                chunk=4 * chunk,
+                weight_columns=weight_columns,
+                **mix,
             )
         losses.append(loss)
         accuracies.append(top1)
@@ -193,6 +205,7 @@ def train_heads(
     features: str | os.PathLike[str] | None = None,
     overwrite_features: bool = False,
     draft_vocab: int | None = None,
+    teacher_weight: float = 0.0,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
@@ -225,12 +238,17 @@ def train_heads(
             running the trunk. ``overwrite_features`` rebuilds a cache of another model/corpus.
         draft_vocab: restrict the trained heads to the ``draft_vocab`` most frequent target
             tokens (:meth:`DraftHeads.restrict_vocabulary`: a cheaper projection when decoding).
+        teacher_weight: mix each head's target with the model's own next-token law there
+            (0 = hard targets only; see :mod:`.head_loss`): trains the ranking below the top token,
+            which a top-k lattice reads.
 
     Returns:
         :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
     """
     if targets not in TARGETS:
         raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
+    if isinstance(teacher_weight, bool) or not isinstance(teacher_weight, (int, float)) or not 0 <= teacher_weight <= 1:
+        raise ValueError(f"teacher_weight must be a number in [0, 1], got {teacher_weight!r}")
     if draft_vocab is not None and (
         isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab < 1
     ):
@@ -335,7 +353,16 @@ def train_heads(
             draw = torch.Generator().manual_seed(seed * 1_000_003 + step)  # the same draws on resume
             candidates = candidate_columns(chunks[valid], lm_head.weight.shape[0], frequent, softmax.negatives, draw)
         with autocast:
-            loss, accuracies = head_losses(heads, model, z.detach(), chunks, valid, chunk=chunk, candidates=candidates)
+            loss, accuracies = head_losses(
+                heads,
+                model,
+                z.detach(),
+                chunks,
+                valid,
+                chunk=chunk,
+                candidates=candidates,
+                teacher_weight=teacher_weight,
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
