@@ -300,6 +300,10 @@ def test_bad_settings_are_refused_before_any_work():
         LeanLlama(gpt2(), "dense")
     with pytest.raises(ValueError, match="in_features divisible by 32"):
         LeanLlama(llama(seed=1, hidden_size=48, intermediate_size=64).to(torch.bfloat16), "int4")
+    with pytest.raises(ValueError, match="kernel must be one of auto, torch, .* on this CPU, got 'avx9'"):
+        LeanLlama(model, "dense", kernel="avx9")  # even where no layer is quantized: a typo is an error
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        make_linear(torch.zeros(32, 32), "int4", torch.bfloat16, kernel="AVX2")
     with pytest.raises(ValueError, match="dynamic rope"):
         LeanLlama(llama(seed=1, rope_scaling={"rope_type": "dynamic", "factor": 2.0}), "dense")
     with pytest.raises(ValueError, match="compute in bfloat16"):

@@ -165,7 +165,8 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
             plain.append(
                 RowSpec(
                     "lean",
-                    f"plain greedy, lean step, {step.weights} weights",
+                    f"plain greedy, lean step, {step.weights} weights"
+                    + ("" if step.weights == "dense" else f" ({step.kernel})"),
                     "-",
                     {},
                     runner=step_runner(step, bundle.model),

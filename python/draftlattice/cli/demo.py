@@ -83,6 +83,12 @@ def register(subparsers) -> None:
         "dense, whichever the fit predicts faster on this CPU (with --p); dense with --dtype float32",
     )
     p.add_argument(
+        "--kernel",
+        default="auto",
+        help="kernel of the quantized weights: auto (default: the fastest this CPU runs), torch "
+        "(PyTorch's) or one of draftlattice's: avx512-vnni, avx512-bf16, avx2, portable (those this CPU runs)",
+    )
+    p.add_argument(
         "--step",
         choices=["lean", "transformers"],
         default="lean",
@@ -150,6 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
                 allow_mismatch=args.allow_mismatch,
                 progress=line,
                 weights=formats[0] if formats else None,
+                kernel=args.kernel,
             )
             extra_rows = [_llama_cpp_row(args, line)] if llama_row else []
     except FetchError as error:
@@ -157,7 +164,7 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     fitted = None
     if bundle.step is not None and (args.p is None or len(formats) > 1):
-        bundle.step, p, fitted = _fit(bundle, args.models, formats, args.p)
+        bundle.step, p, fitted = _fit(bundle, args.models, formats, args.p, args.kernel)
         settings = dataclasses.replace(settings, p=p)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
@@ -175,8 +182,9 @@ def _demo(args: argparse.Namespace) -> int:
         report.notes.append(fitted)
     if bundle.step is not None:
         report.notes.append(
-            f"drafted rows run the lean step with {bundle.step.weights} weights; their reference is its own plain "
-            "greedy row (lean)"
+            f"drafted rows run the lean step with {bundle.step.weights} weights"
+            + ("" if bundle.step.weights == "dense" else f" on the {bundle.step.kernel} kernel")
+            + "; their reference is its own plain greedy row (lean)"
         )
     if not llama_row and not args.no_llama_cpp:
         report.notes.append(
@@ -210,7 +218,7 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
 
 
-def _fit(bundle, models, formats: list[str], p: int | None) -> tuple[object, int, str | None]:
+def _fit(bundle, models, formats: list[str], p: int | None, kernel: str) -> tuple[object, int, str | None]:
     """The lean step's weight format and the tree rows' p fitted to this machine (each candidate
     format's cost against nodes measured once and cached, the drafter's gains per p measured once
     per drafter), with a line saying why; without a gains table, the first format and p = 4."""
@@ -225,7 +233,7 @@ def _fit(bundle, models, formats: list[str], p: int | None) -> tuple[object, int
     if not options:
         return bundle.step, p, None
     steps = {bundle.step.weights: bundle.step}
-    steps.update({name: LeanLlama(bundle.model, name) for name in formats if name not in steps})
+    steps.update({name: LeanLlama(bundle.model, name, kernel=kernel) for name in formats if name not in steps})
     curves = {name: cached_cost_curve(step) for name, step in steps.items()}
     name, best, predicted = best_format_and_option(curves, options)
     others = "; ".join(
@@ -246,6 +254,10 @@ def _fit(bundle, models, formats: list[str], p: int | None) -> tuple[object, int
 def _formats(args: argparse.Namespace) -> list[str]:
     """The lean step's candidate weight formats, the first loaded first (none: transformers'
     forward runs the drafted rows)."""
+    if args.kernel != "auto" and (args.step == "transformers" or args.weights == "dense" or args.dtype == "float32"):
+        raise ValueError(
+            "--kernel runs the lean step's quantized weights: it needs --step lean and int8 or int4 weights"
+        )
     if args.step == "transformers":
         if args.weights is not None:
             raise ValueError("--weights sets the lean step's format: it needs --step lean")

@@ -89,6 +89,7 @@ def load_default(
     allow_mismatch: bool = False,
     progress: Callback | None = None,
     weights: str | None = None,
+    kernel: str = "auto",
 ) -> DefaultModel:
     """SmolLM2-135M-Instruct with its shipped heads and LM (fetched into the cache if needed).
 
@@ -105,6 +106,8 @@ def load_default(
         weights: also build the lean target step (``bundle.step``) with "dense" (the model's
             dtype), "int8" or "int4" weights (:mod:`draftlattice.lean`; quantized formats compute
             in bfloat16 on the CPU); None: no step.
+        kernel: the quantized step's kernel: "auto" (the fastest this CPU runs), "torch" or one of
+            ``draftlattice._core.lowbit_kernels()`` (to compare kernels, or to pin one).
 
     Raises:
         ValueError, OSError: a bad argument (horizon, folder, LM file), before anything is fetched.
@@ -122,8 +125,10 @@ def load_default(
     device = torch.device(device) if device is not None else torch.device("cpu")
     if weights is not None:
         from ..lean.linear import check_weights
+        from ..lean.lowbit import check_kernel
 
         check_weights(weights)
+        check_kernel(kernel)
         if weights != "dense" and device.type != "cpu":
             raise ValueError(f"{weights} weights run on the CPU only; use weights='dense' on {device}")
     artifacts, ngram = _checked_arguments(horizon, model_dir, models, lm)
@@ -144,6 +149,6 @@ def load_default(
     if weights is not None:
         from ..lean import LeanLlama
 
-        step = LeanLlama(model, weights)
+        step = LeanLlama(model, weights, kernel=kernel)
     logger.info("default model from %s, heads and LM from %s", folder, artifacts)
     return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step)

@@ -38,6 +38,15 @@ HALF_TINY = 2.0**-24  #: float16's smallest positive value: the scale of a group
 VECTOR_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2")  #: our kernels that beat PyTorch's
 
 
+def check_kernel(kernel: str) -> str:
+    """``kernel`` if quantized layers can run on it here: "auto", "torch" (PyTorch's kernels) or
+    one of ``_core.lowbit_kernels()`` (ours this CPU runs); ValueError otherwise."""
+    known = ("auto", "torch", *_core.lowbit_kernels())
+    if kernel not in known:
+        raise ValueError(f"kernel must be one of {', '.join(known)} on this CPU, got {kernel!r}")
+    return kernel
+
+
 def best_kernel() -> str:
     """Our fastest vector kernel on this CPU, or "torch" (PyTorch's kernels) when it has none."""
     return next((k for k in _core.lowbit_kernels() if k in VECTOR_KERNELS), "torch")
@@ -189,7 +198,7 @@ def quantized_linear(weight: Tensor, weights: str, kernel: str = "auto"):
     """``weight [out, in]`` as an ``"int4"`` or ``"int8"`` layer. ``kernel``: "auto"
     (:func:`best_kernel`), "torch", or one of ``_core.lowbit_kernels()``."""
     bits = {"int4": 4, "int8": 8}[weights]
-    kernel = best_kernel() if kernel == "auto" else kernel
+    kernel = best_kernel() if check_kernel(kernel) == "auto" else kernel
     if kernel == "torch":
         return TorchInt4Linear(weight) if bits == 4 else TorchInt8Linear(weight)
     return LowbitLinear(weight, bits, kernel)

@@ -30,7 +30,7 @@ from ..decode.cache import additive_mask
 from .cache import StaticCache
 from .heads import LeanHeads
 from .linear import check_weights, make_linear
-from .lowbit import best_kernel
+from .lowbit import best_kernel, check_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class LeanLlama:
         body = model.base_model
         self.device = model.get_output_embeddings().weight.device
         self.embed = body.embed_tokens.weight.detach().to(self.dtype)
-        self.kernel = best_kernel() if kernel == "auto" else kernel
+        self.kernel = best_kernel() if check_kernel(kernel) == "auto" else kernel
         self.layers = [_Layer(layer, weights, self.dtype, self.kernel) for layer in body.layers]
         self.norm = body.norm.weight.detach().to(self.dtype)
         # int8 for a quantized step: the default model's GGUF keeps its (tied) output layer in
