@@ -191,3 +191,35 @@ def test_a_resumed_run_with_both_options_equals_an_uninterrupted_one(tmp_path, m
     assert resumed.steps == 6 and resumed.losses == pytest.approx(straight.losses[3:], rel=1e-6)
     for a, b in zip(resumed.heads.parameters(), straight.heads.parameters()):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("weights", ["dense", "int4"])
+def test_a_lean_step_computes_the_states_the_heads_read_on_it(tmp_path, weights):
+    """With step=, the cache holds the lean step's hidden states (in its format: what the heads
+    read when they draft on it), each record as the step computes it alone (up to bf16 rounding:
+    PyTorch's products round with the batch's shape); its format is part of the fingerprint, so
+    the model's own features are never taken for them."""
+    from _hf_models import llama
+    from draftlattice.lean import LeanLlama
+
+    model = llama(seed=2, vocab=61, hidden_size=64, intermediate_size=96).to(torch.bfloat16)
+    corpus = tiny_corpus(tmp_path / "corpus")
+    step = LeanLlama(model, weights)
+    cache = FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False, step=step)
+    assert cache.meta["model"]["step"] == f"lean {weights}"
+    rows = np.arange(len(corpus))
+    z = cache.rows(rows, int(np.minimum(np.diff(corpus.offsets), 32).max()))
+    for r in rows.tolist():
+        record = torch.from_numpy(corpus.record(r)[:32].astype(np.int64))[None]
+        positions = torch.arange(record.shape[1]).unsqueeze(0)
+        with torch.inference_mode():
+            want = step.hidden(record, positions, None, step.new_cache(1, record.shape[1]))[0]
+        start = int(corpus.prompt_lens[r]) - 1
+        torch.testing.assert_close(z[r, start : len(want)].float(), want[start:].float(), rtol=0.02, atol=0.02)
+    with pytest.raises(ValueError, match="holds features of another model"):
+        FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    with pytest.raises(ValueError, match="holds features of another model"):
+        FeatureCache.open(tmp_path / "f", corpus, model)
+    assert FeatureCache.open(tmp_path / "f", corpus, model, step).meta["rows"] == cache.meta["rows"]
+    with pytest.raises(ValueError, match="step computes the cached features: it needs features="):
+        train_heads(model, corpus, steps=1, step=step)

@@ -23,6 +23,7 @@ from _q8 import INTEGER_KERNELS, q8_activations
 from draftlattice import _core
 from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
 from draftlattice.decode.cache import additive_mask
+from draftlattice.decode.drafters.lookup import ContextLookup
 from draftlattice.lean import LeanLlama, StaticCache
 from draftlattice.lean.heads import LeanHeads
 from draftlattice.lean.linear import make_linear
@@ -188,6 +189,24 @@ def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly():
         assert drafted[0] == lean.greedy(ids, 20), prompt
         accepted += stats.tokens_per_call
     assert accepted / len(PROMPTS) > 1.2  # drafts were accepted: multi-token steps were compared
+
+
+@needs_fused
+def test_the_context_copy_alone_through_the_fused_step_equals_its_own_greedy_exactly():
+    """No heads: steps of the root alone (no copy) and of the root and a copied draft."""
+    model = llama(seed=7, vocab=48, **FUSABLE)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40)
+    model = model.to(torch.bfloat16)
+    lean = LeanLlama(model, "int4")
+    engine = Engine(model, None, ContextLookup(None, max_ngram=2, length=4), step=lean)
+    nodes = calls = 0
+    for prompt in PROMPTS:
+        ids = torch.tensor([prompt + prompt])  # a copy to find from the first step
+        drafted, stats, _ = run(engine, ids, 20)
+        assert drafted[0] == lean.greedy(ids, 20), prompt
+        nodes, calls = nodes + stats.nodes, calls + stats.target_calls
+    assert calls < nodes < 5 * calls  # both kinds of steps ran
 
 
 @needs_fused

@@ -188,3 +188,61 @@ def test_recorded_drafts_drop_the_padding(setup):
     drafts = [d for step in recorder.steps[0] for d in step.drafts_before]
     assert recorder.steps[0] and all(t >= 0 for d in drafts for t in d)
     assert all(all(t >= 0 for d in step.drafts_after or [] for t in d) for step in recorder.steps[0])
+
+
+def test_the_copy_alone_equals_greedy_generate(setup):
+    """draft_heads=None: the context's copy is the only draft, no heads run; steps without a copy
+    verify the root alone. Batch 1 (every prompt, several lengths) and left-padded batches."""
+    model, _, _ = setup
+    for prompt in PROMPTS:
+        for new in (1, 9, 17):
+            ids = torch.tensor([prompt])
+            out = lookup_generate(model, ids, None, None, max_new_tokens=new, draft_lookup=3, draft_lookup_tokens=4)
+            assert out.sequences.tolist() == greedy(model, ids, max_new_tokens=new).tolist(), (prompt, new)
+    for rows in ([0, 1, 4], [2, 3]):
+        ids, mask = left_padded([PROMPTS[r] for r in rows])
+        out = lookup_generate(model, ids, mask, None, max_new_tokens=15, draft_lookup=2)
+        assert out.sequences.tolist() == greedy(model, ids, mask, max_new_tokens=15).tolist(), rows
+
+
+def test_the_copy_alone_accepts_copies_and_runs_no_heads(monkeypatch):
+    """The repeating model of the test above: with no heads at all, every accepted token after
+    the first copies comes from the context, and a step without a copy is one node."""
+    from draftlattice.decode import engine as engine_module
+
+    model = MODELS["gpt2"]()
+    with torch.no_grad():
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.normal_(generator=torch.Generator().manual_seed(5))
+    monkeypatch.setattr(engine_module, "draft_head_logits", lambda *a: pytest.fail("no heads may run"))
+    ids = torch.tensor([[1, 2, 3]])
+    out = lookup_generate(model, ids, None, None, max_new_tokens=20, draft_lookup=2, draft_lookup_tokens=5)
+    assert out.sequences.tolist() == greedy(model, ids, max_new_tokens=20).tolist()
+    stats = out.draft_stats
+    assert max(a for step in stats.accepted for a in step) == 5
+    assert stats.target_calls < 20 // 2  # most tokens came from copies
+    assert stats.nodes < stats.target_calls * 6  # root-only steps where nothing was copied yet
+
+
+def test_the_copy_alone_is_refused_where_it_cannot_work(setup):
+    model, _, lm = setup
+    ids = torch.tensor([[1, 2, 1, 2]])
+    cases = [
+        ({"do_sample": True}, "greedy decoding only"),
+        ({"draft_lm": lm}, "draft_lm rescores the heads' lattice: it needs draft_heads"),
+        ({"draft_verify": "batch"}, "draft_verify='tree', not 'batch'"),
+        ({"draft_lookup": 0}, "draft_heads is required"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            lookup_generate(model, ids, None, None, max_new_tokens=4, **{"draft_lookup": 2, **extra})
+    from draftlattice.decode import Engine
+    from draftlattice.decode.drafters.lookup import ContextLookup
+    from draftlattice.decode.recording import StepRecorder as Recorder
+
+    with pytest.raises(ValueError, match="verified as tree, not 'batch'"):
+        Engine(model, None, ContextLookup(None), layout="batch")
+    with pytest.raises(ValueError, match="an observer records the heads' drafts"):
+        Engine(model, None, ContextLookup(None), observer=Recorder(k=2))
+    with pytest.raises(TypeError, match="heads must be draft heads"):
+        Engine(model, None, ContextLookup(object.__new__(type("D", (), {"p": 1}))))

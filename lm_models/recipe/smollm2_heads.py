@@ -13,7 +13,8 @@ Stages, each skipped when its output is complete (rerun the same command to resu
 4. training (checkpointed every ``--checkpoint-every`` steps) of the greedy heads, and of the
    sampling heads (initialised from the greedy ones) on the sampled data; on a CPU,
    ``--candidate-softmax`` (a sampled softmax for the loss) and ``--cache-features`` (the trunk's
-   hidden states computed once into ``features-greedy/`` and ``features-sampled/``, about 1.15 KB
+   hidden states computed once into ``features-greedy/`` and ``features-sampled/`` (by the lean
+   step with ``--lean``: the states the heads read on it, several times faster), about 1.15 KB
    a token, then read back) make a step several times cheaper (bench/RESULTS.md);
 5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
    to ``--out`` as ``heads/`` and ``heads-sampled/``.
@@ -75,7 +76,8 @@ def parse_args(argv=None):
         "--lean",
         choices=["int4", "int8", "dense"],
         help="distill the greedy answers with the lean step in this weight format (CPU: several times faster "
-        "than generate(); the answers of the model the demo's drafted rows verify against)",
+        "than generate(); the answers of the model the demo's drafted rows verify against), and with "
+        "--cache-features compute the trunk's features with it (the states the heads read on that step)",
     )
     p.add_argument("--distill-seconds", type=float, help="time budget of the distillation (rerun to continue)")
     p.add_argument(
@@ -148,6 +150,7 @@ def main(argv=None) -> int:
         softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
         draft_vocab=args.draft_vocab,
         teacher_weight=args.teacher_weight,
+        step=greedy.get("step") if args.cache_features else None,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(

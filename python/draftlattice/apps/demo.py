@@ -145,7 +145,9 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     if not st.sampling:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
+        alone = {**draft, "draft_heads": None, **copy}
         drafted = [
+            RowSpec("lookup", f"a context copy alone (n<={st.lookup}, <={st.lookup_tokens} tokens)", "tree", alone),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),

@@ -19,14 +19,16 @@ from ..verify.sampled import SAMPLE_RULES
 
 
 def check_parts(model, heads, drafter, sample_rule: str | None, processors) -> None:
-    """The model is a causal LM; the heads, the drafter (and its LM) and the processors fit it."""
+    """The model is a causal LM; the heads (None for a drafter that reads none), the drafter (and
+    its LM) and the processors fit it."""
     output_layer = _output_layer(model)
-    if not callable(getattr(heads, "logits", None)):
-        raise TypeError(
-            "heads must be draft heads with logits(hidden, model) (draftlattice.hf.DraftHeads), "
-            f"got {type(heads).__name__}"
-        )
-    _check_heads_fit(heads, model, output_layer)
+    if heads is not None or getattr(drafter, "reads_heads", True):
+        if not callable(getattr(heads, "logits", None)):
+            raise TypeError(
+                "heads must be draft heads with logits(hidden, model) (draftlattice.hf.DraftHeads), "
+                f"got {type(heads).__name__}"
+            )
+        _check_heads_fit(heads, model, output_layer)
     if not all(callable(getattr(drafter, method, None)) for method in ("propose", "finish")):
         raise TypeError(
             f"drafter must be a draftlattice.decode Drafter (propose, finish), got {type(drafter).__name__}"

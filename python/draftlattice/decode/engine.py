@@ -57,7 +57,8 @@ class Engine:
         heads: the draft heads: ``heads.logits(hidden [..., d], model) -> [..., h-1, V]``
             (:class:`draftlattice.hf.DraftHeads`); heads whose ``reads_next_token`` is true
             are called ``heads.logits(hidden, model, next_ids)`` with the token each hidden
-            state chose.
+            state chose. None for a drafter that reads no heads (``reads_heads`` false: the
+            context's copy alone, :class:`~.drafters.lookup.ContextLookup` ``(None)``).
         drafter: the :class:`~.drafters.base.Drafter` of heads 2..h.
         layout: verification layout, "tree" or "batch" (:mod:`.forward`); sampling rules read a
             tree as chains (one sampled draft is always a chain).
@@ -94,6 +95,12 @@ class Engine:
         if self.sample_rule is not None and self.sampling is None:
             self.sampling = Sampling()
         check_parts(self.model, self.heads, self.drafter, self.sample_rule, self.processors)
+        name = getattr(self.drafter, "name", type(self.drafter).__name__)
+        layouts = getattr(self.drafter, "layouts", LAYOUTS)
+        if self.layout not in layouts:
+            raise ValueError(f"the {name} drafter's drafts are verified as {' or '.join(layouts)}, not {self.layout!r}")
+        if self.heads is None and self.observer is not None:
+            raise ValueError("an observer records the heads' drafts: these steps run no heads")
         self._lm_head = self.model.get_output_embeddings()
         if self.step is not None and not self.step.fits(self.model):
             raise ValueError(
@@ -103,7 +110,9 @@ class Engine:
 
     def head_logits(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
         """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose
-        ``next_ids [...]`` (read only by heads that read the next token)."""
+        ``next_ids [...]`` (read only by heads that read the next token); None without heads."""
+        if self.heads is None:
+            return None
         if self.step is not None:
             return self.step.head_logits(self.heads, hidden, next_ids)
         return draft_head_logits(self.heads, self.model, hidden, next_ids)
@@ -321,7 +330,10 @@ class _Run:
 
     def _heads_at(self, forward, path, root: Tensor) -> Tensor:
         """Heads 2..h ``[B, h-1, V]`` at each row's last accepted node, where the target chose
-        ``root`` (computed by the forward when it was small, see ``target.FUSED_HEADS_MAX_NODES``)."""
+        ``root`` (computed by the forward when it was small, see ``target.FUSED_HEADS_MAX_NODES``);
+        None without heads."""
+        if self.engine.heads is None:
+            return None
         if forward.head_logits is not None:
             return forward.head_logits[path.last_node]
         return self.engine.head_logits(forward.hidden[path.last_node], root)

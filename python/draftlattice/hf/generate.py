@@ -75,8 +75,9 @@ def generate(
     or directly as ``generate(model, input_ids, ..., streamer=...)`` with generate()'s keywords.
 
     Args:
-        draft_heads: :class:`DraftHeads` of this model (required); horizon h gives drafts of
-            h - 1 tokens.
+        draft_heads: :class:`DraftHeads` of this model; horizon h gives drafts of h - 1 tokens.
+            None with ``draft_lookup``: the draft copied from the context alone (greedy, tree
+            layout), no heads run; a step without a copy is a plain decoding step.
         draft_lm: a :class:`draftlattice.NgramLM` over the model's token ids, or None: the
             drafts are then the p best paths of the heads' own top-k lattice.
         draft_k: candidates per head in the lattice (top-k).
@@ -191,7 +192,7 @@ def _reject_unsupported(model, config, kwargs) -> None:
 def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> LatticeDrafter:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
-            "draft_heads is required: DraftHeads.for_model(model, horizon=4) or "
+            "draft_heads is required (or draft_lookup, to draft copies of the context alone): DraftHeads.for_model(model, horizon=4) or "
             f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}"
         )
     if verify not in LAYOUTS:
@@ -202,6 +203,17 @@ def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> Latti
         return LatticeDrafter(lm, k, p, alpha, sample_alpha)
     except ValueError as error:  # name the keyword the user passed
         raise ValueError(f"draft_{error}") from None
+
+
+def _copy_only(lm, max_ngram, tokens, verify: str, do_sample: bool) -> ContextLookup:
+    """draft_heads=None: the context's copy is the only draft."""
+    if do_sample:
+        raise ValueError("draft_heads=None drafts the context's copy alone: greedy decoding only (do_sample=False)")
+    if lm is not None:
+        raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
+    if verify != "tree":
+        raise ValueError(f"draft_heads=None verifies the copy as a token tree: draft_verify='tree', not {verify!r}")
+    return _with_lookup(None, max_ngram, tokens, "tree", False)
 
 
 def _with_lookup(drafter, max_ngram, tokens, sample_rule: str, do_sample: bool) -> ContextLookup:
@@ -280,10 +292,13 @@ def _decode(
     draft_step,
 ):
     do_sample = bool(config.do_sample)
-    drafter = _drafter(
-        draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
-    )
-    if draft_lookup:
+    if draft_heads is None and draft_lookup:
+        drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_verify, do_sample)
+    else:
+        drafter = _drafter(
+            draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
+        )
+    if draft_lookup and draft_heads is not None:
         drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")

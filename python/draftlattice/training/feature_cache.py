@@ -12,6 +12,11 @@ drafting starts, and its continuation). A folder::
     features.bin   bfloat16 [rows, hidden_size], little-endian, row-major; record after record
     progress.json  {"records": n}: the first n records of the build order (by length) are on disk
 
+With ``step`` (a lean step of the model, :class:`draftlattice.lean.LeanLlama`) the trunk that runs
+is that step: in a quantized format, the hidden states the heads read when they draft on it, and
+several times faster on a CPU than the model's bf16 forward (760 against 180 tokens/s measured
+side by side on the default model). The step's format is part of the model's fingerprint.
+
 The build is resumable (``progress.json`` is replaced, atomically, after the rows it counts are
 flushed) and shows progress with an ETA. A folder that holds anything else, or the features of
 another model or corpus, is never overwritten unless asked (``overwrite=True``); the error says
@@ -93,18 +98,25 @@ class FeatureCache:
         overwrite: bool = False,
         progress: bool | None = None,
         log_every: float = 60.0,
+        step=None,
     ) -> FeatureCache:
-        """Runs the frozen trunk of ``model`` (bf16 autocast) over ``corpus`` into ``folder``.
+        """Runs the frozen trunk of ``model`` (bf16 autocast), or its lean ``step``, over ``corpus``
+        into ``folder``.
 
         Continues an interrupted build; returns at once when the folder is complete. Raises
         ``ValueError`` when the folder holds other files or features of another model, corpus or
         ``max_len`` (unless ``overwrite``: then only this format's own files are replaced).
         """
         folder = Path(folder)
+        fingerprint = model_fingerprint(model)
+        if step is not None:
+            if not step.fits(model):
+                raise ValueError("step was built for another model: build it with LeanLlama(model, weights)")
+            fingerprint["step"] = f"lean {step.weights}"
         meta = {
             "format": FORMAT,
             "version": VERSION,
-            "model": model_fingerprint(model),
+            "model": fingerprint,
             "corpus": corpus_fingerprint(corpus),
             "max_len": int(max_len),
             "hidden_size": int(model.config.hidden_size),
@@ -115,12 +127,14 @@ class FeatureCache:
         done = _prepare(folder, meta, overwrite)
         order = np.argsort(np.minimum(np.diff(corpus.offsets), max_len), kind="stable")
         if done < len(order):
-            _fill(folder, model, corpus, meta, order, done, starts, offsets, batch_tokens, progress, log_every)
+            trunk = _lean_trunk(step) if step is not None else _model_trunk(model)
+            _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_tokens, progress, log_every)
         return cls(folder, corpus, meta)
 
     @classmethod
-    def open(cls, folder: str | os.PathLike[str], corpus: DistilledCorpus, model=None) -> FeatureCache:
-        """A complete cache of ``corpus`` (and ``model``, when given); ValueError otherwise."""
+    def open(cls, folder: str | os.PathLike[str], corpus: DistilledCorpus, model=None, step=None) -> FeatureCache:
+        """A complete cache of ``corpus`` (and ``model``, or its lean ``step``, when given);
+        ValueError otherwise."""
         folder = Path(folder)
         meta = _read_meta(folder)
         if meta is None:
@@ -128,6 +142,8 @@ class FeatureCache:
         expected = {"corpus": corpus_fingerprint(corpus)}
         if model is not None:
             expected["model"] = model_fingerprint(model)
+            if step is not None:
+                expected["model"]["step"] = f"lean {step.weights}"
         _check_same(folder, meta, expected)
         if _records_done(folder) < len(corpus):
             raise ValueError(f"{folder}: the build is not finished; rerun FeatureCache.build to continue it")
@@ -209,10 +225,34 @@ def _prepare(folder: Path, meta: dict, overwrite: bool) -> int:
     return 0
 
 
-def _fill(folder, model, corpus, meta, order, done, starts, offsets, batch_tokens, progress, log_every) -> None:
+def _model_trunk(model):
+    """``tokens [B, T] -> z [B, T, d]`` by the model's own forward (bf16 autocast)."""
+    device = next(model.parameters()).device
+    model.eval()
+
+    def trunk(tokens: Tensor) -> Tensor:
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+            return model.base_model(input_ids=tokens.to(device)).last_hidden_state
+
+    return trunk
+
+
+def _lean_trunk(step):
+    """``tokens [B, T] -> z [B, T, d]`` by a lean step (a fresh cache per batch; right padding
+    needs no mask: causal attention never reads it)."""
+
+    def trunk(tokens: Tensor) -> Tensor:
+        B, T = tokens.shape
+        positions = torch.arange(T, device=step.device).unsqueeze(0).expand(B, T)
+        with torch.inference_mode(), step.session():
+            return step.hidden(tokens.to(step.device), positions, None, step.new_cache(B, T))
+
+    return trunk
+
+
+def _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_tokens, progress, log_every) -> None:
     from tqdm.auto import tqdm
 
-    device = next(model.parameters()).device
     lengths = np.minimum(np.diff(corpus.offsets), meta["max_len"])
     data = np.memmap(folder / DATA, dtype=ROW_DTYPE, mode="r+", shape=(max(1, meta["rows"]), meta["hidden_size"]))
     total_tokens = int(lengths.sum())
@@ -227,7 +267,6 @@ def _fill(folder, model, corpus, meta, order, done, starts, offsets, batch_token
     logger.info("trunk features of %d records (%d tokens left) into %s", len(order), left_tokens, folder)
     started = last_log = time.monotonic()
     tokens_done, position = 0, done
-    model.eval()
     while position < len(order):
         end = position + 1  # sorted by length: the batch's last record is its widest
         while end < len(order) and (end + 1 - position) * int(lengths[order[end]]) <= batch_tokens:
@@ -237,8 +276,7 @@ def _fill(folder, model, corpus, meta, order, done, starts, offsets, batch_token
         tokens = np.zeros((len(rows), width), np.int64)
         for b, r in enumerate(rows):
             tokens[b, : lengths[r]] = corpus.record(int(r))[: lengths[r]]
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
-            z = model.base_model(input_ids=torch.from_numpy(tokens).to(device)).last_hidden_state
+        z = trunk(torch.from_numpy(tokens))
         bits = z.to(torch.bfloat16).cpu().view(torch.int16).numpy().view(ROW_DTYPE)
         for b, r in enumerate(rows):
             s = int(starts[r])

@@ -206,6 +206,7 @@ def train_heads(
     overwrite_features: bool = False,
     draft_vocab: int | None = None,
     teacher_weight: float = 0.0,
+    step=None,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
@@ -236,6 +237,8 @@ def train_heads(
             (:class:`FeatureCache`): built first when missing or unfinished (one trunk pass
             over the corpus, resumable, not counted in ``time_budget``), then read instead of
             running the trunk. ``overwrite_features`` rebuilds a cache of another model/corpus.
+            ``step``: a lean step of ``model`` (:class:`draftlattice.lean.LeanLlama`) computes
+            them: the hidden states the heads read when they draft on that step.
         draft_vocab: restrict the trained heads to the ``draft_vocab`` most frequent target
             tokens (:meth:`DraftHeads.restrict_vocabulary`: a cheaper projection when decoding).
         teacher_weight: mix each head's target with the model's own next-token law there
@@ -266,6 +269,8 @@ def train_heads(
     else:
         if features is not None:
             raise ValueError("features (the trunk's cached hidden states) need a distilled corpus as data")
+    if step is not None and features is None:
+        raise ValueError("step computes the cached features: it needs features= (and a distilled corpus)")
         if targets != "data" and not 0 < prompt_len < seq_len:
             raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
         ids = corpus_ids(data, model, tokenizer)
@@ -291,6 +296,7 @@ def train_heads(
             batch_tokens=2 * (batch_tokens or batch_size * seq_len),
             overwrite=overwrite_features,
             progress=progress,
+            step=step,
         )
     out = Path(output_dir) if output_dir is not None else None
     state_path = out / STATE_NAME if out is not None else None

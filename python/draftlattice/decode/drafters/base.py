@@ -93,7 +93,9 @@ class Drafter(Protocol):
 
     A drafter that cannot draft for every sampling rule says which it can in ``sample_rules``
     (a tuple of :data:`draftlattice.verify.sampled.SAMPLE_RULES`; ``()``: greedy decoding only;
-    absent: all), and the engine refuses the others when it is made."""
+    absent: all), and the engine refuses the others when it is made. Optional too:
+    ``reads_heads`` (false: ``propose`` gets None and the engine runs no heads) and ``layouts``
+    (the verification layouts its drafts fit; absent: all)."""
 
     name: str
     p: int  #: drafts per row and step (deterministic drafts)

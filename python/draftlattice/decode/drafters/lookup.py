@@ -10,6 +10,11 @@ two sources add up (measured on the demo's prompts: ``bench/lookup_drafts.py``).
 The copied draft may be longer than the heads' horizon: the tree holds drafts of different
 lengths (``-1`` past a draft's end), and the heads read the hidden state at the last accepted
 node, wherever it is.
+
+Without another drafter (``ContextLookup(None)``) the copy is the only draft: no heads run, and a
+step whose context has no copy verifies the root alone, a plain decoding step. Where a step's
+cost barely grows with its first few tokens (the lean step on a CPU) this never loses much to
+plain decoding and gains on every copy accepted.
 """
 
 from __future__ import annotations
@@ -65,27 +70,44 @@ class ContextLookup:
     rejection (``draws``), where its law is one-hot. Drafts of different lengths are
     ``-1``-padded; joined to sampled drafts, the copy has their length (a row whose context has
     no copy that long keeps one more sampled draft instead: the drafter samples p + 1).
+
+    ``drafter=None``: the copy alone (greedy decoding on a token tree; :attr:`reads_heads` is
+    false, so the engine runs no heads), all ``-1`` where the context has none.
     """
 
     name = "lookup"
+    layouts = ("tree", "batch")  #: verification layouts the drafts fit (see drafter=None)
 
-    def __init__(self, drafter: Drafter, max_ngram: int = 3, length: int = LOOKUP_TOKENS) -> None:
+    def __init__(self, drafter: Drafter | None, max_ngram: int = 3, length: int = LOOKUP_TOKENS) -> None:
         for label, value in (("max_ngram", max_ngram), ("length", length)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive int, got {value!r}")
         self.drafter, self.max_ngram, self.length = drafter, max_ngram, length
+        self.reads_heads = drafter is not None
+        if drafter is None:
+            # An empty draft is a tree of the root alone; chains have no room for one.
+            self.p, self.lm, self.sample_rules, self.layouts = 1, None, (), ("tree",)
+            return
         self.p = drafter.p + 1
         self.lm = getattr(drafter, "lm", None)  # the engine reports whether drafts were rescored
         # The copy joins several drafts: the one-draft rules ("block", "token") have no room for it.
         inner = getattr(drafter, "sample_rules", JOINING_RULES)
         self.sample_rules = tuple(rule for rule in JOINING_RULES if rule in inner)
 
-    def propose(self, head_logits: Tensor, sampling: Sampling | None, draws: int) -> Proposal:
+    def propose(self, head_logits: Tensor | None, sampling: Sampling | None, draws: int) -> Proposal:
+        if self.drafter is None:
+            return Proposal([])
         return self.drafter.propose(head_logits, sampling, draws)  # draws = p + 1: one may become the copy
 
     def finish(
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
     ) -> tuple[Tensor, SampledDrafts | None]:
+        if self.drafter is None:
+            copies = [continuation(context, self.max_ngram, self.length) for context in contexts]
+            out = torch.full((len(contexts), 1, max(1, *(len(c) for c in copies))), PAD, dtype=torch.int64)
+            for b, copy in enumerate(copies):
+                out[b, 0, : len(copy)] = torch.tensor(copy, dtype=torch.int64)
+            return out, None
         drafts, sampled = self.drafter.finish(proposal, host, contexts, device)
         if sampled is not None:
             return self._join_sampled(sampled, contexts)
