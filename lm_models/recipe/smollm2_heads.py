@@ -14,7 +14,7 @@ Stages, each skipped when its output is complete (rerun the same command to resu
    sampling heads (initialised from the greedy ones) on the sampled data; on a CPU,
    ``--candidate-softmax`` (a sampled softmax for the loss) and ``--cache-features`` (the trunk's
    hidden states computed once into ``features-greedy/`` and ``features-sampled/`` (by the lean
-   step with ``--lean``: the states the heads read on it, several times faster), about 1.15 KB
+   step with ``--lean``: the states the heads read on it), about 1.15 KB
    a token, then read back) make a step several times cheaper (bench/RESULTS.md);
 5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
    to ``--out`` as ``heads/`` and ``heads-sampled/``.
