@@ -17,7 +17,17 @@ import draftlattice.hf as dlhf
 from _hf_models import TINY_DECODER, fetched_default_model
 from draftlattice.cli.main import main
 
-GREEDY_ROWS = ["generate", "prompt_lookup", "lean", "heads", "heads_tree", "ngram", "ngram_tree", "ngram_lookup_tree"]
+GREEDY_ROWS = [
+    "generate",
+    "prompt_lookup",
+    "lean",
+    "lookup",
+    "heads",
+    "heads_tree",
+    "ngram",
+    "ngram_tree",
+    "ngram_lookup_tree",
+]
 SAMPLING_ROWS = [
     "generate",
     "heads",
@@ -80,7 +90,7 @@ def test_greedy_rows_json_and_html(tiny, tmp_path, capsys):
     assert code == 0, out
     assert rows_of(out) == GREEDY_ROWS
     assert (
-        "Checked: all 10 drafted outputs (5 rows x 2 prompts) equal the lean step's plain greedy outputs, "
+        "Checked: all 12 drafted outputs (6 rows x 2 prompts) equal the lean step's plain greedy outputs, "
         "which equal generate()'s." in out
     )
     data = json.loads(out_json.read_text())
@@ -112,7 +122,7 @@ def test_demo_on_the_default_model(default_folder, capsys):
     out = capsys.readouterr().out
     llama = find_spec("llama_cpp") is not None
     assert rows_of(out) == GREEDY_ROWS[:3] + ["llama_cpp"] * llama + GREEDY_ROWS[3:]
-    assert "Checked: all 10 drafted outputs" in out
+    assert "Checked: all 12 drafted outputs" in out
     assert ("no llama_cpp row" in out) != llama
 
 

@@ -19,7 +19,7 @@ from .demo_report import DemoReport
 
 def record_steps(bundle, report: DemoReport, progress=None) -> dict[tuple[int, str], StepRecorder]:
     """``(prompt index, row name) -> recorder`` for the rows that draft (greedy mode)."""
-    drafted = [row for row in report.rows if "draft_heads" in row.spec.kwargs]
+    drafted = [row for row in report.rows if row.spec.kwargs.get("draft_heads") is not None]
     recorded = {}
     items = progress(list(enumerate(report.prompts)), desc="recording") if progress else enumerate(report.prompts)
     for i, prompt in items:

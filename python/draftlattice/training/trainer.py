@@ -259,6 +259,8 @@ def train_heads(
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if step is not None and features is None:
+        raise ValueError("step computes the cached features: it needs features= (and a distilled corpus)")
     lm_head = output_embeddings(model)
     device = lm_head.weight.device
     corpus = _as_corpus(data)
@@ -269,8 +271,6 @@ def train_heads(
     else:
         if features is not None:
             raise ValueError("features (the trunk's cached hidden states) need a distilled corpus as data")
-    if step is not None and features is None:
-        raise ValueError("step computes the cached features: it needs features= (and a distilled corpus)")
         if targets != "data" and not 0 < prompt_len < seq_len:
             raise ValueError(f"prompt_len must be in (0, seq_len={seq_len}) for {targets} targets, got {prompt_len}")
         ids = corpus_ids(data, model, tokenizer)
