@@ -2,10 +2,12 @@
 tokens per target call and the tokens verified per call of the demo's best drafter
 (``ngram_lookup_tree``: the lattice's p best drafts and one copied from the context, one tree), on
 held-out prompts (chat questions after the demo's, WikiText-2 *valid* openings), greedy, through
-the lean step. The table it writes is what ``draftlattice demo`` reads to choose p on each machine.
+the lean step; and, for the ``lookup`` row (the context copy alone, no heads), the same per
+longest copy (``--copy-tokens``). The table it writes is what ``draftlattice demo`` reads to choose
+p and the copy's length on each machine.
 
-    python bench/draft_budget.py [--p 1 2 3 4 6 8] [--chat 6] [--text 6] [--weights int4] \\
-        [-o lm_models/smollm2/draft_budget.json]
+    python bench/draft_budget.py [--p 1 2 3 4 6 8] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
+        [--weights int4] [-o lm_models/smollm2/draft_budget.json]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tune_sample_alpha import calibration_prompts
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
+    parser.add_argument("--copy-tokens", type=int, nargs="+", default=[2, 3, 4, 6, 8])
     parser.add_argument("--chat", type=int, default=6)
     parser.add_argument("--text", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -40,8 +43,8 @@ def main() -> None:
     bundle = load_default(weights=args.weights)
     prompts = calibration_prompts(bundle, args.chat, args.text)
     curve = measure_cost_curve(bundle.step)  # here, to split each step's time into forward and host
-    options = []
-    for p in args.p:
+
+    def measure(**drafting) -> dict:
         total, warm = None, False
         for prompt in [prompts[0]] + prompts:  # the first call warms up (allocations, kernels), uncounted
             ids = torch.tensor([prompt])
@@ -51,29 +54,32 @@ def main() -> None:
                 max_new_tokens=args.max_new_tokens if warm else 8,
                 do_sample=False,
                 custom_generate=dlhf.generate,
-                draft_heads=bundle.heads,
-                draft_lm=bundle.lm,
                 draft_k=args.k,
-                draft_p=p,
                 draft_alpha=args.alpha,
                 draft_lookup=args.lookup,
                 draft_step=bundle.step,
                 return_dict_in_generate=True,
+                **drafting,
             )
             if warm:
                 total = out.draft_stats if total is None else total + out.draft_stats
             warm = True
         step_ms = 1e3 * (total.drafting_seconds + total.verification_seconds) / total.steps
-        option = {
-            "p": p,
+        return {
             "tokens_per_call": round(total.tokens_per_call, 4),
             "nodes": round(total.mean_nodes, 2),
             # the step's time beyond its forward: drafting, acceptance, cache edits, Python
             "host_ms": round(max(step_ms - curve(total.mean_nodes), 0.0), 2),
             "step_ms": round(step_ms, 2),
         }
-        print(option, flush=True)
-        options.append(option)
+
+    options, copy_options = [], []
+    for p in args.p:
+        options.append({"p": p, **measure(draft_heads=bundle.heads, draft_lm=bundle.lm, draft_p=p)})
+        print(options[-1], flush=True)
+    for length in args.copy_tokens:
+        copy_options.append({"copy_tokens": length, **measure(draft_heads=None, draft_lookup_tokens=length)})
+        print(copy_options[-1], flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}",
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
@@ -81,6 +87,8 @@ def main() -> None:
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
+        "copy_drafter": f"lookup (the copy alone) lookup={args.lookup}",
+        "copy_options": copy_options,
     }
     with open(args.output, "w") as f:
         json.dump(table, f, indent=1)

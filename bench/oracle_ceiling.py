@@ -8,15 +8,18 @@ path, and every path of the tree is a path of the lattice): the oracle's block e
 the ceiling of ``heads_tree`` and ``ngram_tree`` at that k. float32, so every row decodes exactly
 the greedy output (checked), through the one engine (``decode.Engine``, tree layout), on the
 demo's prompt set (chat questions through the chat template, WikiText-2 raw test openings),
-stopping at EOS or ``--max-new-tokens``.
+stopping at EOS or ``--max-new-tokens``. ``--weights int4`` runs the lean step instead (bf16
+compute: the rows then decode that step's own greedy output, which the demo's drafted rows
+verify against); ``--heads DIR`` scores other heads than the shipped ones (a DraftHeads folder).
 
     python bench/oracle_ceiling.py [--chat 4] [--text 4] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
-                                   [--threads 2] [--json FILE]
+                                   [--weights int4] [--heads DIR] [--threads 2] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -25,8 +28,8 @@ import torch
 from _default_model import demo_set
 
 
-def run_rows(b, prompts, max_new: int, make_drafter, references=None):
-    """(DecodeStats summed over the prompts, outputs) of one drafter."""
+def run_rows(b, prompts, max_new: int, make_drafter, references=None, step=None):
+    """(DecodeStats summed over the prompts, outputs) of one drafter (on the lean ``step`` if given)."""
     from draftlattice.decode import Engine, RowStopper
 
     total, outputs = None, []
@@ -34,7 +37,7 @@ def run_rows(b, prompts, max_new: int, make_drafter, references=None):
         ids = torch.tensor([prompt.ids])
         stopper = RowStopper(ids, max_new, {b.tokenizer.eos_token_id}, [], 0)
         drafter = make_drafter(list(prompt.ids) + references[i]) if references is not None else make_drafter()
-        tokens, stats = Engine(b.model, b.heads, drafter, layout="tree").run(ids, stopper)
+        tokens, stats = Engine(b.model, b.heads, drafter, layout="tree", step=step).run(ids, stopper)
         outputs.append(tokens[0])
         total = stats if total is None else total + stats
     return total, outputs
@@ -49,14 +52,23 @@ def main() -> int:
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="oracle lattice widths")
+    parser.add_argument("--weights", choices=["int8", "int4"], help="run the lean step in this format (bf16)")
+    parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     from draftlattice.decode import LatticeDrafter, OracleDrafter
+    from draftlattice.hf import DraftHeads
+    from draftlattice.lean import LeanLlama
 
-    b, prompts = demo_set(args.chat, args.text, torch.float32, args.threads)
-    _, reference = run_rows(b, prompts, args.max_new_tokens, lambda: LatticeDrafter(k=1, p=1))
+    b, prompts = demo_set(args.chat, args.text, torch.bfloat16 if args.weights else torch.float32, args.threads)
+    if args.heads is not None:
+        heads = DraftHeads.from_pretrained(args.heads, b.model, strict_name=False)
+        b = dataclasses.replace(b, heads=heads.to(b.model.dtype).eval())
+    step = LeanLlama(b.model, args.weights) if args.weights else None
+    run = lambda *a, **k: run_rows(b, prompts, args.max_new_tokens, *a, step=step, **k)  # noqa: E731
+    _, reference = run(lambda: LatticeDrafter(k=1, p=1))
     rows = {
         "heads": lambda: LatticeDrafter(k=1, p=1),
         "heads_tree": lambda: LatticeDrafter(k=args.k, p=args.p),
@@ -65,15 +77,13 @@ def main() -> int:
     }
     results = {}
     h = b.heads.horizon
-    print(f"{len(prompts)} prompts, h = {h} (at most {h} tokens per call), float32")
+    print(f"{len(prompts)} prompts, h = {h} (at most {h} tokens per call), {args.weights or 'float32'}")
     for name, make in rows.items():
-        stats, outputs = run_rows(b, prompts, args.max_new_tokens, make)
+        stats, outputs = run(make)
         results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
         print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)
     for k in args.ks:
-        stats, outputs = run_rows(
-            b, prompts, args.max_new_tokens, lambda ref, k=k: OracleDrafter([ref], k), references=reference
-        )
+        stats, outputs = run(lambda ref, k=k: OracleDrafter([ref], k), references=reference)
         name = f"oracle k={k}"
         results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
         print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)

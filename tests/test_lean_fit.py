@@ -67,6 +67,23 @@ def test_a_budget_table_is_read_or_refused(tmp_path):
     table = tmp_path / "budget.json"
     table.write_text(json.dumps({"options": [{"p": 2, "tokens_per_call": 2.1, "nodes": 8.0, "host_ms": 3.0}]}))
     assert load_options(table) == [DraftOption(2, 2.1, 8.0, 3.0)]
+    assert load_options(table, "copy_options") == []  # a table from before the copy's options
+    copies = [{"copy_tokens": 3, "tokens_per_call": 1.4, "nodes": 2.5, "host_ms": 0.5}]
+    table.write_text(json.dumps({"options": [], "copy_options": copies}))
+    assert load_options(table, "copy_options") == [DraftOption(1, 1.4, 2.5, 0.5, copy_tokens=3)]
     table.write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="not a draft budget table"):
         load_options(table)
+    table.write_text(json.dumps({"copy_options": [{"copy_tokens": 3}]}))
+    with pytest.raises(ValueError, match="not a draft budget table"):
+        load_options(table, "copy_options")
+
+
+def test_the_copys_length_is_the_one_of_the_highest_predicted_rate():
+    """Longer copies gain tokens but every step that offers one pays for its nodes: on a steep
+    curve a short copy wins, on a flat one the longest."""
+    copies = [DraftOption(1, 1.30, 2.0, 0.5, 2), DraftOption(1, 1.40, 3.0, 0.5, 4), DraftOption(1, 1.45, 5.0, 0.5, 8)]
+    steep = CostCurve((1, 2, 4, 8), (4.0, 5.0, 8.0, 16.0))
+    flat = CostCurve((1, 2, 4, 8), (4.0, 4.0, 4.1, 4.2))
+    assert best_option(steep, copies).copy_tokens == 2
+    assert best_option(flat, copies).copy_tokens == 8

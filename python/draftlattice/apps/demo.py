@@ -47,9 +47,11 @@ class DemoSettings:
     lookup: int = 3  #: longest context n-gram the copied draft of ``ngram_lookup_tree`` matches
     lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft
     seed: int = 0
+    copy_tokens: int | None = None  #: the lookup row's longest copied draft (None: lookup_tokens)
 
     def __post_init__(self) -> None:
-        for name in ("max_new_tokens", "k", "p", "prompt_lookup_tokens", "lookup", "lookup_tokens"):
+        names = ("max_new_tokens", "k", "p", "prompt_lookup_tokens", "lookup", "lookup_tokens")
+        for name in names + (() if self.copy_tokens is None else ("copy_tokens",)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -145,9 +147,10 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     if not st.sampling:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
-        alone = {**draft, "draft_heads": None, **copy}
+        copy_tokens = st.copy_tokens or st.lookup_tokens
+        alone = {**draft, "draft_heads": None, **copy, "draft_lookup_tokens": copy_tokens}
         drafted = [
-            RowSpec("lookup", f"a context copy alone (n<={st.lookup}, <={st.lookup_tokens} tokens)", "tree", alone),
+            RowSpec("lookup", f"a context copy alone (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),

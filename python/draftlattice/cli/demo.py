@@ -48,12 +48,13 @@ def register(subparsers) -> None:
         "--lookup",
         type=int,
         default=3,
-        help="ngram_lookup_tree: longest context n-gram its copied draft matches (default 3)",
+        help="lookup and ngram_lookup_tree: longest context n-gram the copied draft matches (default 3)",
     )
     p.add_argument(
         "--lookup-tokens",
         type=int,
-        help="ngram_lookup_tree: longest copied draft (default: the library's, 6)",
+        help="lookup and ngram_lookup_tree: longest copied draft (default: the library's, 6; for the lookup "
+        "row, fitted to this machine with --p's fit)",
     )
     p.add_argument(
         "--dtype",
@@ -164,8 +165,10 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     fitted = None
     if bundle.step is not None and (args.p is None or len(formats) > 1):
-        bundle.step, p, fitted = _fit(bundle, args.models, formats, args.p, args.kernel)
-        settings = dataclasses.replace(settings, p=p)
+        bundle.step, p, copy_tokens, fitted = _fit(
+            bundle, args.models, formats, args.p, args.kernel, fit_copy=args.lookup_tokens is None
+        )
+        settings = dataclasses.replace(settings, p=p, copy_tokens=copy_tokens)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
@@ -218,20 +221,29 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
 
 
-def _fit(bundle, models, formats: list[str], p: int | None, kernel: str) -> tuple[object, int, str | None]:
-    """The lean step's weight format and the tree rows' p fitted to this machine (each candidate
-    format's cost against nodes measured once and cached, the drafter's gains per p measured once
-    per drafter), with a line saying why; without a gains table, the first format and p = 4."""
+def _fit(
+    bundle, models, formats: list[str], p: int | None, kernel: str, fit_copy: bool
+) -> tuple[object, int, int | None, str | None]:
+    """The lean step's weight format, the tree rows' p and (``fit_copy``) the lookup row's longest
+    copy fitted to this machine (each candidate format's cost against nodes measured once and
+    cached, the drafters' gains measured once per drafter), with a line saying why; without a
+    gains table, the first format, p = 4 and the default copy."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
-    from ..lean.fit import best_format_and_option, cached_cost_curve, load_options, predicted_tokens_per_s
+    from ..lean.fit import (
+        best_format_and_option,
+        best_option,
+        cached_cost_curve,
+        load_options,
+        predicted_tokens_per_s,
+    )
 
     table = artifacts_dir(models) / BUDGET_TABLE
     if not table.is_file():
-        return bundle.step, p or DEFAULT_P, None
+        return bundle.step, p or DEFAULT_P, None, None
     options = [o for o in load_options(table) if p is None or o.p == p]
     if not options:
-        return bundle.step, p, None
+        return bundle.step, p, None, None
     steps = {bundle.step.weights: bundle.step}
     steps.update({name: LeanLlama(bundle.model, name, kernel=kernel) for name in formats if name not in steps})
     curves = {name: cached_cost_curve(step) for name, step in steps.items()}
@@ -240,13 +252,25 @@ def _fit(bundle, models, formats: list[str], p: int | None, kernel: str) -> tupl
         f"{n} " + ", ".join(f"p={o.p} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
     )
     costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
+    copies = load_options(table, "copy_options") if fit_copy else []
+    copy = best_option(curves[name], copies) if copies else None
+    copy_line = (
+        ""
+        if copy is None
+        else f"; lookup row: copies of <= {copy.copy_tokens} tokens (predicted "
+        f"{predicted_tokens_per_s(curves[name], copy):.0f} tokens/s; by length: "
+        + ", ".join(f"{o.copy_tokens} {predicted_tokens_per_s(curves[name], o):.0f}" for o in copies)
+        + ")"
+    )
     return (
         steps[name],
         best.p,
+        None if copy is None else copy.copy_tokens,
         (
             f"{name} weights, p={best.p} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain decoding "
             f"{1e3 / curves[name](1):.0f} without the host's time; by format and p: "
-            f"{others}; {name} step ms by nodes {costs}; {table.name}; --weights / --p to override)"
+            f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / "
+            "--lookup-tokens to override)"
         ),
     )
 

@@ -7,6 +7,8 @@ grows. So the best p is ``argmax_p tokens_per_call(p) / (cost(nodes(p)) + host_m
 (Sequoia's hardware-aware choice, over the drafter's p): ``tokens_per_call`` and ``nodes`` come
 from a table measured once per drafter on held-out prompts (they do not depend on the machine),
 the cost curve is measured here in a few seconds and cached per machine, step and thread count.
+The same choice fits the context copy's longest draft when it drafts alone (``copy_options``:
+one per length; a step without a copy verifies one token).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class DraftOption:
     tokens_per_call: float
     nodes: float
     host_ms: float = 0.0
+    copy_tokens: int | None = None  #: the copy's longest draft, for the copy drafting alone
 
 
 def predicted_tokens_per_s(curve: CostCurve, option: DraftOption) -> float:
@@ -173,13 +176,23 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
     return curve
 
 
-def load_options(path: str | os.PathLike[str]) -> list[DraftOption]:
-    """Draft options of a budget table (``bench/draft_budget.py`` writes them)."""
+def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[DraftOption]:
+    """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
+    drafter's by p (``kind="options"``), or the context copy's alone by its longest draft
+    (``kind="copy_options"``; none in an older table)."""
     try:
         table = json.loads(Path(path).read_text())
+        if kind == "copy_options" and kind not in table:
+            return []
         return [
-            DraftOption(int(o["p"]), float(o["tokens_per_call"]), float(o["nodes"]), float(o["host_ms"]))
-            for o in table["options"]
+            DraftOption(
+                int(o.get("p", 1)),
+                float(o["tokens_per_call"]),
+                float(o["nodes"]),
+                float(o["host_ms"]),
+                int(o["copy_tokens"]) if kind == "copy_options" else None,
+            )
+            for o in table[kind]
         ]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path}: not a draft budget table ({error})") from None
