@@ -88,7 +88,7 @@ def main() -> int:
         results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
         print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": results}, indent=1))
+        args.json.write_text(json.dumps({"args": vars(args), "rows": results}, indent=1, default=str))
     return 0
 
 
