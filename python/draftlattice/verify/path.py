@@ -17,10 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from . import tree as tree_module
-from .greedy import greedy_accept, target_tokens
+from .greedy import greedy_accept
 from .tree import TokenTree, tree_greedy_accept, tree_kv_indices
-from .tree_host import HOST_TREE_TOKENS, host_greedy_path
 
 
 @dataclass
@@ -41,20 +39,13 @@ def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath
 
     ``scores [B, T, V]``: the target's (processed) scores at every node; ``hidden [B, T, d]``.
     """
-    B, T = tree.tokens.shape
-    if tree.tokens.device.type == "cpu" and B * T <= HOST_TREE_TOKENS and not tree_module._VECTORISED_ONLY:
-        depth = tree.draft_nodes.shape[-1]
-        num, next_token, last_node, slots = host_greedy_path(
-            tree.tokens, tree.parent, tree.node_valid, target_tokens(scores), depth
-        )
-    else:
-        result = tree_greedy_accept(tree, scores)
-        num, next_token, last_node = result.num_accepted, result.next_token, result.last_node
-        slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
-    tokens = _committed(tree.tokens.gather(1, slots)[:, 1:], num, next_token)
-    last = (torch.arange(B, device=slots.device), last_node)
-    flat = _flat_nodes(slots, T)
-    return AcceptedPath(num, tokens, _at(hidden, flat), _at(scores, flat), None, slots, last)
+    result = tree_greedy_accept(tree, scores)
+    B = tree.tokens.shape[0]
+    slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
+    tokens = _committed(tree.tokens.gather(1, slots)[:, 1:], result.num_accepted, result.next_token)
+    last = (torch.arange(B, device=slots.device), result.last_node)
+    flat = _flat_nodes(slots, tree.size)
+    return AcceptedPath(result.num_accepted, tokens, _at(hidden, flat), _at(scores, flat), None, slots, last)
 
 
 def accept_chains(

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ._common import _as_lengths
 from .greedy import target_tokens
-from .tree_host import HOST_TREE_TOKENS, host_tree_fields
+from .tree_host import HOST_TREE_TOKENS, host_greedy_path, host_tree_fields
 
 #: tests set it to compare the vectorised build with the host walk
 _VECTORISED_ONLY = False
@@ -203,12 +203,17 @@ def tree_greedy_accept(tree: TokenTree, target_logits: Tensor) -> TreeAcceptResu
     Returns ``TreeAcceptResult``; ``best_draft``, ``num_accepted`` and ``next_token`` equal
     :func:`greedy_accept` on the drafts with the same target tokens.  A node is accepted when its
     token and those of all its ancestors equal the target's greedy token at their parents; the
-    accepted nodes form a single root path (siblings carry distinct tokens).
+    accepted nodes form a single root path (siblings carry distinct tokens). A small tree on the
+    CPU is walked from its root on the host instead (:mod:`.tree_host`: the same fields, faster).
     """
     single = not tree.batched
     tr = _batched(tree)
     t = target_tokens(target_logits if not single else target_logits.unsqueeze(0))  # [B, T]
     B, T = tr.tokens.shape
+    H = tr.draft_nodes.shape[-1]
+    if t.device.type == "cpu" and B * T <= HOST_TREE_TOKENS and not _VECTORISED_ONLY:
+        res = TreeAcceptResult(*host_greedy_path(tr.tokens, tr.parent, tr.node_valid, tr.node_draft, t, H))
+        return TreeAcceptResult(*(x.squeeze(0) for x in res)) if single else res
     # Few ops (each costs ~10 us on the CPU right after a forward has flushed the caches).
     # Padding nodes may "match": no valid node has them as ancestors, and node_valid drops them.
     match = tr.tokens == t.gather(1, tr.parent.clamp(min=0))
@@ -219,7 +224,6 @@ def tree_greedy_accept(tree: TokenTree, target_logits: Tensor) -> TreeAcceptResu
     num = key.gather(1, last).squeeze(1)
     nxt = t.gather(1, last).squeeze(1)
     best = tr.node_draft.gather(1, last).squeeze(1)
-    H = tr.draft_nodes.shape[-1]
     path = torch.full((B, H + 2), -1, dtype=torch.int64, device=t.device)
     path.scatter_(1, torch.where(accepted, tr.depth, H + 1), torch.arange(T, device=t.device).expand(B, T))
     res = TreeAcceptResult(best, num, nxt, path[:, : H + 1], last.squeeze(1))

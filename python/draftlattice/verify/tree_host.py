@@ -80,14 +80,15 @@ def host_tree_fields(drafts: Tensor, lengths: Tensor, root, position_offset, dty
     )
 
 
-def host_greedy_path(tokens: Tensor, parent: Tensor, node_valid: Tensor, targets: Tensor, depth: int):
-    """Greedy acceptance on a batched CPU tree by walking down from each root: ``(num [B], next
-    token [B], last node [B], slots [B, depth + 1])`` as :func:`~draftlattice.verify.tree.
-    tree_greedy_accept` and :func:`~draftlattice.verify.tree.tree_kv_indices` give them (slots:
-    the root and the accepted nodes, then the last accepted node repeated). ``targets [B, T]``:
-    the target's greedy token at every node."""
+def host_greedy_path(
+    tokens: Tensor, parent: Tensor, node_valid: Tensor, node_draft: Tensor, targets: Tensor, depth: int
+):
+    """Greedy acceptance on a batched CPU tree by walking down from each root: ``(best draft,
+    num, next token, path [B, depth + 1] (-1 past num), last node)``, the fields of
+    :class:`~draftlattice.verify.tree.TreeAcceptResult` in its order. ``targets [B, T]``: the
+    target's greedy token at every node."""
     tokens_in, parent_in, valid_in, target_in = (t.tolist() for t in (tokens, parent, node_valid, targets))
-    num, following, last, slots = [], [], [], []
+    num, following, last, paths = [], [], [], []
     for row_tokens, row_parent, row_valid, row_target in zip(tokens_in, parent_in, valid_in, target_in):
         child: dict[tuple[int, int], int] = {}  # (parent node, token) -> node; siblings differ
         for n in range(1, len(row_tokens)):
@@ -99,6 +100,8 @@ def host_greedy_path(tokens: Tensor, parent: Tensor, node_valid: Tensor, targets
         num.append(len(path) - 1)
         following.append(row_target[path[-1]])
         last.append(path[-1])
-        slots.append(path + [path[-1]] * (depth + 1 - len(path)))
+        paths.append(path + [-1] * (depth + 1 - len(path)))
     as_tensor = lambda values: torch.tensor(values, dtype=torch.int64)  # noqa: E731
-    return as_tensor(num), as_tensor(following), as_tensor(last), as_tensor(slots)
+    last_node = as_tensor(last)
+    best = node_draft.gather(1, last_node.unsqueeze(1)).squeeze(1)
+    return best, as_tensor(num), as_tensor(following), as_tensor(paths), last_node
