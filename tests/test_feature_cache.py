@@ -222,4 +222,4 @@ def test_a_lean_step_computes_the_states_the_heads_read_on_it(tmp_path, weights)
         FeatureCache.open(tmp_path / "f", corpus, model)
     assert FeatureCache.open(tmp_path / "f", corpus, model, step).meta["rows"] == cache.meta["rows"]
     with pytest.raises(ValueError, match="step computes the cached features: it needs features="):
-        train_heads(model, corpus, steps=1, step=step)
+        train_heads(model, corpus, steps=1, feature_step=step)

@@ -150,7 +150,7 @@ def main(argv=None) -> int:
         softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
         draft_vocab=args.draft_vocab,
         teacher_weight=args.teacher_weight,
-        step=greedy.get("step") if args.cache_features else None,
+        feature_step=greedy.get("step") if args.cache_features else None,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     greedy = train_heads(

@@ -116,12 +116,22 @@ class ChunkedLinearCE(torch.autograd.Function):
         return (grad * grad_output).to(ctx.input_dtype), None, None, None, None, None, None, None, None
 
 
-def _check_teacher(h: Tensor, teacher: Tensor | None, teacher_weight: float) -> None:
+def check_teacher_weight(teacher_weight) -> float:
+    """``teacher_weight`` as a float if it is a number in [0, 1]; ValueError otherwise."""
     if isinstance(teacher_weight, bool) or not isinstance(teacher_weight, (int, float)) or not 0 <= teacher_weight <= 1:
         raise ValueError(f"teacher_weight must be a number in [0, 1], got {teacher_weight!r}")
-    if teacher_weight and (teacher is None or teacher.shape != h.shape):
+    return float(teacher_weight)
+
+
+def _teacher_mix(h: Tensor, teacher: Tensor | None, teacher_weight) -> tuple[Tensor | None, float]:
+    """``(teacher, weight)`` as :class:`ChunkedLinearCE` takes them (``(None, 0.0)``: hard targets)."""
+    weight = check_teacher_weight(teacher_weight)
+    if not weight:
+        return None, 0.0
+    if teacher is None or teacher.shape != h.shape:
         got = None if teacher is None else tuple(teacher.shape)
         raise ValueError(f"teacher_weight > 0 needs teacher states shaped like h {tuple(h.shape)}, got {got}")
+    return teacher, weight
 
 
 def chunked_linear_ce(
@@ -137,9 +147,8 @@ def chunked_linear_ce(
     against ``targets`` mixed with the law of ``teacher [N, d]`` by ``teacher_weight``."""
     if h.ndim != 2 or targets.shape != h.shape[:1]:
         raise ValueError(f"h must be [N, d] and targets [N]; got {tuple(h.shape)} and {tuple(targets.shape)}")
-    _check_teacher(h, teacher, teacher_weight)
+    mix = _teacher_mix(h, teacher, teacher_weight)
     stats: list = []
-    mix = (teacher, float(teacher_weight)) if teacher_weight else (None, 0.0)
     loss = ChunkedLinearCE.apply(h, weight, targets, None, chunk, tuple(ks), stats, *mix)
     return loss, [float(v) for v in stats[0]]
 
@@ -196,9 +205,8 @@ def candidate_linear_ce(
     position = torch.searchsorted(columns, targets).clamp_(max=max(columns.numel() - 1, 0))
     if columns.numel() == 0 or not bool((columns[position] == targets).all()):
         raise ValueError("every target must be a candidate column (columns sorted and holding all targets)")
-    _check_teacher(h, teacher, teacher_weight)
+    mix = _teacher_mix(h, teacher, teacher_weight)
     w = weight_columns if weight_columns is not None else weight.detach()[columns]
     stats: list = []
-    mix = (teacher, float(teacher_weight)) if teacher_weight else (None, 0.0)
     loss = ChunkedLinearCE.apply(h, w, position, -log_q.float(), chunk, tuple(ks), stats, *mix)
     return loss, [float(v) for v in stats[0]]

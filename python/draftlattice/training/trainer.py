@@ -50,7 +50,13 @@ from ..tokenizer import corpus_lines, folder_tokenizer, load_tokenizer
 from ._progress import duration
 from .batches import ChunkBatches, RecordBatches
 from .feature_cache import FeatureCache
-from .head_loss import CandidateSoftmax, candidate_columns, candidate_linear_ce, chunked_linear_ce
+from .head_loss import (
+    CandidateSoftmax,
+    candidate_columns,
+    candidate_linear_ce,
+    check_teacher_weight,
+    chunked_linear_ce,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +212,7 @@ def train_heads(
     overwrite_features: bool = False,
     draft_vocab: int | None = None,
     teacher_weight: float = 0.0,
-    step=None,
+    feature_step=None,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
 
@@ -237,7 +243,7 @@ def train_heads(
             (:class:`FeatureCache`): built first when missing or unfinished (one trunk pass
             over the corpus, resumable, not counted in ``time_budget``), then read instead of
             running the trunk. ``overwrite_features`` rebuilds a cache of another model/corpus.
-            ``step``: a lean step of ``model`` (:class:`draftlattice.lean.LeanLlama`) computes
+            ``feature_step``: a lean step of ``model`` (:class:`draftlattice.lean.LeanLlama`) computes
             them: the hidden states the heads read when they draft on that step.
         draft_vocab: restrict the trained heads to the ``draft_vocab`` most frequent target
             tokens (:meth:`DraftHeads.restrict_vocabulary`: a cheaper projection when decoding).
@@ -250,8 +256,7 @@ def train_heads(
     """
     if targets not in TARGETS:
         raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
-    if isinstance(teacher_weight, bool) or not isinstance(teacher_weight, (int, float)) or not 0 <= teacher_weight <= 1:
-        raise ValueError(f"teacher_weight must be a number in [0, 1], got {teacher_weight!r}")
+    check_teacher_weight(teacher_weight)
     if draft_vocab is not None and (
         isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab < 1
     ):
@@ -259,8 +264,8 @@ def train_heads(
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if step is not None and features is None:
-        raise ValueError("step computes the cached features: it needs features= (and a distilled corpus)")
+    if feature_step is not None and features is None:
+        raise ValueError("feature_step computes the cached features: it needs features= (and a distilled corpus)")
     lm_head = output_embeddings(model)
     device = lm_head.weight.device
     corpus = _as_corpus(data)
@@ -296,7 +301,7 @@ def train_heads(
             batch_tokens=2 * (batch_tokens or batch_size * seq_len),
             overwrite=overwrite_features,
             progress=progress,
-            step=step,
+            step=feature_step,
         )
     out = Path(output_dir) if output_dir is not None else None
     state_path = out / STATE_NAME if out is not None else None
