@@ -2,9 +2,9 @@
 tokens per target call and the tokens verified per call of the demo's best drafter
 (``ngram_lookup_tree``: the lattice's p best drafts and one copied from the context, one tree), on
 held-out prompts (chat questions after the demo's, WikiText-2 *valid* openings), greedy, through
-the lean step; and, for the ``lookup`` row (the context copy alone, no heads), the same per
-longest copy (``--copy-tokens``). The table it writes is what ``draftlattice demo`` reads to choose
-p and the copy's length on each machine.
+the lean step; and, for the ``lookup`` row (one copied draft alone, no heads: the context's copy,
+else the shipped datastore's), the same per longest copy (``--copy-tokens``). The table it writes
+is what ``draftlattice demo`` reads to choose p and the copy's length on each machine.
 
     python bench/draft_budget.py [--p 1 2 3 4 6 8] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
         [--weights int4] [-o lm_models/smollm2/draft_budget.json]
@@ -78,7 +78,8 @@ def main() -> None:
         options.append({"p": p, **measure(draft_heads=bundle.heads, draft_lm=bundle.lm, draft_p=p)})
         print(options[-1], flush=True)
     for length in args.copy_tokens:
-        copy_options.append({"copy_tokens": length, **measure(draft_heads=None, draft_lookup_tokens=length)})
+        drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
+        copy_options.append({"copy_tokens": length, **measure(**drafting)})
         print(copy_options[-1], flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}",
@@ -87,7 +88,7 @@ def main() -> None:
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
-        "copy_drafter": f"lookup (the copy alone) lookup={args.lookup}",
+        "copy_drafter": f"lookup (the context's copy, else the datastore's) lookup={args.lookup}",
         "copy_options": copy_options,
     }
     with open(args.output, "w") as f:

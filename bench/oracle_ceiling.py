@@ -51,14 +51,18 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=8, help="candidates per head of heads_tree and ngram_tree")
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="oracle lattice widths")
+    parser.add_argument("--ks", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32], help="oracle lattice widths")
     parser.add_argument("--weights", choices=["int8", "int4"], help="run the lean step in this format (bf16)")
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
+    parser.add_argument("--lm", type=Path, help="an n-gram LM for the ngram rows (default: the shipped one)")
+    parser.add_argument("--lookup", type=int, default=3, help="ngram_lookup_tree: longest context n-gram matched")
+    parser.add_argument("--lookup-tokens", type=int, default=6, help="ngram_lookup_tree: longest copied draft")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    from draftlattice.decode import LatticeDrafter, OracleDrafter
+    from draftlattice import NgramLM
+    from draftlattice.decode import ContextLookup, LatticeDrafter, OracleDrafter
     from draftlattice.hf import DraftHeads
     from draftlattice.lean import LeanLlama
 
@@ -66,6 +70,8 @@ def main() -> int:
     if args.heads is not None:
         heads = DraftHeads.from_pretrained(args.heads, b.model, strict_name=False)
         b = dataclasses.replace(b, heads=heads.to(b.model.dtype).eval())
+    if args.lm is not None:
+        b = dataclasses.replace(b, lm=NgramLM(args.lm))
     step = LeanLlama(b.model, args.weights) if args.weights else None
     run = lambda *a, **k: run_rows(b, prompts, args.max_new_tokens, *a, step=step, **k)  # noqa: E731
     _, reference = run(lambda: LatticeDrafter(k=1, p=1))
@@ -74,6 +80,9 @@ def main() -> int:
         "heads_tree": lambda: LatticeDrafter(k=args.k, p=args.p),
         "ngram": lambda: LatticeDrafter(b.lm, k=args.k, p=1, alpha=args.alpha),
         "ngram_tree": lambda: LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha),
+        "ngram_lookup_tree": lambda: ContextLookup(
+            LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha), args.lookup, args.lookup_tokens
+        ),
     }
     results = {}
     h = b.heads.horizon

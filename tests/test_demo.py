@@ -15,6 +15,7 @@ import torch
 
 import draftlattice.hf as dlhf
 from _hf_models import TINY_DECODER, fetched_default_model
+from draftlattice import Datastore
 from draftlattice.cli.main import main
 
 GREEDY_ROWS = [
@@ -47,7 +48,7 @@ def default_folder():
 def tiny(default_folder, tmp_path_factory):
     """A tiny Llama with the default model's tokenizer, its heads and a 3-gram LM, laid out as
     ``--model-dir`` and ``--models`` expect."""
-    from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from draftlattice.ngram.build import build_lm
 
@@ -71,6 +72,9 @@ def tiny(default_folder, tmp_path_factory):
     corpus = root / "corpus.txt"
     corpus.write_text("The history of the Roman Empire is long.\nWhat is the weather like today?\n" * 20)
     build_lm(corpus, 3, out_path=artifacts / "katz4.dlm", tokenizer=model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    answers = [tokenizer(line).input_ids for line in corpus.read_text().splitlines()]
+    Datastore.from_records(answers).save(artifacts / "datastore.npz")
     return model_dir, models
 
 

@@ -246,3 +246,41 @@ def test_the_copy_alone_is_refused_where_it_cannot_work(setup):
         Engine(model, None, ContextLookup(None), observer=Recorder(k=2))
     with pytest.raises(TypeError, match="heads must be draft heads"):
         Engine(model, None, ContextLookup(object.__new__(type("D", (), {"p": 1}))))
+
+
+def test_datastore_drafts_equal_greedy_generate(setup):
+    """A datastore of the model's own greedy outputs drafts where the context has no copy: the
+    output stays generate()'s, alone or joined to the lattice's drafts, in fewer target calls."""
+    from draftlattice import Datastore
+
+    model, heads, lm = setup
+    outputs = {tuple(p): greedy(model, torch.tensor([p]), max_new_tokens=17) for p in PROMPTS}
+    store = Datastore.from_records([out[0].tolist() for out in outputs.values()], min_ngram=1)
+    calls = {"plain": 0, "store": 0}
+    for prompt in PROMPTS:
+        ids, expected = torch.tensor([prompt]), outputs[tuple(prompt)].tolist()
+        for label, extra in (("plain", {}), ("store", {"draft_datastore": store})):
+            out = lookup_generate(model, ids, None, None, max_new_tokens=17, draft_lookup=2, **extra)
+            assert out.sequences.tolist() == expected, (prompt, label)
+            calls[label] += out.draft_stats.target_calls
+        joined = lookup_generate(
+            model, ids, None, heads, max_new_tokens=17, draft_lm=lm, draft_p=2, draft_lookup=2, draft_datastore=store
+        )
+        assert joined.sequences.tolist() == expected, prompt
+    assert calls["store"] < calls["plain"]
+
+
+def test_datastore_is_refused_where_it_cannot_work(setup):
+    from draftlattice import Datastore
+
+    model, heads, _ = setup
+    ids = torch.tensor([[1, 2, 1, 2]])
+    store = Datastore.from_records([[1, 2, 3]], max_length=4)
+    cases = [
+        ({"draft_datastore": store}, "it needs draft_lookup"),
+        ({"draft_lookup": 2, "draft_datastore": [[1, 2, 3]]}, "must be a draftlattice.Datastore, got list"),
+        ({"draft_lookup": 2, "draft_datastore": store, "draft_lookup_tokens": 6}, "max_length"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            lookup_generate(model, ids, None, heads, max_new_tokens=4, **extra)

@@ -14,6 +14,7 @@ void BindOracle(py::module_& m);   // oracle.h
 void BindMemo(py::module_& m);     // lm_memo.h: LM answers kept across a decoding loop's steps
 void BindLmBuild(py::module_& m);  // lmbuild/
 void BindLowbit(py::module_& m);   // lowbit/: the lean step's low-bit matrix product
+void BindDatastore(py::module_& m);  // datastore.h: retrieval drafts from a corpus
 }  // namespace dl::bindings
 
 PYBIND11_MODULE(_core, m) {
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_core, m) {
   dl::bindings::BindMemo(m);
   dl::bindings::BindLmBuild(m);
   dl::bindings::BindLowbit(m);
+  dl::bindings::BindDatastore(m);
 }

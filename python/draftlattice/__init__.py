@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from ._core import FormatError
+from .datastore import Datastore
 from .lattice import Lattice
 from .ngram import LmState, NgramLM
 from .rescore import LmMemo, RescoreResult, rescore, rescore_batch
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
+    "Datastore",
     "FormatError",
     "LmState",
     "NgramLM",

@@ -1,7 +1,8 @@
 """The demo's work (``draftlattice demo``): the default model decodes a fixed prompt set once per
 drafter, through transformers' own ``generate()``, and the rows are compared.
 
-Greedy rows: ``generate`` (plain), ``prompt_lookup`` (transformers' prompt lookup), ``heads``
+Greedy rows: ``generate`` (plain), ``prompt_lookup`` (transformers' prompt lookup), ``lookup`` (one
+copied draft, no heads: from the context, else from the datastore of the model's answers), ``heads``
 (the heads' 1-best draft), ``heads_tree`` (their p best drafts as a tree), ``ngram`` (the top-k
 lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree) and
 ``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's). Sampling
@@ -148,9 +149,11 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
         copy_tokens = st.copy_tokens or st.lookup_tokens
-        alone = {**draft, "draft_heads": None, **copy, "draft_lookup_tokens": copy_tokens}
+        store = getattr(bundle, "datastore", None)
+        alone = {**draft, "draft_heads": None, **copy, "draft_lookup_tokens": copy_tokens, "draft_datastore": store}
+        source = "a context copy" + ("" if store is None else ", else the datastore's")
         drafted = [
-            RowSpec("lookup", f"a context copy alone (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
+            RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
             RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),

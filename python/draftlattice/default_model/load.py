@@ -7,7 +7,9 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 * ``heads/``: heads 2..h trained on the model's greedy outputs (self-distillation);
 * ``heads-sampled/``: the same heads further trained on its outputs sampled at T = 1, then at
   T = 0.7, for ``do_sample=True``;
-* ``katz4.dlm``: a Katz 4-gram over the model's token ids (its outputs and English text).
+* ``katz4.dlm``: a Katz 4-gram over the model's token ids (its outputs and English text);
+* ``datastore.npz``: the model's own greedy answers, for retrieval drafts
+  (:class:`~draftlattice.datastore.Datastore`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..assets import model_asset
+from ..datastore import Datastore
 from ..ngram import NgramLM
 from .fetch import fetch_default
 from .progress import Callback, quiet_bars
@@ -29,6 +32,7 @@ ARTIFACTS = "smollm2"
 HEADS = "heads"
 SAMPLING_HEADS = "heads-sampled"
 LM = "katz4.dlm"
+DATASTORE = "datastore.npz"
 DEFAULT_HORIZON = 4
 
 
@@ -45,6 +49,9 @@ class DefaultModel:
     #: the lean target step (:class:`draftlattice.lean.LeanLlama`) in the weight format asked
     #: for, to pass as ``generate(..., draft_step=)``; None unless ``load_default(weights=...)``
     step: object = None
+    #: the model's own answers (:class:`draftlattice.Datastore`), to pass as
+    #: ``generate(..., draft_lookup=3, draft_datastore=)``
+    datastore: object = None
 
     def chat_ids(self, message: str) -> list[int]:
         """Token ids of one user ``message`` through the chat template, ready to generate."""
@@ -57,7 +64,7 @@ class DefaultModel:
 def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
     """``lm_models/smollm2`` (or ``models/smollm2``), checked to hold the heads and the LM."""
     folder = model_asset(ARTIFACTS, base=Path(models) if models is not None else None)
-    for name in (HEADS, SAMPLING_HEADS, LM):
+    for name in (HEADS, SAMPLING_HEADS, LM, DATASTORE):
         if not (folder / name).exists():
             raise FileNotFoundError(f"{folder / name} is missing: the default model's artifacts are incomplete")
     return folder
@@ -145,10 +152,16 @@ def load_default(
         if not allow_mismatch:
             raise
         logger.warning("%s (allowed)", error)
+    datastore = Datastore.load(artifacts / DATASTORE)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if datastore.num_tokens and int(datastore.tokens.max()) >= vocab:
+        raise ValueError(
+            f"{artifacts / DATASTORE} holds token ids beyond the model's {vocab}: not this model's answers"
+        )
     step = None
     if weights is not None:
         from ..lean import LeanLlama
 
         step = LeanLlama(model, weights, kernel=kernel)
-    logger.info("default model from %s, heads and LM from %s", folder, artifacts)
-    return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step)
+    logger.info("default model from %s, heads, LM and datastore from %s", folder, artifacts)
+    return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step, datastore)

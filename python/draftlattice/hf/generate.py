@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
+from ..datastore import Datastore
 from ..decode.drafters import ContextLookup, LatticeDrafter, Sampling
 from ..decode.drafters.lookup import LOOKUP_TOKENS
 from ..decode.engine import Engine
@@ -63,6 +64,7 @@ def generate(
     draft_sample_alpha: float = 0.2,
     draft_lookup: int = 0,
     draft_lookup_tokens: int = LOOKUP_TOKENS,
+    draft_datastore=None,
     draft_streamer=None,
     draft_step=None,
     streamer=None,
@@ -101,6 +103,9 @@ def generate(
             Greedy decoding, ``draft_sample="tree"``, or ``"multi"`` (the copy, as long as the
             sampled drafts, joins them with a one-hot law).
         draft_lookup_tokens: longest copied draft (it may be longer than the heads' drafts).
+        draft_datastore: a :class:`draftlattice.Datastore` of the model's own answers (needs
+            ``draft_lookup``): where the context has no copy, the copied draft is what followed
+            its last tokens in the datastore (REST-style retrieval) instead.
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
             (greedy decoding; for reports).
@@ -140,6 +145,7 @@ def generate(
         "draft_sample_alpha": draft_sample_alpha,
         "draft_lookup": draft_lookup,
         "draft_lookup_tokens": draft_lookup_tokens,
+        "draft_datastore": draft_datastore,
         "draft_streamer": draft_streamer,
         "draft_recorder": draft_recorder,
         "draft_step": draft_step,
@@ -205,7 +211,7 @@ def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> Latti
         raise ValueError(f"draft_{error}") from None
 
 
-def _copy_only(lm, max_ngram, tokens, verify: str, do_sample: bool) -> ContextLookup:
+def _copy_only(lm, max_ngram, tokens, datastore, verify: str, do_sample: bool) -> ContextLookup:
     """draft_heads=None: the context's copy is the only draft."""
     if do_sample:
         raise ValueError("draft_heads=None drafts the context's copy alone: greedy decoding only (do_sample=False)")
@@ -213,17 +219,24 @@ def _copy_only(lm, max_ngram, tokens, verify: str, do_sample: bool) -> ContextLo
         raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
     if verify != "tree":
         raise ValueError(f"draft_heads=None verifies the copy as a token tree: draft_verify='tree', not {verify!r}")
-    return _with_lookup(None, max_ngram, tokens, "tree", False)
+    return _with_lookup(None, max_ngram, tokens, datastore, "tree", False)
 
 
-def _with_lookup(drafter, max_ngram, tokens, sample_rule: str, do_sample: bool) -> ContextLookup:
+def _with_lookup(drafter, max_ngram, tokens, datastore, sample_rule: str, do_sample: bool) -> ContextLookup:
     if do_sample and sample_rule not in ("tree", "multi"):
         raise ValueError(
             f"draft_lookup joins several drafts: with do_sample=True use draft_sample='tree' or 'multi' "
             f"(got {sample_rule!r})"
         )
+    if datastore is not None and not isinstance(datastore, Datastore):
+        raise ValueError(f"draft_datastore must be a draftlattice.Datastore, got {type(datastore).__name__}")
+    if datastore is not None and isinstance(tokens, int) and datastore.max_length < tokens:
+        raise ValueError(
+            f"draft_datastore drafts at most {datastore.max_length} tokens (its max_length), "
+            f"fewer than draft_lookup_tokens={tokens}"
+        )
     try:
-        return ContextLookup(drafter, max_ngram, tokens)
+        return ContextLookup(drafter, max_ngram, tokens, datastore)
     except ValueError as error:  # name the keywords the user passed
         message = str(error).replace("max_ngram", "lookup").replace("length", "lookup_tokens")
         raise ValueError(f"draft_{message}") from None
@@ -287,19 +300,22 @@ def _decode(
     draft_sample_alpha,
     draft_lookup,
     draft_lookup_tokens,
+    draft_datastore,
     draft_streamer,
     draft_recorder,
     draft_step,
 ):
     do_sample = bool(config.do_sample)
+    if draft_datastore is not None and not draft_lookup:
+        raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
     if draft_heads is None and draft_lookup:
-        drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_verify, do_sample)
+        drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_datastore, draft_verify, do_sample)
     else:
         drafter = _drafter(
             draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
         )
     if draft_lookup and draft_heads is not None:
-        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_sample, do_sample)
+        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_datastore, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")
     engine = Engine(

@@ -11,6 +11,10 @@ The copied draft may be longer than the heads' horizon: the tree holds drafts of
 lengths (``-1`` past a draft's end), and the heads read the hidden state at the last accepted
 node, wherever it is.
 
+With a :class:`~draftlattice.datastore.Datastore` (``datastore=``), a context with no copy of its
+own drafts what followed its last tokens in the datastore's corpus instead (REST's retrieval
+draft; measured on the demo's prompts: ``bench/lookup_drafts.py``), in the same one branch.
+
 Without another drafter (``ContextLookup(None)``) the copy is the only draft: no heads run, and a
 step whose context has no copy verifies the root alone, a plain decoding step. Where a step's
 cost barely grows with its first few tokens (the lean step on a CPU) this never loses much to
@@ -64,6 +68,8 @@ class ContextLookup:
         drafter: the drafter whose drafts are kept (e.g. a :class:`~.lattice.LatticeDrafter`).
         max_ngram: longest context suffix matched (tried first, down to 1 token).
         length: longest copied draft, in tokens (may exceed the heads' horizon).
+        datastore: where a context has no copy, the draft retrieved from this datastore (its
+            ``max_length`` at least ``length``); None: none.
 
     The copied draft is deterministic: greedy decoding (tree or chains), sampling with the tree
     rule (any fixed tree of drafts is verified exactly), or sampled drafts with recursive
@@ -78,11 +84,17 @@ class ContextLookup:
     name = "lookup"
     layouts = ("tree", "batch")  #: verification layouts the drafts fit (see drafter=None)
 
-    def __init__(self, drafter: Drafter | None, max_ngram: int = 3, length: int = LOOKUP_TOKENS) -> None:
+    def __init__(
+        self, drafter: Drafter | None, max_ngram: int = 3, length: int = LOOKUP_TOKENS, datastore=None
+    ) -> None:
         for label, value in (("max_ngram", max_ngram), ("length", length)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive int, got {value!r}")
-        self.drafter, self.max_ngram, self.length = drafter, max_ngram, length
+        if datastore is not None and datastore.max_length < length:
+            raise ValueError(
+                f"the datastore drafts at most {datastore.max_length} tokens (max_length), fewer than length={length}"
+            )
+        self.drafter, self.max_ngram, self.length, self.datastore = drafter, max_ngram, length, datastore
         self.reads_heads = drafter is not None
         if drafter is None:
             # An empty draft is a tree of the root alone; chains have no room for one.
@@ -103,7 +115,7 @@ class ContextLookup:
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
     ) -> tuple[Tensor, SampledDrafts | None]:
         if self.drafter is None:
-            copies = [continuation(context, self.max_ngram, self.length) for context in contexts]
+            copies = [self._copy(context, self.length) for context in contexts]
             out = torch.full((len(contexts), 1, max(1, *(len(c) for c in copies))), PAD, dtype=torch.int64)
             for b, copy in enumerate(copies):
                 out[b, 0, : len(copy)] = torch.tensor(copy, dtype=torch.int64)
@@ -112,7 +124,7 @@ class ContextLookup:
         if sampled is not None:
             return self._join_sampled(sampled, contexts)
         B, p, g = drafts.shape
-        copies = [continuation(context, self.max_ngram, self.length) for context in contexts]
+        copies = [self._copy(context, self.length) for context in contexts]
         width = max(g, *(len(c) for c in copies))
         out = torch.full((B, p + 1, width), PAD, dtype=torch.int64)
         out[:, :p, :g] = drafts.cpu()
@@ -124,6 +136,13 @@ class ContextLookup:
                 out[b, p, :g] = drafts[b, 0].cpu()
         return out, sampled
 
+    def _copy(self, context: list[int], length: int) -> list[int]:
+        """The context's own copy, else (with a datastore) the datastore's continuation."""
+        copy = continuation(context, self.max_ngram, length)
+        if not copy and self.datastore is not None:
+            copy = self.datastore.continuation(context, length)
+        return copy
+
     def _join_sampled(self, sampled: SampledDrafts, contexts: list[list[int]]) -> tuple[Tensor, SampledDrafts]:
         """The last of the p + 1 sampled drafts replaced, in each row whose context has one, by
         the copy (its first g tokens, law one-hot), which becomes the first draft. The drafts
@@ -131,7 +150,7 @@ class ContextLookup:
         an order fixed before the draws, keeps recursive rejection exact."""
         tokens, q = sampled.tokens, sampled.q  # [B, p + 1, g], [B, p + 1, g, V]
         g = tokens.shape[-1]
-        copies = [continuation(context, self.max_ngram, g) for context in contexts]
+        copies = [self._copy(context, g) for context in contexts]
         rows = [b for b, copy in enumerate(copies) if len(copy) == g]
         if not rows:  # no copy anywhere: the p drafts asked for
             return tokens[:, :-1], SampledDrafts(tokens[:, :-1], q[:, :-1])
