@@ -135,3 +135,25 @@ def test_lookup_falls_back_to_the_datastore():
     assert drafts[0, 0].tolist() == [12, 13]
     drafts, _ = lookup.finish(lookup.propose(None, None, 1), [], [[1, 2, 3]], None)
     assert drafts[0, 0].tolist() == [-1]
+
+
+def test_cli_collects_distilled_answers(tmp_path, capsys):
+    import json
+
+    from draftlattice.cli.main import main
+    from draftlattice.distilled_corpus import FORMAT, META, write_shard
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / META).write_text(json.dumps({"format": FORMAT, "version": 1, "mode": "greedy"}))
+    write_shard(corpus / "shard-00000.npz", [(np.array([1, 2, 3, 4, 5]), 2), (np.array([1, 9, 3, 4, 6]), 1)])
+    out = tmp_path / "store.npz"
+    assert main(["hf", "datastore", str(corpus), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    store = Datastore.load(out, min_ngram=1)
+    assert store.num_tokens == 7 and store.num_records == 2  # answers only: [3, 4, 5], [9, 3, 4, 6]
+    assert store.continuation([3], 3) == [4]  # 5 and 6 once each: one token
+    assert main(["hf", "datastore", str(corpus), "-o", str(out)]) == 1
+    assert "exists: pass --force" in capsys.readouterr().err
+    assert main(["hf", "datastore", str(tmp_path / "missing"), "-o", str(out), "--force"]) == 1
+    assert "no such distilled corpus folder" in capsys.readouterr().err

@@ -4,6 +4,8 @@
 heads 2..h of a local transformers causal LM (frozen) and writes them in the DraftHeads format.
 On a CPU, ``--candidate-softmax`` (a sampled softmax for the loss) and, for a distilled corpus,
 ``--features DIR`` (the trunk's hidden states cached once) make a step several times cheaper.
+``draftlattice hf datastore CORPUS... -o datastore.npz`` collects a model's distilled answers
+for retrieval drafts (``draftlattice.Datastore``).
 """
 
 from __future__ import annotations
@@ -96,7 +98,32 @@ def register(subparsers) -> None:
         help="model dtype (the frozen forward and the heads run under bf16 autocast, on CPU and CUDA)",
     )
     p.set_defaults(func=run_train_heads)
+    p = commands.add_parser(
+        "datastore",
+        help="a datastore of a model's own answers, for retrieval drafts (generate(draft_datastore=))",
+        description="Collect the answers (prompts left out) of distilled corpora (folders written by "
+        "the heads recipe's distillation) into one datastore file (.npz) that "
+        "draftlattice.Datastore.load reads.",
+    )
+    p.add_argument("corpora", type=Path, nargs="+", help="distilled corpus folders")
+    p.add_argument("-o", "--output", type=Path, required=True, help="datastore file to write (.npz)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=run_datastore)
     group.set_defaults(func=lambda args: group.print_help() or 2)
+
+
+def run_datastore(args: argparse.Namespace) -> int:
+    from ..datastore import Datastore
+
+    for folder in args.corpora:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such distilled corpus folder")
+    if args.output.exists() and not args.force:
+        raise FileExistsError(f"{args.output} exists: pass --force to replace it")
+    store = Datastore.from_corpora(args.corpora)
+    store.save(args.output, overwrite=args.force)
+    print(f"wrote {args.output}: {store.num_tokens} tokens in {store.num_records} answers")
+    return 0
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
