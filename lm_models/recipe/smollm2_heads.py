@@ -17,7 +17,8 @@ Stages, each skipped when its output is complete (rerun the same command to resu
    step with ``--lean``: the states the heads read on it), about 1.15 KB
    a token, then read back) make a step several times cheaper (bench/RESULTS.md);
 5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
-   to ``--out`` as ``heads/`` and ``heads-sampled/``.
+   to ``--out`` as ``heads/`` and ``heads-sampled/``, and the greedy answers as the retrieval
+   datastore ``datastore.npz`` (``draftlattice.Datastore``).
 
 Progress and ETAs go to stderr and ``WORK/recipe.log``. Uses CUDA when there is a GPU.
 """
@@ -182,10 +183,13 @@ def main(argv=None) -> int:
         report["greedy_on_sampled"] = head_accuracy(model, greedy, DistilledCorpus.load(args.work / "heldout-sampled"))
     recipe_setup.write_accuracy(report, args.work / "accuracy.json")
     if args.out:
+        from draftlattice.datastore import Datastore
+
         for heads, name in ((greedy, "heads"), (sampled, "heads-sampled")):
             if heads is not None:
                 heads.to(torch.bfloat16).save_pretrained(args.out / name)
                 heads.float()
+        Datastore.from_corpora([args.work / "distill-greedy"]).save(args.out / "datastore.npz", overwrite=True)
     return 0
 
 
