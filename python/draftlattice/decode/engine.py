@@ -194,6 +194,7 @@ class _Run:
         if engine.streamer is not None:
             engine.streamer.put(self.input_ids.cpu())
         root, proposal, draft_host = self._prefill()
+        self.target.forward_seconds = 0.0  # the steps' forwards from here (stats.forward_seconds)
         positions = self.position_ids[:, -1].cpu() + 1  # root positions, on the host
         while not stopper.all_done:
             start = time.perf_counter()
@@ -226,6 +227,7 @@ class _Run:
         if engine.streamer is not None:
             engine.streamer.end()
         self.stats.new_tokens = sum(len(t) for t in self.new_tokens)
+        self.stats.forward_seconds = self.target.forward_seconds
         return self.new_tokens, self.stats
 
     def _prefill(self):

@@ -28,6 +28,9 @@ class DecodeStats:
         verification_seconds: the rest of each step: the verification forward (whose output
             projection also gives the draft heads' logits), acceptance, the one device->host
             transfer, cache rollback and compaction.
+        forward_seconds: of ``verification_seconds``, the target's forwards and output
+            projections alone (wall time on the host; on an accelerator, their launches): the
+            rest of a step is the engine's and the drafter's own work.
         prefill_seconds: the prompt forwards and the first drafts.
         nodes: tokens the verification forwards computed per sequence, summed over the calls
             (a tree's nodes, or p chains' tokens): what the step's cost grows with.
@@ -41,6 +44,7 @@ class DecodeStats:
     verification_seconds: float = 0.0
     prefill_seconds: float = 0.0
     nodes: int = 0
+    forward_seconds: float = 0.0
 
     def record_step(self, accepted: list[int]) -> None:
         """One verification call that accepted ``accepted[r]`` draft tokens in running row r."""
@@ -99,6 +103,7 @@ class DecodeStats:
             verification_seconds=self.verification_seconds + other.verification_seconds,
             prefill_seconds=self.prefill_seconds + other.prefill_seconds,
             nodes=self.nodes + other.nodes,
+            forward_seconds=self.forward_seconds + other.forward_seconds,
         )
 
     def summary(self) -> str:

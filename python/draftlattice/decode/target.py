@@ -7,6 +7,7 @@ heads read them) and computes logits itself, only where a step needs them.
 from __future__ import annotations
 
 import inspect
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ class Target:
     #: the lean step (:class:`draftlattice.lean.LeanLlama`) that runs the model's forward and
     #: output layer instead of transformers' (its own cache: :meth:`LeanLlama.new_cache`), or None
     step: object = None
+    #: wall time inside :meth:`hidden`, :meth:`logits` and :meth:`node_logits` so far: the
+    #: target's own share of a step (on an accelerator, launching it; the engine syncs later)
+    forward_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         from .attention import grouped_query_attention  # transformers is there: it made the model
@@ -43,13 +47,21 @@ class Target:
         self._grouped_attention = grouped_query_attention
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
-        """``base_model(...).last_hidden_state`` ``[R, N, d]``, the cache extended in place.
+        """``base_model(...).last_hidden_state`` ``[R, N, d]``, the cache extended in place (its
+        wall time adds to :attr:`forward_seconds`).
 
         Positions are clamped to ``max_position``: only draft nodes past ``max_length`` (never
         committed) reach it, and learned position tables (GPT-2) would fail on them. Under a
         verification forward's own 4D mask, grouped-query attention reads the cache without
         repeating it (:mod:`.attention`).
         """
+        start = time.perf_counter()
+        try:
+            return self._hidden(input_ids, position_ids, attention_mask)
+        finally:
+            self.forward_seconds += time.perf_counter() - start
+
+    def _hidden(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         if self.step is not None:
             return self.step.hidden(input_ids, position_ids.clamp(max=self.max_position), attention_mask, self.cache)
         explicit_mask = attention_mask is not None and attention_mask.ndim == 4
@@ -65,9 +77,11 @@ class Target:
 
     def logits(self, hidden: Tensor) -> Tensor:
         """The model's own float32 logits at ``hidden [..., d]``."""
-        if self.step is not None:
-            return self.step.logits(hidden)
-        return self.output_layer(hidden).float()
+        start = time.perf_counter()
+        try:
+            return self.step.logits(hidden) if self.step is not None else self.output_layer(hidden).float()
+        finally:
+            self.forward_seconds += time.perf_counter() - start
 
     def node_logits(self, hidden: Tensor) -> tuple[Tensor, Tensor | None]:
         """``(logits [..., V] float32, heads 2..h [..., h-1, V] or None)`` at ``hidden [..., d]``.
@@ -85,8 +99,10 @@ class Target:
             or hidden[..., 0].numel() > FUSED_HEADS_MAX_NODES
         ):
             return self.logits(hidden), None
+        start = time.perf_counter()
         states = torch.cat([hidden.unsqueeze(-2), self.heads(hidden)], dim=-2)  # [..., h, d]
         out = self.output_layer(states)
+        self.forward_seconds += time.perf_counter() - start
         return out[..., 0, :].float(), out[..., 1:, :]
 
 
