@@ -42,11 +42,14 @@ TokenDatastore::TokenDatastore(const std::vector<int32_t>& tokens,
   const int64_t text_size = static_cast<int64_t>(tokens.size()) + records + depth;
   if (text_size >= std::numeric_limits<int32_t>::max())
     throw InvalidArgument(Message("a datastore holds fewer than 2^31 tokens, got ", tokens.size()));
-  text_.reserve(static_cast<size_t>(text_size));
-  for (int64_t r = 0; r < records; ++r) {
+  // Every offset first: with them non-decreasing from 0 to tokens.size(), no record reads
+  // past the tokens.
+  for (int64_t r = 0; r < records; ++r)
     if (offsets[r + 1] < offsets[r])
       throw InvalidArgument(Message("datastore offsets must not decrease: offsets[", r + 1,
                                     "] = ", offsets[r + 1], " < offsets[", r, "] = ", offsets[r]));
+  text_.reserve(static_cast<size_t>(text_size));
+  for (int64_t r = 0; r < records; ++r) {
     for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
       if (tokens[i] < 0)
         throw InvalidArgument(

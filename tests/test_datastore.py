@@ -106,6 +106,19 @@ def test_corrupt_or_foreign_files_are_format_errors(tmp_path):
         Datastore.load(bad)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Datastore.load(tmp_path / "missing.npz")
+    # flipped bits anywhere (compressed data, zip records, the array headers): FormatError only
+    Datastore.from_records([list(range(300))] * 3).save(tmp_path / "good.npz")
+    good = (tmp_path / "good.npz").read_bytes()
+    rng = random.Random(0)
+    for _ in range(200):
+        flipped = bytearray(good)
+        for _ in range(3):
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+        (tmp_path / "flipped.npz").write_bytes(flipped)
+        try:
+            Datastore.load(tmp_path / "flipped.npz")
+        except FormatError:
+            pass
 
 
 def test_bad_arguments_name_the_problem():
@@ -113,6 +126,8 @@ def test_bad_arguments_name_the_problem():
         Datastore.from_records([[1, -3]])
     with pytest.raises(ValueError, match="must not decrease"):
         Datastore(np.array([1, 2, 3]), np.array([0, 2, 1, 3]))
+    with pytest.raises(ValueError, match="must not decrease"):  # a record past the end (a fuzzing find)
+        Datastore(np.zeros(0, dtype=np.int64), np.array([0, 64, 0]))
     with pytest.raises(ValueError, match="min_ngram .* must not exceed max_ngram"):
         Datastore.from_records([[1]], max_ngram=2, min_ngram=3)
     with pytest.raises(ValueError, match="min_count must be a positive int"):

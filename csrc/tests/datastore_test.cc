@@ -50,6 +50,7 @@ TEST(Datastore, RejectsBadInputWithItsValues) {
   EXPECT_THROW(Store({{1, -2}}), InvalidArgument);
   EXPECT_THROW(TokenDatastore({1, 2}, {0, 3}, 8), InvalidArgument);
   EXPECT_THROW(TokenDatastore({1, 2}, {0, 2, 1, 2}, 8), InvalidArgument);
+  EXPECT_THROW(TokenDatastore({}, {0, 64, 0}, 8), InvalidArgument);  // a record past the end
   EXPECT_THROW(Store({{1}}, 1), InvalidArgument);
   const auto store = Store({{1, 2}}, 6);
   EXPECT_THROW(Draft(store, {1}, DatastoreQuery{4, 1, 3, 1}), InvalidArgument);  // 4 + 3 > 6

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -139,11 +138,11 @@ class Datastore:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"datastore {path} does not exist")
-        try:
-            with np.load(path, allow_pickle=False) as data:
+        try:  # our own handle: np.load leaves its file open when the archive is corrupt
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
                 fields = {name: data[name] for name in data.files}
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
-            raise FormatError(f"{path}: not a readable datastore ({error})") from None
+        except Exception as error:  # noqa: BLE001 (zip, zlib, header parsing: each has its own errors)
+            raise FormatError(f"{path}: not a readable datastore ({type(error).__name__}: {error})") from None
         if str(fields.get("format", "")) != FORMAT:
             raise FormatError(f"{path}: not a draftlattice datastore (no format {FORMAT!r})")
         if int(fields.get("version", -1)) != VERSION:

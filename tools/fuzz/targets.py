@@ -146,4 +146,28 @@ def arrays(data: bytes) -> None:
     dl.rescore(dl.Lattice.from_topk(tokens, -np.abs(logprobs).reshape(h, k)), lm, p=p, alpha=1.0)
 
 
-TARGETS = {"arpa": arpa, "dlm": dlm, "trace": trace, "arrays": arrays}
+def datastore(data: bytes) -> None:
+    """Retrieval datastore: a file (inputs that start as a zip archive: the .npz loader and its
+    checks) or records, settings and queries from fuzzed values (the C++ index and its checks);
+    then queries, whose drafts must be in-range token ids no longer than asked."""
+    import atheris
+
+    if data.startswith(b"PK"):
+        store = dl.Datastore.load(_file(data, ".npz"), min_ngram=1)
+    else:
+        fdp = atheris.FuzzedDataProvider(data)
+        tokens = fdp.ConsumeIntListInRange(fdp.ConsumeIntInRange(0, 64), -1, 12)
+        cuts = sorted(fdp.ConsumeIntListInRange(fdp.ConsumeIntInRange(0, 6), 0, len(tokens)))
+        offsets = [0, *cuts, len(tokens)] if fdp.ConsumeIntInRange(0, 7) else fdp.ConsumeIntListInRange(3, -2, 70)
+        settings = {name: fdp.ConsumeIntInRange(0, 6) for name in ("max_ngram", "min_ngram", "min_count", "max_length")}
+        store = dl.Datastore(np.array(tokens, dtype=np.int64), np.array(offsets, dtype=np.int64), **settings)
+    fdp = atheris.FuzzedDataProvider(data[-64:])
+    for _ in range(4):
+        context = fdp.ConsumeIntListInRange(fdp.ConsumeIntInRange(0, 8), 0, 12)
+        length = fdp.ConsumeIntInRange(0, store.max_length + 1)
+        draft = store.continuation(context, length)
+        if len(draft) > length or any(not 0 <= t < 1 << 31 for t in draft):
+            raise AssertionError(f"draft {draft} for length {length}")
+
+
+TARGETS = {"arpa": arpa, "dlm": dlm, "trace": trace, "arrays": arrays, "datastore": datastore}
