@@ -32,12 +32,12 @@ asan:
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  PYTHONPATH=$(ASAN_BUILD)/python python -m pytest -q -p no:cacheprovider $(ASAN_TESTS)
 # libFuzzer harnesses (tools/fuzz/cc: ARPA reader, .dlm loader, lattice + p-best search, trainer
-# input) built with clang, ASan and UBSan in build/fuzz, each run for FUZZ_SECONDS on one core
+# input, retrieval datastore) built with clang, ASan and UBSan in build/fuzz, each run for FUZZ_SECONDS on one core
 # from its seed corpus tools/fuzz/corpus/TARGET (read only; new inputs go to
 # build/fuzz/corpus/TARGET, findings to build/fuzz/crash-*). Needs clang (apt-get install clang).
 FUZZ_BUILD ?= build/fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= arpa dlm lattice counts
+FUZZ_TARGETS ?= arpa dlm lattice counts datastore
 FUZZ_OPTIONS ?= -timeout=10 -rss_limit_mb=2048
 fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDL_FUZZ=ON \
