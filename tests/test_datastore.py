@@ -106,6 +106,20 @@ def test_corrupt_or_foreign_files_are_format_errors(tmp_path):
         Datastore.load(bad)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Datastore.load(tmp_path / "missing.npz")
+    # a member that is not a .npy array (np.load hands its bytes over): a fuzzing find
+    import zipfile
+
+    raw = tmp_path / "raw.npz"
+    Datastore.from_records([[1, 2, 3]]).save(raw)
+    with zipfile.ZipFile(raw, "a") as archive:
+        archive.writestr("offsets", b"\x00\x01")
+    with zipfile.ZipFile(raw) as archive:
+        kept = {name: archive.read(name) for name in archive.namelist() if name != "offsets.npy"}
+    with zipfile.ZipFile(raw, "w") as archive:
+        for name, data in kept.items():
+            archive.writestr(name, data)
+    with pytest.raises(FormatError, match="offsets must be a 1-D integer array"):
+        Datastore.load(raw)
     # flipped bits anywhere (compressed data, zip records, the array headers): FormatError only
     Datastore.from_records([list(range(300))] * 3).save(tmp_path / "good.npz")
     good = (tmp_path / "good.npz").read_bytes()

@@ -143,13 +143,17 @@ class Datastore:
                 fields = {name: data[name] for name in data.files}
         except Exception as error:  # noqa: BLE001 (zip, zlib, header parsing: each has its own errors)
             raise FormatError(f"{path}: not a readable datastore ({type(error).__name__}: {error})") from None
-        if str(fields.get("format", "")) != FORMAT:
+        fmt, version = fields.get("format"), fields.get("version")
+        if not (isinstance(fmt, np.ndarray) and fmt.shape == () and str(fmt) == FORMAT):
             raise FormatError(f"{path}: not a draftlattice datastore (no format {FORMAT!r})")
-        if int(fields.get("version", -1)) != VERSION:
-            raise FormatError(f"{path}: datastore version {fields.get('version')}, this draftlattice reads {VERSION}")
+        if not (isinstance(version, np.ndarray) and version.shape == () and version.dtype.kind in "iu"):
+            raise FormatError(f"{path}: a datastore's version must be an integer, got {version!r:.60}")
+        if int(version) != VERSION:
+            raise FormatError(f"{path}: datastore version {int(version)}, this draftlattice reads {VERSION}")
         tokens, offsets = fields.get("tokens"), fields.get("offsets")
-        if tokens is None or offsets is None or tokens.ndim != 1 or offsets.ndim != 1:
-            raise FormatError(f"{path}: a datastore needs 1-D tokens and offsets")
+        for name, array in (("tokens", tokens), ("offsets", offsets)):
+            if not (isinstance(array, np.ndarray) and array.ndim == 1 and array.dtype.kind in "iu"):
+                raise FormatError(f"{path}: a datastore's {name} must be a 1-D integer array")
         try:
             return cls(tokens, offsets, **settings)
         except ValueError as error:
