@@ -25,8 +25,8 @@ def register(subparsers) -> None:
         "demo",
         help="the default model: generate() vs prompt lookup vs heads vs n-gram rescored drafts",
         description="Decode chat questions and WikiText-2 raw test openings with the default model "
-        "(fetched on first use) once per row: generate, prompt_lookup, lookup (a context copy alone, "
-        "no heads), heads, heads_tree, ngram, ngram_tree, ngram_lookup_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree). "
+        "(fetched on first use) once per row: generate, prompt_lookup, lookup (a context copy, else the "
+        "datastore's retrieved draft, no heads), heads, heads_tree, ngram, ngram_tree, ngram_lookup_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree). "
         "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate() "
         "and how many outputs equal generate()'s.",
     )
