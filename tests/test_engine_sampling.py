@@ -102,14 +102,27 @@ def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, l
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
+@pytest.mark.parametrize("store", [False, True])
 @pytest.mark.parametrize("layout", ["tree", "batch"])
-def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout):
+def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout, store):
     """p sampled drafts and one copied from the context (one-hot law), recursive rejection: rows
-    whose context repeats a token get the copy, the others one more sampled draft."""
+    whose context repeats a token get the copy, the others one more sampled draft; with a
+    datastore, rows without a copy of their own get the datastore's where it has one."""
+    from draftlattice import Datastore
+
     model, heads = peaked_model()
     sampling = Sampling(temperature=0.9, top_k=5)
-    drafter = ContextLookup(LatticeDrafter(lm, k=4, p=2, alpha=1.0, sample_alpha=1.0), max_ngram=2)
+    rng = torch.Generator().manual_seed(5)
+    records = [torch.randint(0, V, (40,), generator=rng).tolist() for _ in range(8)]
+    datastore = Datastore.from_records(records, min_ngram=1) if store else None
+    retrieved = []
+    if store:  # count the drafts it gives: the test must exercise them
+        query = datastore.continuation
+        datastore.continuation = lambda context, length: retrieved.append(query(context, length)) or retrieved[-1]
+    inner = LatticeDrafter(lm, k=4, p=2, alpha=1.0, sample_alpha=1.0)
+    drafter = ContextLookup(inner, max_ngram=2, datastore=datastore)
     counts, stats = engine_counts(model, heads, drafter, "multi", sampling, seed=23, layout=layout)
+    assert not store or sum(map(bool, retrieved)) > 100
     assert stats.new_tokens == ROWS * NEW
     assert 0 < stats.mean_accepted < 2
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
