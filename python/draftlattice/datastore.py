@@ -93,11 +93,8 @@ class Datastore:
         distilled corpora (:class:`~draftlattice.distilled_corpus.DistilledCorpus` folders)."""
         from .distilled_corpus import DistilledCorpus
 
-        records = []
-        for folder in folders:
-            corpus = DistilledCorpus.load(folder)
-            for r in range(len(corpus.offsets) - 1):
-                records.append(corpus.tokens[corpus.offsets[r] + corpus.prompt_lens[r] : corpus.offsets[r + 1]])
+        corpora = [DistilledCorpus.load(folder) for folder in folders]
+        records = [c.record(r)[c.prompt_lens[r] :] for c in corpora for r in range(len(c))]
         return cls.from_records(records, **settings)
 
     @property
