@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .greedy import greedy_accept
+from . import tree as tree_module
+from .greedy import greedy_accept, target_tokens
 from .tree import TokenTree, tree_greedy_accept, tree_kv_indices
+from .tree_host import HOST_TREE_TOKENS, host_accepted_path
 
 
 @dataclass
@@ -39,8 +41,15 @@ def accept_tree(tree: TokenTree, scores: Tensor, hidden: Tensor) -> AcceptedPath
 
     ``scores [B, T, V]``: the target's (processed) scores at every node; ``hidden [B, T, d]``.
     """
+    B, T = tree.tokens.shape
+    depth = tree.draft_nodes.shape[-1]
+    if scores.device.type == "cpu" and B * T <= HOST_TREE_TOKENS and not tree_module._VECTORISED_ONLY:
+        targets = target_tokens(scores)
+        num, tokens, slots, last_node = host_accepted_path(tree.tokens, tree.parent, tree.node_valid, targets, depth)
+        flat = _flat_nodes(slots, T)
+        last = (torch.arange(B), last_node)
+        return AcceptedPath(num, tokens, _at(hidden, flat), _at(scores, flat), None, slots, last)
     result = tree_greedy_accept(tree, scores)
-    B = tree.tokens.shape[0]
     slots = tree_kv_indices(result, 0)  # [B, g+1] root and accepted nodes, by depth (repeats past num)
     tokens = _committed(tree.tokens.gather(1, slots)[:, 1:], result.num_accepted, result.next_token)
     last = (torch.arange(B, device=slots.device), result.last_node)
