@@ -1,12 +1,13 @@
 """The drafter's side of fitting drafts to the hardware (draftlattice.lean.fit): for each p, the
 tokens per target call and the tokens verified per call of the demo's best drafter
-(``ngram_lookup_tree``: the lattice's p best drafts and one copied from the context, one tree), on
-held-out prompts (chat questions after the demo's, WikiText-2 *valid* openings), greedy, through
-the lean step; and, for the ``lookup`` row (one copied draft alone, no heads: the context's copy,
-else the shipped datastore's), the same per longest copy (``--copy-tokens``). The table it writes
-is what ``draftlattice demo`` reads to choose p and the copy's length on each machine.
+(``ngram_lookup_tree``: the lattice's p best drafts and one copied from the context, else the
+datastore's, one tree), on held-out prompts (chat questions after the demo's, WikiText-2 *valid*
+openings), greedy, through the lean step; and, for the ``lookup`` row (one copied draft alone, no
+heads: the context's copy, else the shipped datastore's), the same per longest copy
+(``--copy-tokens``). The table it writes is what ``draftlattice demo`` reads to choose p and the
+copy's length on each machine.
 
-    python bench/draft_budget.py [--p 1 2 3 4 6 8] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
+    python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
         [--weights int4] [-o lm_models/smollm2/draft_budget.json]
 """
 
@@ -27,7 +28,7 @@ from tune_sample_alpha import calibration_prompts
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8])
+    parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8, 12, 16])
     parser.add_argument("--copy-tokens", type=int, nargs="+", default=[2, 3, 4, 6, 8])
     parser.add_argument("--chat", type=int, default=6)
     parser.add_argument("--text", type=int, default=6)
@@ -78,14 +79,15 @@ def main() -> None:
 
     options, copy_options = [], []
     for p in args.p:
-        options.append({"p": p, **measure(draft_heads=bundle.heads, draft_lm=bundle.lm, draft_p=p)})
+        lattice = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_p": p, "draft_datastore": bundle.datastore}
+        options.append({"p": p, **measure(**lattice)})
         print(options[-1], flush=True)
     for length in args.copy_tokens:
         drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
         copy_options.append({"copy_tokens": length, **measure(**drafting)})
         print(copy_options[-1], flush=True)
     table = {
-        "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}",
+        "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",

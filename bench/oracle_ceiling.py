@@ -11,6 +11,7 @@ demo's prompt set (chat questions through the chat template, WikiText-2 raw test
 stopping at EOS or ``--max-new-tokens``. ``--weights int4`` runs the lean step instead (bf16
 compute: the rows then decode that step's own greedy output, which the demo's drafted rows
 verify against); ``--heads DIR`` scores other heads than the shipped ones (a DraftHeads folder).
+``ngram_lookup_tree`` adds the context's copy, else the shipped datastore's draft, to the tree.
 
     python bench/oracle_ceiling.py [--chat 4] [--text 4] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
                                    [--weights int4] [--heads DIR] [--threads 2] [--json FILE]
@@ -81,7 +82,7 @@ def main() -> int:
         "ngram": lambda: LatticeDrafter(b.lm, k=args.k, p=1, alpha=args.alpha),
         "ngram_tree": lambda: LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha),
         "ngram_lookup_tree": lambda: ContextLookup(
-            LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha), args.lookup, args.lookup_tokens
+            LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha), args.lookup, args.lookup_tokens, b.datastore
         ),
     }
     results = {}
