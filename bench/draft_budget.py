@@ -79,7 +79,12 @@ def main() -> None:
 
     options, copy_options = [], []
     for p in args.p:
-        lattice = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_p": p, "draft_datastore": bundle.datastore}
+        lattice = {
+            "draft_heads": bundle.heads,
+            "draft_lm": bundle.lm,
+            "draft_p": p,
+            "draft_datastore": bundle.datastore,
+        }
         options.append({"p": p, **measure(**lattice)})
         print(options[-1], flush=True)
     for length in args.copy_tokens:

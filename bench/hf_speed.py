@@ -23,11 +23,13 @@ seed every batch the same way for every method (the laws are equal, the draws ar
 
     python bench/hf_speed.py [--prompts 8] [--max-new-tokens 64] [--batch 1 4] [--dtype bfloat16]
                              [--temperature 0.7] [--threads 2] [--json FILE] [--device cuda]
-                             [--lean dense|int8|int4] [--static]
+                             [--lean dense|int8|int4] [--graphed] [--static]
 
 ``--lean FORMAT`` adds each drafted method run on the lean step (draftlattice.lean) in that weight
-format (int8/int4: CPU only); ``--static`` adds transformers' static-cache ``generate()`` (which
-transformers compiles on CUDA).
+format (int8/int4: CPU only); ``--graphed`` adds each run on the dense lean step at fixed shapes
+(``GraphedStep``: CUDA graphs on a GPU, the same fixed-shape forwards eagerly elsewhere);
+``--static`` adds transformers' static-cache ``generate()`` (which transformers compiles on CUDA).
+With ``--json`` the rows are written after each one, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def main() -> int:
     parser.add_argument(
         "--lean", choices=["dense", "int8", "int4"], help="also each drafted method on the lean step in this format"
     )
+    parser.add_argument("--graphed", action="store_true", help="also each drafted method on the graphed dense step")
     parser.add_argument("--static", action="store_true", help="also transformers' static-cache generate()")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -184,6 +187,14 @@ def main() -> int:
         for name, kwargs in list(methods.items()):
             if "draft_heads" in kwargs:
                 methods[f"{name}, lean {args.lean}"] = {**kwargs, "draft_step": step, "return_dict_in_generate": True}
+    if args.graphed:
+        from draftlattice.lean import GraphedStep, LeanLlama
+
+        capacity = args.prompt_tokens + args.max_new_tokens + 64  # the largest budget (32) and headroom
+        graphed = GraphedStep(LeanLlama(model, "dense"), capacity=capacity)
+        for name, kwargs in list(methods.items()):
+            if "draft_heads" in kwargs and "draft_step" not in kwargs:
+                methods[f"{name}, graphed"] = {**kwargs, "draft_step": graphed, "return_dict_in_generate": True}
     sampling = (
         {"do_sample": True, "temperature": args.temperature, "top_k": None, "top_p": None}
         if args.temperature
@@ -228,10 +239,10 @@ def main() -> int:
                         "identical": None if args.temperature else same,
                     }
                 )
-    if args.json:
-        args.json.write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=2)
-        )
+                if args.json:  # after every row: a run cut short keeps what it measured
+                    args.json.write_text(
+                        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": results}, indent=2)
+                    )
     return 0
 
 

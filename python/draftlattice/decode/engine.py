@@ -146,7 +146,7 @@ class Engine:
         if self.step is not None:
             if cache is not None and cache.get_seq_length():  # generate() hands over an empty one
                 raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")
-            cache = self.step.new_cache(input_ids.shape[0], input_ids.shape[1] + max(max_length, 0))
+            cache = self.step.new_cache(input_ids.shape[0], max(max_length, input_ids.shape[1]))  # the prompt included
         elif cache is None:
             from transformers import DynamicCache
 
