@@ -136,6 +136,10 @@ class ContextLookup:
                 out[b, p, :g] = drafts[b, 0].cpu()
         return out, sampled
 
+    def copied(self, context: list[int]) -> list[int]:
+        """The draft copied for ``context`` (up to ``length`` tokens; ``[]`` if none)."""
+        return self._copy(context, self.length)
+
     def _copy(self, context: list[int], length: int) -> list[int]:
         """The context's own copy, else (with a datastore) the datastore's continuation."""
         copy = continuation(context, self.max_ngram, length)

@@ -1,0 +1,106 @@
+"""The engine's loop for one row drafted by a copy alone on a lean step: a chain, kept lean.
+
+Why: on a CPU the lean step verifies 2-3 tokens for 5-15% more than one (bench/RESULTS.md), so a
+copied draft pays only if the step around the forward costs about what plain decoding's does. The
+general loop (any batch, trees, sampling rules, processors, observers, streamers) spends ~1.2 ms
+a call on the host there: building a tree, accepting along it, editing the cache, each a handful
+of small tensor ops right after a forward has flushed the caches, a quarter of a 4-5 ms forward.
+One row with one copied draft needs none of it: the draft is a chain, its accepted prefix is
+already in place in the cache, and acceptance is a comparison of two short lists. This loop makes
+a forward's three inputs, takes one argmax and moves the cache's length.
+
+The engine takes it where it applies (:func:`applies`): greedy decoding of one row without
+padding, processors, extra stopping criteria, observer or streamer, drafted by
+``ContextLookup(None)`` on a lean step. Its forwards are the general loop's, input for input (the
+same tokens, positions and mask values), so its outputs and statistics are the general loop's
+(``tests/test_copy_chain.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import Tensor
+
+from ..verify.greedy import target_tokens
+from .drafters.lookup import ContextLookup
+from .stats import DecodeStats
+from .stopping import RowStopper
+
+
+def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, stopper) -> bool:
+    """Whether :func:`decode` runs this :meth:`Engine.run <draftlattice.decode.Engine.run>` call."""
+    drafter = engine.drafter
+    return (
+        input_ids.shape[0] == 1
+        and isinstance(drafter, ContextLookup)
+        and drafter.drafter is None
+        and engine.step is not None
+        and hasattr(engine.step, "new_cache")
+        and engine.sample_rule is None
+        and engine.layout == "tree"
+        and not engine.processors
+        and engine.observer is None
+        and engine.streamer is None
+        and (attention_mask is None or bool(attention_mask.all()))
+        and (position_ids is None or position_ids.view(-1).tolist() == list(range(input_ids.shape[1])))
+        and isinstance(stopper, RowStopper)
+        and not stopper.others
+    )
+
+
+def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list[list[int]], DecodeStats]:
+    """Greedy decoding of ``input_ids [1, P]`` with the copied draft of ``engine.drafter``."""
+    stats, drafter, device = DecodeStats(), engine.drafter, input_ids.device
+    new: list[list[int]] = [[]]
+    P = input_ids.shape[1]
+    start = time.perf_counter()
+    hidden = target.hidden(input_ids, torch.arange(P, device=device).unsqueeze(0), None)
+    scores = target.logits(hidden[:, -1])  # [1, V]
+    root = int(target_tokens(scores)[0])
+    stats.target_calls, stats.prefill_calls = 1, 1
+    stats.prefill_seconds = time.perf_counter() - start
+    stopper.commit(0, [root], new, scores)
+    target.forward_seconds = 0.0  # the steps' forwards from here (stats.forward_seconds)
+    context = input_ids[0].tolist()
+    cache, lowest = target.cache, torch.finfo(target.dtype).min
+    while not stopper.all_done:
+        start = time.perf_counter()
+        draft = drafter.copied(context + new[0])
+        stats.drafting_seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        past, n = cache.get_seq_length(), len(draft)
+        tokens = torch.tensor([[root, *draft]], device=device)
+        positions = torch.arange(past, past + n + 1, device=device).unsqueeze(0)
+        # the engine's additive mask: the cache and the chain's causal block visible
+        mask = torch.zeros(1, 1, n + 1, past + n + 1, dtype=target.dtype, device=device)
+        if n:
+            mask[0, 0, :, past:].masked_fill_(_above_diagonal(n + 1, device), lowest)
+        scores = target.logits(target.hidden(tokens, positions, mask)[0])  # [n + 1, V]
+        chosen = target_tokens(scores).tolist()
+        accepted = 0
+        while accepted < n and draft[accepted] == chosen[accepted]:
+            accepted += 1
+        cache.length = past + accepted + 1  # a chain's accepted prefix is already in place
+        before = len(new[0])
+        stopper.commit(0, draft[:accepted] + [chosen[accepted]], new, scores)
+        stats.target_calls += 1
+        stats.nodes += n + 1
+        stats.accepted.append([min(accepted, len(new[0]) - before)])
+        stats.verification_seconds += time.perf_counter() - start
+        root = chosen[accepted]
+    stats.new_tokens = len(new[0])
+    stats.forward_seconds = target.forward_seconds
+    return new, stats
+
+
+_ABOVE: dict[tuple[int, str], Tensor] = {}
+
+
+def _above_diagonal(size: int, device: torch.device) -> Tensor:
+    """``[size, size]`` bool, True above the diagonal (made once per size and device)."""
+    key = (size, str(device))
+    if key not in _ABOVE:
+        _ABOVE[key] = torch.ones(size, size, dtype=torch.bool, device=device).triu(1)
+    return _ABOVE[key]

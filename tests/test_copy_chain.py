@@ -1,0 +1,125 @@
+"""The engine's chain loop for one row drafted by a copy alone on a lean step
+(draftlattice.decode.copy_chain): the same outputs and statistics as the general loop, run on the
+same step with the chain loop switched off, and generate()'s output in float32."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import draftlattice.hf as dlhf
+from _hf_models import greedy, left_padded, llama
+from draftlattice import Datastore
+from draftlattice.decode import Engine, RowStopper, copy_chain
+from draftlattice.decode.drafters.lookup import ContextLookup
+from draftlattice.lean import LeanLlama
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# Prompts that repeat themselves, so that copies are found (and some are right).
+PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [1, 2, 1, 2, 1], [10, 20, 30, 40, 10, 20, 30], [5, 6]]
+QUANTIZABLE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+
+
+def _run(model, step, prompt, new, monkeypatch, chain: bool, eos=(), datastore=None, length: int = 4):
+    monkeypatch.setattr(copy_chain, "applies", _applies if chain else lambda *a: False)
+    ids = torch.tensor([prompt])
+    engine = Engine(model, None, ContextLookup(None, 2, length, datastore), step=step)
+    stopper = RowStopper(ids, new, set(eos), [], 0)
+    tokens, stats = engine.run(ids, stopper, max_length=len(prompt) + new)
+    return tokens, stats
+
+
+_applies = copy_chain.applies
+_TAKEN = []
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Records each call the chain loop takes."""
+    decode = copy_chain.decode
+
+    def counting(*args):
+        _TAKEN.append(1)
+        return decode(*args)
+
+    _TAKEN.clear()
+    monkeypatch.setattr(copy_chain, "decode", counting)
+    return _TAKEN
+
+
+@pytest.mark.parametrize("weights", ["dense", "int4"])
+def test_the_chain_loop_equals_the_general_loop(monkeypatch, counted, weights):
+    model = llama(seed=4, **QUANTIZABLE) if weights == "int4" else llama(seed=4)
+    step = LeanLlama(model, weights)
+    records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
+    store = Datastore.from_records(records, min_ngram=1)
+    for prompt in PROMPTS:
+        for new, eos, datastore, length in (
+            (1, (), None, 4),
+            (17, (), None, 4),
+            (17, (7,), store, 3),
+            (23, (), store, 6),
+        ):
+            general = _run(model, step, prompt, new, monkeypatch, False, eos, datastore, length)
+            taken = len(counted)
+            chained = _run(model, step, prompt, new, monkeypatch, True, eos, datastore, length)
+            assert len(counted) == taken + 1  # the chain loop ran
+            assert chained[0] == general[0], (prompt, new, eos)
+            a, b = chained[1], general[1]
+            assert (a.target_calls, a.prefill_calls, a.accepted, a.nodes, a.new_tokens) == (
+                b.target_calls,
+                b.prefill_calls,
+                b.accepted,
+                b.nodes,
+                b.new_tokens,
+            ), (prompt, new)
+            assert 0 < a.forward_seconds <= a.verification_seconds or a.steps == 0
+
+
+def test_the_chain_loop_decodes_generates_output_through_the_plugin(counted):
+    model = llama(seed=4)
+    step = LeanLlama(model, "dense")
+    for prompt in PROMPTS:
+        ids = torch.tensor([prompt])
+        out = model.generate(
+            ids,
+            max_new_tokens=19,
+            do_sample=False,
+            custom_generate=dlhf.generate,
+            draft_heads=None,
+            draft_lookup=2,
+            draft_step=step,
+            return_dict_in_generate=True,
+        )
+        assert out.sequences.tolist() == greedy(model, ids, max_new_tokens=19).tolist(), prompt
+    assert len(counted) == len(PROMPTS)
+    assert out.draft_stats.tokens_per_call > 1.0  # copies were accepted
+
+
+def test_the_general_loop_runs_where_the_chain_loop_does_not_apply(counted):
+    model = llama(seed=4)
+    step = LeanLlama(model, "dense")
+    ids, mask = left_padded(PROMPTS[:2])
+    for extra in ({"attention_mask": mask}, {"draft_streamer": _Streamer()}):
+        batch = ids if "attention_mask" in extra else ids[:1]
+        out = model.generate(
+            batch,
+            max_new_tokens=9,
+            do_sample=False,
+            custom_generate=dlhf.generate,
+            draft_heads=None,
+            draft_lookup=2,
+            draft_step=step,
+            **extra,
+        )
+        assert out.tolist() == greedy(model, batch, extra.get("attention_mask"), max_new_tokens=9).tolist()
+    assert not counted
+
+
+class _Streamer:
+    def put(self, value) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
