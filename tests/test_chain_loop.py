@@ -1,5 +1,5 @@
-"""The engine's chain loop for one row drafted by a copy alone on a lean step
-(draftlattice.decode.copy_chain): the same outputs and statistics as the general loop, run on the
+"""The engine's chain loop for one row and one draft a step on a lean step
+(draftlattice.decode.chain_loop): the same outputs and statistics as the general loop, run on the
 same step with the chain loop switched off, and generate()'s output in float32."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import draftlattice.hf as dlhf
-from _hf_models import greedy, left_padded, llama
+from _engine_models import trained
+from _hf_models import greedy, left_padded, llama, own_ngram
 from draftlattice import Datastore
-from draftlattice.decode import Engine, RowStopper, copy_chain
+from draftlattice.decode import Engine, LatticeDrafter, RowStopper, chain_loop
 from draftlattice.decode.drafters.lookup import ContextLookup
 from draftlattice.lean import LeanLlama
 
@@ -22,7 +23,7 @@ QUANTIZABLE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
 
 
 def _run(model, step, prompt, new, monkeypatch, chain: bool, eos=(), datastore=None, length: int = 4):
-    monkeypatch.setattr(copy_chain, "applies", _applies if chain else lambda *a: False)
+    monkeypatch.setattr(chain_loop, "applies", _applies if chain else lambda *a: False)
     ids = torch.tensor([prompt])
     engine = Engine(model, None, ContextLookup(None, 2, length, datastore), step=step)
     stopper = RowStopper(ids, new, set(eos), [], 0)
@@ -30,21 +31,21 @@ def _run(model, step, prompt, new, monkeypatch, chain: bool, eos=(), datastore=N
     return tokens, stats
 
 
-_applies = copy_chain.applies
+_applies = chain_loop.applies
 _TAKEN = []
 
 
 @pytest.fixture
 def counted(monkeypatch):
     """Records each call the chain loop takes."""
-    decode = copy_chain.decode
+    decode = chain_loop.decode
 
     def counting(*args):
         _TAKEN.append(1)
         return decode(*args)
 
     _TAKEN.clear()
-    monkeypatch.setattr(copy_chain, "decode", counting)
+    monkeypatch.setattr(chain_loop, "decode", counting)
     return _TAKEN
 
 
@@ -123,3 +124,30 @@ class _Streamer:
 
     def end(self) -> None:
         pass
+
+
+@pytest.mark.parametrize("next_token", [False, True])
+def test_one_lattice_draft_a_step_equals_the_general_loop(monkeypatch, counted, tmp_path, next_token):
+    """The heads' 1-best and the LM-rescored best path (p = 1), heads fused into the target's
+    projection (plain heads) or run after it (heads that read the next token)."""
+    model, heads = trained(next_token=next_token)
+    step = LeanLlama(model, "dense")
+    lm = own_ngram(model, tmp_path, PROMPTS)
+    for drafter_lm in (None, lm):
+        for prompt in PROMPTS:
+            runs = []
+            for chain in (False, True):
+                monkeypatch.setattr(chain_loop, "applies", _applies if chain else lambda *a: False)
+                ids = torch.tensor([prompt])
+                engine = Engine(model, heads, LatticeDrafter(drafter_lm, k=4, p=1), step=step)
+                runs.append(engine.run(ids, RowStopper(ids, 21, set(), [], 0), max_length=len(prompt) + 21))
+            (tokens_a, a), (tokens_b, b) = runs
+            assert tokens_a == tokens_b == [greedy(model, ids, max_new_tokens=21)[0, len(prompt) :].tolist()]
+            assert (a.target_calls, a.accepted, a.nodes, a.new_tokens) == (
+                b.target_calls,
+                b.accepted,
+                b.nodes,
+                b.new_tokens,
+            ), (prompt, drafter_lm)
+    assert len(counted) == 2 * len(PROMPTS)
+    assert b.tokens_per_call > 1.0  # drafts were accepted
