@@ -77,16 +77,7 @@ def test_the_chain_loop_decodes_generates_output_through_the_plugin(counted):
     step = LeanLlama(model, "dense")
     for prompt in PROMPTS:
         ids = torch.tensor([prompt])
-        out = model.generate(
-            ids,
-            max_new_tokens=19,
-            do_sample=False,
-            custom_generate=dlhf.generate,
-            draft_heads=None,
-            draft_lookup=2,
-            draft_step=step,
-            return_dict_in_generate=True,
-        )
+        out = _copying_generate(model, ids, step, 19, return_dict_in_generate=True)
         assert out.sequences.tolist() == greedy(model, ids, max_new_tokens=19).tolist(), prompt
     assert len(counted) == len(PROMPTS)
     assert out.draft_stats.tokens_per_call > 1.0  # copies were accepted
@@ -98,18 +89,15 @@ def test_the_general_loop_runs_where_the_chain_loop_does_not_apply(counted):
     ids, mask = left_padded(PROMPTS[:2])
     for extra in ({"attention_mask": mask}, {"draft_streamer": _Streamer()}):
         batch = ids if "attention_mask" in extra else ids[:1]
-        out = model.generate(
-            batch,
-            max_new_tokens=9,
-            do_sample=False,
-            custom_generate=dlhf.generate,
-            draft_heads=None,
-            draft_lookup=2,
-            draft_step=step,
-            **extra,
-        )
+        out = _copying_generate(model, batch, step, 9, **extra)
         assert out.tolist() == greedy(model, batch, extra.get("attention_mask"), max_new_tokens=9).tolist()
     assert not counted
+
+
+def _copying_generate(model, ids, step, new: int, **extra):
+    """The plug-in's greedy generate() with the copy alone on ``step``."""
+    kwargs = dict(custom_generate=dlhf.generate, draft_heads=None, draft_lookup=2, draft_step=step)
+    return model.generate(ids, max_new_tokens=new, do_sample=False, **kwargs, **extra)
 
 
 class _Streamer:

@@ -9,19 +9,16 @@ an exactly enumerated output law for sampling.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 
 import draftlattice.hf as dlhf
 from _engine_models import PROMPTS, trained
 from _hf_models import left_padded, llama
-from _laws import law_p_value
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from _laws import sampled_continuations_p_value
 from draftlattice.decode.cache import additive_mask
 from draftlattice.lean import GraphedStep, LeanLlama
-from draftlattice.verify import build_tree, sampling_distribution
+from draftlattice.verify import build_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -93,38 +90,14 @@ def test_the_context_copy_alone_through_the_graphed_step_equals_generate():
 
 
 def test_sampling_through_the_graphed_step_keeps_the_models_law():
-    """Lossless sampling (the tree rule over p sampled drafts) through padded, fixed-shape
-    forwards: the output law is the model's own, enumerated over every continuation."""
-    V, NEW, ROWS, prompt = 6, 3, 6000, [1, 2, 3]
-    model = llama(vocab=V, seed=3)
+    """Lossless sampling (p sampled drafts, recursive rejection over their tree) through padded,
+    fixed-shape forwards: the output law is the model's own, enumerated over every continuation."""
+    model = llama(vocab=6, seed=3)
     with torch.no_grad():
         model.lm_head.weight.mul_(40)
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
     step = GraphedStep(LeanLlama(model, "dense"), capacity=48)
-    sampling = Sampling(temperature=0.9, top_k=5)
-    continuations = list(itertools.product(range(V), repeat=NEW))
-    batch = torch.tensor([prompt + list(c) for c in continuations])
-    with torch.inference_mode():
-        logits = model(batch).logits[:, len(prompt) - 1 : -1].double()
-    probs = sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
-    law = probs.gather(-1, batch[:, len(prompt) :, None]).squeeze(-1).prod(-1)
-    torch.manual_seed(7)
-    engine = Engine(
-        model,
-        heads,
-        LatticeDrafter(None, k=4, p=2, sample_alpha=1.0),
-        sample_rule="multi",
-        sampling=sampling,
-        processors=sampling.processors(),
-        step=step,
-    )
-    ids = torch.tensor([prompt] * ROWS)
-    tokens, _ = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(prompt) + NEW)
-    counts: dict[tuple[int, ...], int] = {}
-    for row in tokens:
-        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
+    assert sampled_continuations_p_value(model, step, lambda batch: model(batch).logits, seed=7) > 1e-3
     assert step.replays > 0
-    assert law_p_value({c: float(p) for c, p in zip(continuations, law)}, counts) > 1e-3
 
 
 def test_bad_settings_are_refused_with_a_clear_error():

@@ -10,7 +10,6 @@ format; an exactly enumerated law for sampling through a quantized step.
 from __future__ import annotations
 
 import copy
-import itertools
 
 import pytest
 import torch
@@ -21,14 +20,14 @@ from _engine_models import PROMPTS, run, trained
 from _hf_models import gpt2, left_padded, llama
 from _q8 import INTEGER_KERNELS, q8_activations
 from draftlattice import _core
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, Sampling
+from draftlattice.decode import Engine, LatticeDrafter, RowStopper
 from draftlattice.decode.cache import additive_mask
 from draftlattice.decode.drafters.lookup import ContextLookup
 from draftlattice.lean import LeanLlama, StaticCache
 from draftlattice.lean.heads import LeanHeads
 from draftlattice.lean.linear import make_linear
 from draftlattice.lean.lowbit import LowbitLinear, quantized_linear
-from draftlattice.verify import build_tree, sampling_distribution
+from draftlattice.verify import build_tree
 
 KERNELS = ["torch", *_core.lowbit_kernels()]
 
@@ -262,44 +261,19 @@ def test_unfused_and_fused_steps_agree_up_to_rounding():
 def test_sampling_through_a_quantized_step_keeps_its_law():
     """Lossless sampling with an int4 step: the output law is the int4 model's own (enumerated
     from the step's forward over every continuation)."""
-    V, NEW, ROWS, prompt = 6, 3, 6000, [1, 2, 3]
-    model = llama(vocab=V, seed=3, **QUANTIZABLE)
+    from _laws import sampled_continuations_p_value
+
+    model = llama(vocab=6, seed=3, **QUANTIZABLE)
     with torch.no_grad():
         model.lm_head.weight.mul_(40)
     model = model.to(torch.bfloat16)
-    heads = dlhf.DraftHeads.for_model(model, horizon=3)
     lean = LeanLlama(model, "int4")
-    sampling = Sampling(temperature=0.9, top_k=5)
-    continuations = list(itertools.product(range(V), repeat=NEW))
-    batch = torch.tensor([prompt + list(c) for c in continuations])
-    with torch.inference_mode():
+
+    def logits_of(batch):
         positions = torch.arange(batch.shape[1]).expand_as(batch)
-        hidden = lean.hidden(batch, positions, None, lean.new_cache(len(batch)))
-        logits = lean.logits(hidden)[:, len(prompt) - 1 : -1].double()
-    probs = sampling_distribution(logits, sampling.temperature, sampling.top_k, sampling.top_p)
-    law = probs.gather(-1, batch[:, len(prompt) :, None]).squeeze(-1).prod(-1)
-    torch.manual_seed(5)
-    engine = Engine(
-        model,
-        heads,
-        LatticeDrafter(None, k=4, p=2, sample_alpha=1.0),
-        sample_rule="multi",
-        sampling=sampling,
-        processors=sampling.processors(),
-        step=lean,
-    )
-    ids = torch.tensor([prompt] * ROWS)
-    tokens, _ = engine.run(ids, RowStopper(ids, NEW, set(), [], 0), max_length=len(prompt) + NEW)
-    from _laws import law_p_value
+        return lean.logits(lean.hidden(batch, positions, None, lean.new_cache(len(batch))))
 
-    assert law_p_value({c: float(p) for c, p in zip(continuations, law)}, _counts(tokens)) > 1e-3
-
-
-def _counts(tokens) -> dict[tuple[int, ...], int]:
-    counts: dict[tuple[int, ...], int] = {}
-    for row in tokens:
-        counts[tuple(row)] = counts.get(tuple(row), 0) + 1
-    return counts
+    assert sampled_continuations_p_value(model, lean, logits_of, seed=5) > 1e-3
 
 
 def test_the_cache_grows_and_keeps_its_contents():

@@ -42,7 +42,6 @@ def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_i
         one_draft
         and input_ids.shape[0] == 1
         and engine.step is not None
-        and hasattr(engine.step, "new_cache")
         and engine.sample_rule is None
         and engine.layout == "tree"
         and not engine.processors
@@ -80,7 +79,8 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
         past, n = cache.get_seq_length(), len(draft)
         tokens = torch.tensor([[root, *draft]], device=device)
         positions = torch.arange(past, past + n + 1, device=device).unsqueeze(0)
-        # the engine's additive mask: the cache and the chain's causal block visible
+        # decode.cache.additive_mask's values (the cache and the chain's causal block visible),
+        # without the all-true validity row and the concatenation it would need
         mask = torch.zeros(1, 1, n + 1, past + n + 1, dtype=target.dtype, device=device)
         if n:
             mask[0, 0, :, past:].masked_fill_(_above_diagonal(n + 1, device), lowest)
