@@ -21,11 +21,11 @@ PROMPTS = [[3, 4, 5], [7, 7, 7, 7, 9], [1], [10, 20, 30, 40, 11, 12], [5, 6]]
 
 
 @functools.cache
-def trained(horizon: int = 4, seed: int = 0, next_token: bool = False):
-    """``(model, heads)``: the tiny float32 Llama (V = 48) and heads 2..horizon trained on its
-    greedy continuations of random 4-token prompts (60 steps, about 10 s on one thread);
-    ``next_token``: heads that also read token t + 1."""
-    model = llama(seed=seed)
+def trained(horizon: int = 4, seed: int = 0, next_token: bool = False, **config):
+    """``(model, heads)``: the tiny float32 Llama (V = 48; ``config`` overrides its sizes) and
+    heads 2..horizon trained on its greedy continuations of random 4-token prompts (60 steps,
+    about 10 s on one thread); ``next_token``: heads that also read token t + 1."""
+    model = llama(seed=seed, **config)
     corpus = torch.randint(0, model.config.vocab_size, (64 * 32,), generator=torch.Generator().manual_seed(seed))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: threads only add overhead on the shared machine

@@ -33,7 +33,7 @@ from torch import Tensor
 from ..verify import accept_chains, accept_tree, verify_sampled
 from ..verify.path import accept_tree_chains, chain_nodes
 from ..verify.sampled import SAMPLE_RULES
-from . import chain_loop
+from . import row_loop
 from .arguments import check_inputs, check_parts
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
@@ -162,8 +162,8 @@ class Engine:
         # spinning on the cores the step's thread pool needs (steps 1.6x slower, bench/RESULTS.md).
         session = getattr(self.step, "session", contextlib.nullcontext)()
         with session:
-            if chain_loop.applies(self, input_ids, attention_mask, position_ids, stopper):
-                return chain_loop.decode(self, target, input_ids.to(device), stopper)
+            if row_loop.applies(self, input_ids, attention_mask, position_ids, stopper):
+                return row_loop.decode(self, target, input_ids.to(device), stopper)
             return _Run(self, target, input_ids.to(device), attention_mask, position_ids, stopper).decode()
 
 

@@ -1,6 +1,6 @@
-"""The engine's chain loop for one row and one draft a step on a lean step
-(draftlattice.decode.chain_loop): the same outputs and statistics as the general loop, run on the
-same step with the chain loop switched off, and generate()'s output in float32."""
+"""The engine's loop for one greedy row on a lean step (draftlattice.decode.row_loop): one draft
+a step (a chain) or several (a tree), the same outputs and statistics as the general loop, run on
+the same step with the row loop switched off, and generate()'s output in float32."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import draftlattice.hf as dlhf
 from _engine_models import trained
 from _hf_models import greedy, left_padded, llama, own_ngram
 from draftlattice import Datastore
-from draftlattice.decode import Engine, LatticeDrafter, RowStopper, chain_loop
+from draftlattice.decode import Engine, LatticeDrafter, RowStopper, row_loop
 from draftlattice.decode.drafters.lookup import ContextLookup
 from draftlattice.lean import LeanLlama
 
@@ -22,8 +22,8 @@ PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [1, 2, 1, 2, 1], [10, 20, 30, 40
 QUANTIZABLE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 
 
-def _run(model, step, prompt, new, monkeypatch, chain: bool, eos=(), datastore=None, length: int = 4):
-    monkeypatch.setattr(chain_loop, "applies", _applies if chain else lambda *a: False)
+def _run(model, step, prompt, new, monkeypatch, fast: bool, eos=(), datastore=None, length: int = 4):
+    monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
     ids = torch.tensor([prompt])
     engine = Engine(model, None, ContextLookup(None, 2, length, datastore), step=step)
     stopper = RowStopper(ids, new, set(eos), [], 0)
@@ -31,26 +31,26 @@ def _run(model, step, prompt, new, monkeypatch, chain: bool, eos=(), datastore=N
     return tokens, stats
 
 
-_applies = chain_loop.applies
+_applies = row_loop.applies
 _TAKEN = []
 
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Records each call the chain loop takes."""
-    decode = chain_loop.decode
+    """Records each call the row loop takes."""
+    decode = row_loop.decode
 
     def counting(*args):
         _TAKEN.append(1)
         return decode(*args)
 
     _TAKEN.clear()
-    monkeypatch.setattr(chain_loop, "decode", counting)
+    monkeypatch.setattr(row_loop, "decode", counting)
     return _TAKEN
 
 
 @pytest.mark.parametrize("weights", ["dense", "int4"])
-def test_the_chain_loop_equals_the_general_loop(monkeypatch, counted, weights):
+def test_the_row_loop_equals_the_general_loop(monkeypatch, counted, weights):
     model = llama(seed=4, **QUANTIZABLE) if weights == "int4" else llama(seed=4)
     step = LeanLlama(model, weights)
     records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
@@ -64,15 +64,15 @@ def test_the_chain_loop_equals_the_general_loop(monkeypatch, counted, weights):
         ):
             general = _run(model, step, prompt, new, monkeypatch, False, eos, datastore, length)
             taken = len(counted)
-            chained = _run(model, step, prompt, new, monkeypatch, True, eos, datastore, length)
-            assert len(counted) == taken + 1  # the chain loop ran
-            assert chained[0] == general[0], (prompt, new, eos)
-            a = chained[1]
+            fast = _run(model, step, prompt, new, monkeypatch, True, eos, datastore, length)
+            assert len(counted) == taken + 1  # the row loop ran
+            assert fast[0] == general[0], (prompt, new, eos)
+            a = fast[1]
             assert _counters(a) == _counters(general[1]), (prompt, new)
             assert 0 < a.forward_seconds <= a.verification_seconds or a.steps == 0
 
 
-def test_the_chain_loop_decodes_generates_output_through_the_plugin(counted):
+def test_the_row_loop_decodes_generates_output_through_the_plugin(counted):
     model = llama(seed=4)
     step = LeanLlama(model, "dense")
     for prompt in PROMPTS:
@@ -83,7 +83,7 @@ def test_the_chain_loop_decodes_generates_output_through_the_plugin(counted):
     assert out.draft_stats.tokens_per_call > 1.0  # copies were accepted
 
 
-def test_the_general_loop_runs_where_the_chain_loop_does_not_apply(counted):
+def test_the_general_loop_runs_where_the_row_loop_does_not_apply(counted):
     model = llama(seed=4)
     step = LeanLlama(model, "dense")
     ids, mask = left_padded(PROMPTS[:2])
@@ -118,8 +118,8 @@ def test_one_lattice_draft_a_step_equals_the_general_loop(monkeypatch, counted, 
     for drafter_lm in (None, lm):
         for prompt in PROMPTS:
             runs = []
-            for chain in (False, True):
-                monkeypatch.setattr(chain_loop, "applies", _applies if chain else lambda *a: False)
+            for fast in (False, True):
+                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
                 ids = torch.tensor([prompt])
                 engine = Engine(model, heads, LatticeDrafter(drafter_lm, k=4, p=1), step=step)
                 runs.append(engine.run(ids, RowStopper(ids, 21, set(), [], 0), max_length=len(prompt) + 21))
@@ -128,6 +128,60 @@ def test_one_lattice_draft_a_step_equals_the_general_loop(monkeypatch, counted, 
             assert _counters(a) == _counters(b), (prompt, drafter_lm)
     assert len(counted) == 2 * len(PROMPTS)
     assert b.tokens_per_call > 1.0  # drafts were accepted
+
+
+@pytest.mark.parametrize("weights", ["dense", "int4"])
+def test_a_tree_of_drafts_a_step_equals_the_general_loop(monkeypatch, counted, tmp_path, weights):
+    """The lattice's p best paths, alone or with the context's copy (else the datastore's), with
+    and without the LM: trees whose accepted path often leaves their first branch, so that the
+    cache moves its slots (counted)."""
+    model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
+    step = LeanLlama(model, weights)
+    lm = own_ngram(model, tmp_path, PROMPTS)
+    records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
+    store = Datastore.from_records(records, min_ngram=1)
+    moved = _count_moves(monkeypatch, step)
+    drafters = [
+        lambda: LatticeDrafter(None, k=3, p=3),
+        lambda: LatticeDrafter(lm, k=4, p=4),
+        lambda: ContextLookup(LatticeDrafter(lm, k=4, p=2), 2, 5, store),
+    ]
+    for make in drafters:
+        for prompt in PROMPTS:
+            runs = []
+            for fast in (False, True):
+                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
+                ids = torch.tensor([prompt])
+                engine = Engine(model, heads, make(), step=step)
+                runs.append(engine.run(ids, RowStopper(ids, 19, {9}, [], 0), max_length=len(prompt) + 19))
+            (tokens_a, a), (tokens_b, b) = runs
+            assert tokens_a == tokens_b, (prompt, make)
+            assert _counters(a) == _counters(b), (prompt, make)
+            if weights == "dense":
+                expected = greedy(model, ids, max_new_tokens=19, eos_token_id=9)[0, len(prompt) :].tolist()
+                assert tokens_b[0] == expected, prompt
+    assert len(counted) == len(drafters) * len(PROMPTS)
+    assert moved and b.nodes > 2 * b.target_calls  # trees, some paths off their first branch
+
+
+def _count_moves(monkeypatch, step) -> list:
+    """Records each time a cache made by ``step`` moves a block's slots (a path off the first branch)."""
+    moves, new_cache = [], step.new_cache
+
+    def counting_cache(*args, **kwargs):
+        cache = new_cache(*args, **kwargs)
+        keep = cache.keep_block
+
+        def counting_keep(past, rows, index):
+            if index.shape[1] and index[0, -1] != index.shape[1] - 1:
+                moves.append(1)
+            return keep(past, rows, index)
+
+        cache.keep_block = counting_keep
+        return cache
+
+    monkeypatch.setattr(step, "new_cache", counting_cache)
+    return moves
 
 
 def _counters(stats) -> tuple:

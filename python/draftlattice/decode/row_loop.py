@@ -1,0 +1,184 @@
+"""The engine's loop for one greedy row on a lean step: its drafts as a chain or a small tree,
+kept lean.
+
+Why: on a CPU the lean step verifies 2-4 tokens for 5-15% more than one (bench/RESULTS.md), so a
+draft pays only if the step around the forward costs about what plain decoding's does. The
+general loop (any batch, sampling rules, processors, observers, streamers) spends ~1.2 ms a call
+on the host beyond drafting for one draft and ~2 ms for a tree of a few: building the tree with
+batched tensors, accepting along it, editing the cache, each a handful of small tensor ops right
+after a forward has flushed the caches. One row needs none of it: its few drafts' trie is a few
+Python lists, acceptance a walk down it, and the cache moves the accepted path's slots into
+place only where the path leaves the first branch (a chain's accepted prefix is already there).
+
+The engine takes it where it applies (:func:`applies`): greedy decoding of one row without
+padding, processors, extra stopping criteria, observer or streamer, on a lean step, on the
+"tree" layout, drafted by the context's copy alone (``ContextLookup(None)``), by the heads'
+lattice (``LatticeDrafter``: the p best paths, rescored by an LM or not) or by both
+(``ContextLookup(LatticeDrafter)``). Its trie numbers nodes as the general loop's
+(:func:`draftlattice.verify.tree_host.host_tree_fields`: by depth, then by the first draft
+through a node), and its forwards, head projections and drafter calls are the general loop's,
+input for input, so its outputs and statistics are the general loop's
+(``tests/test_row_loop.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..verify.greedy import target_tokens
+from .drafters.base import to_host
+from .drafters.lattice import LatticeDrafter
+from .drafters.lookup import ContextLookup
+from .stats import DecodeStats
+from .stopping import RowStopper
+
+
+def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, stopper) -> bool:
+    """Whether :func:`decode` runs this :meth:`Engine.run <draftlattice.decode.Engine.run>` call."""
+    drafter = engine.drafter
+    copy = isinstance(drafter, ContextLookup)
+    lattice = drafter.drafter if copy else drafter
+    known_drafter = (copy and lattice is None) or (type(lattice) is LatticeDrafter and engine.heads is not None)
+    return (
+        known_drafter
+        and input_ids.shape[0] == 1
+        and engine.step is not None
+        and engine.sample_rule is None
+        and engine.layout == "tree"
+        and not engine.processors
+        and engine.observer is None
+        and engine.streamer is None
+        and (attention_mask is None or bool(attention_mask.all()))
+        and (position_ids is None or position_ids.view(-1).tolist() == list(range(input_ids.shape[1])))
+        and isinstance(stopper, RowStopper)
+        and not stopper.others
+    )
+
+
+def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list[list[int]], DecodeStats]:
+    """Greedy decoding of ``input_ids [1, P]`` with ``engine.drafter``'s drafts a step."""
+    stats, drafter, device = DecodeStats(), engine.drafter, input_ids.device
+    copy_only = isinstance(drafter, ContextLookup) and drafter.drafter is None
+    new: list[list[int]] = [[]]
+    P = input_ids.shape[1]
+    start = time.perf_counter()
+    hidden = target.hidden(input_ids, torch.arange(P, device=device).unsqueeze(0), None)
+    scores = target.logits(hidden[:, -1])  # [1, V]
+    root = int(target_tokens(scores)[0])
+    proposal = None if copy_only else _propose(engine, engine.head_logits(hidden[:, -1], _ids(root, device)))
+    stats.target_calls, stats.prefill_calls = 1, 1
+    stats.prefill_seconds = time.perf_counter() - start
+    stopper.commit(0, [root], new, scores)
+    target.forward_seconds = 0.0  # the steps' forwards from here (stats.forward_seconds)
+    context = input_ids[0].tolist()
+    cache, lowest = target.cache, torch.finfo(target.dtype).min
+    while not stopper.all_done:
+        start = time.perf_counter()
+        drafts = [drafter.copied(context + new[0])] if copy_only else _finish(drafter, proposal, context + new[0], device)
+        stats.drafting_seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        trie, past = _Trie(root, drafts), cache.get_seq_length()
+        T = len(trie.tokens)
+        positions = torch.tensor([trie.depth], device=device).add_(past)
+        # decode.cache.additive_mask's values (the cache and the trie's ancestors visible),
+        # without the all-true validity row and the concatenation it would need
+        mask = torch.zeros(1, 1, T, past + T, dtype=target.dtype, device=device)
+        if T > 1:
+            mask[0, 0, :, past:].masked_fill_(trie.hidden_from(device), lowest)
+        hidden = target.hidden(torch.tensor([trie.tokens], device=device), positions, mask)  # [1, T, d]
+        scores, fused_heads = target.node_logits(hidden)
+        path = trie.accepted(target_tokens(scores[0]).tolist())
+        end = path[-1]
+        root = trie.chosen[end]
+        if not copy_only:  # the heads at the last accepted node, as the general loop reads them
+            heads = fused_heads[:, end] if fused_heads is not None else None
+            if heads is None:
+                heads = engine.head_logits(hidden[:, end], _ids(root, device))
+            propose_start = time.perf_counter()
+            proposal = _propose(engine, heads)
+            stats.drafting_seconds += time.perf_counter() - propose_start
+            start += time.perf_counter() - propose_start  # drafting is not verification
+        if end == len(path) - 1:  # the path is the first nodes: already in place
+            cache.length = past + len(path)
+            path_scores = scores[0, : len(path)]
+        else:
+            index = torch.tensor(path, device=device)
+            cache.keep_block(past, None, index.unsqueeze(0))
+            path_scores = scores[0].index_select(0, index)
+        before, accepted = len(new[0]), len(path) - 1
+        stopper.commit(0, [trie.tokens[n] for n in path[1:]] + [root], new, path_scores)
+        stats.target_calls += 1
+        stats.nodes += T
+        stats.accepted.append([min(accepted, len(new[0]) - before)])
+        stats.verification_seconds += time.perf_counter() - start
+    stats.new_tokens = len(new[0])
+    stats.forward_seconds = target.forward_seconds
+    return new, stats
+
+
+class _Trie:
+    """The trie of one row's drafts under ``root``, numbered as the general loop numbers it:
+    by depth, then by the first draft through a node (``host_tree_fields``)."""
+
+    def __init__(self, root: int, drafts: list[list[int]]) -> None:
+        self.tokens, self.parent, self.depth = [root], [-1], [0]
+        node_of: dict[tuple[int, ...], int] = {(): 0}
+        for j in range(max(map(len, drafts), default=0)):
+            for draft in drafts:
+                if j < len(draft) and (key := tuple(draft[: j + 1])) not in node_of:
+                    node_of[key] = len(self.tokens)
+                    self.tokens.append(draft[j])
+                    self.parent.append(node_of[key[:-1]])
+                    self.depth.append(j + 1)
+        self.chosen: list[int] = []
+
+    def hidden_from(self, device) -> Tensor:
+        """``[T, T]`` bool: True where node ``i`` may not see node ``j`` (not its ancestor)."""
+        T = len(self.tokens)
+        if self.parent == list(range(-1, T - 1)):  # a chain
+            return _above_diagonal(T, device)
+        ancestor = np.eye(T, dtype=bool)
+        for n in range(1, T):  # parents come before their children
+            ancestor[n] |= ancestor[self.parent[n]]
+        return torch.from_numpy(~ancestor).to(device)
+
+    def accepted(self, chosen: list[int]) -> list[int]:
+        """The accepted nodes from the root down, given the target's token at every node: each
+        next node is the child holding the target's token at the node before it."""
+        self.chosen = chosen
+        child = {(self.parent[n], self.tokens[n]): n for n in range(len(self.tokens) - 1, 0, -1)}
+        path = [0]
+        while (nxt := child.get((path[-1], chosen[path[-1]]))) is not None:
+            path.append(nxt)
+        return path
+
+
+def _propose(engine, head_logits: Tensor):
+    """The drafter's device half and its one transfer to the host: ``(proposal, host tensors)``."""
+    proposal = engine.drafter.propose(head_logits, engine.sampling, engine.draws)
+    return proposal, to_host(proposal.to_host)
+
+
+def _finish(drafter, proposal, context: list[int], device) -> list[list[int]]:
+    """The step's drafts from the drafter's host half (their ``-1`` padding dropped)."""
+    drafts, _ = drafter.finish(proposal[0], proposal[1], [context], device)
+    return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()]
+
+
+def _ids(token: int, device) -> Tensor:
+    return torch.tensor([token], device=device)
+
+
+_ABOVE: dict[tuple[int, str], Tensor] = {}
+
+
+def _above_diagonal(size: int, device: torch.device) -> Tensor:
+    """``[size, size]`` bool, True above the diagonal (made once per size and device)."""
+    key = (size, str(device))
+    if key not in _ABOVE:
+        _ABOVE[key] = torch.ones(size, size, dtype=torch.bool, device=device).triu(1)
+    return _ABOVE[key]
