@@ -21,6 +21,7 @@ from datetime import date
 import torch
 
 import draftlattice.hf as dlhf
+from draftlattice.decode.drafters.lookup import LOOKUP_TOKENS
 from draftlattice.default_model import load_default
 from draftlattice.lean.fit import measure_cost_curve
 from tune_sample_alpha import calibration_prompts
@@ -93,6 +94,8 @@ def main() -> None:
         print(copy_options[-1], flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
+        # what draftlattice.default_model.fastest_drafting passes to generate() for these options
+        "settings": {"k": args.k, "alpha": args.alpha, "lookup": args.lookup, "copy_tokens": LOOKUP_TOKENS},
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",

@@ -12,12 +12,12 @@ import json
 import sys
 from pathlib import Path
 
+from ..default_model.fastest import BUDGET_TABLE
 from ..pairing import ALLOW_MISMATCH_HELP
 from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
 
 DEFAULT_P = 4  #: drafts of the tree rows when nothing is fitted
-BUDGET_TABLE = "draft_budget.json"  #: the drafter's gains per p, beside the shipped heads (bench/draft_budget.py)
 
 
 def register(subparsers) -> None:
@@ -183,6 +183,8 @@ def _demo(args: argparse.Namespace) -> int:
     )
     if fitted is not None:
         report.notes.append(fitted)
+        if not settings.sampling:
+            report.notes.append(_fastest_line(bundle, args.models))
     if bundle.step is not None:
         report.notes.append(
             f"drafted rows run the lean step with {bundle.step.weights} weights"
@@ -273,6 +275,18 @@ def _fit(
             "--lookup-tokens to override)"
         ),
     )
+
+
+def _fastest_line(bundle, models) -> str:
+    """Which drafting of the demo's rows the fit predicts fastest on this machine, and how to get it."""
+    from ..default_model.fastest import fastest_drafting
+    from ..default_model.load import artifacts_dir
+
+    try:
+        choice = fastest_drafting(bundle, artifacts_dir(models) / BUDGET_TABLE)
+    except ValueError as error:
+        return f"fastest drafting not fitted: {error}"
+    return choice.describe() + "; DefaultModel.fastest_drafting().generate_kwargs(bundle) gives its generate() arguments"
 
 
 def _formats(args: argparse.Namespace) -> list[str]:

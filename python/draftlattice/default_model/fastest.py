@@ -1,0 +1,110 @@
+"""The default model's fastest exact drafting on this machine: the context's copy alone, or the
+lattice's p best drafts with the copy, chosen from the lean step's cost measured here.
+
+Why: which drafter pays depends on the CPU. Where verifying 16 tokens costs about one (AMX, a GPU)
+the tree of many drafts wins; where every extra token adds arithmetic (AVX-512 or AVX2 with int4
+weights, bench/RESULTS.md) the copy's one short draft a step does, and the tree at any p decodes
+more slowly than it. Every choice is exact (greedy decoding equals the step's own), so the choice
+changes only speed: the one of the most predicted tokens/s, from the drafters' gains measured once
+on held-out prompts (``draft_budget.json``, ``bench/draft_budget.py``) and the step's cost against
+nodes measured once per machine (:func:`draftlattice.lean.fit.cached_cost_curve`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+BUDGET_TABLE = "draft_budget.json"  #: the drafters' gains, beside the shipped heads (bench/draft_budget.py)
+COPY, TREE = "lookup", "ngram_lookup_tree"  #: the drafters chosen between (the demo's row names)
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """A greedy drafting of the default model and its predicted speed on this machine."""
+
+    drafter: str  #: :data:`COPY` (the copy alone) or :data:`TREE` (the lattice's p best and the copy)
+    p: int | None  #: the lattice's drafts a step (None for the copy alone)
+    copy_tokens: int  #: the copied draft's longest
+    predicted: float  #: tokens/s predicted (held-out prompts' tokens a call over this step's cost)
+    plain: float  #: plain decoding's tokens/s on the same step, host time aside
+    candidates: tuple[tuple[str, float], ...]  #: every setting weighed and its predicted tokens/s
+    settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
+
+    def generate_kwargs(self, bundle) -> dict:
+        """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``."""
+        from ..hf import generate
+
+        kwargs = dict(
+            custom_generate=generate,
+            draft_step=bundle.step,
+            draft_lookup=self.settings["lookup"],
+            draft_lookup_tokens=self.copy_tokens,
+            draft_datastore=bundle.datastore,
+        )
+        if self.drafter == COPY:
+            return {**kwargs, "draft_heads": None}
+        heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, draft_p=self.p)
+        return {**kwargs, **heads, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
+
+    def describe(self) -> str:
+        """One line: the choice, its prediction and the others'."""
+        chosen = f"{self.drafter}" + (f" p={self.p}" if self.p is not None else f" (copies of <= {self.copy_tokens})")
+        others = ", ".join(f"{label} {tokens:.0f}" for label, tokens in self.candidates)
+        return (
+            f"fastest drafting here: {chosen}, predicted {self.predicted:.0f} tokens/s against plain decoding's "
+            f"{self.plain:.0f} (host time aside); weighed: {others}"
+        )
+
+
+def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=None) -> Drafting:
+    """The drafting of the most predicted tokens/s for ``bundle`` (a :class:`DefaultModel` loaded
+    with ``weights=``: its lean step is what is timed) on this machine.
+
+    ``table``: the drafters' gains (default: the shipped ``draft_budget.json``); ``curve``: the
+    step's :class:`~draftlattice.lean.fit.CostCurve` (default: measured once per machine, a few
+    seconds, then cached)."""
+    from ..lean.fit import cached_cost_curve, load_options, predicted_tokens_per_s
+    from .load import artifacts_dir
+
+    if bundle.step is None:
+        raise ValueError("fastest_drafting times the lean step: load_default(weights='int4') (or 'int8', 'dense')")
+    path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
+    settings = _settings(path)
+    curve = curve if curve is not None else cached_cost_curve(bundle.step)
+    weighed = [(f"{TREE} p={o.p}", TREE, o) for o in load_options(path)]
+    weighed += [(f"{COPY} <= {o.copy_tokens}", COPY, o) for o in load_options(path, "copy_options")]
+    if not weighed:
+        raise ValueError(f"{path}: no draft options to choose from")
+    predictions = [
+        (label, drafter, option, predicted_tokens_per_s(curve, option)) for label, drafter, option in weighed
+    ]
+    _, drafter, option, predicted = max(predictions, key=lambda row: row[3])
+    return Drafting(
+        drafter=drafter,
+        p=option.p if drafter == TREE else None,
+        copy_tokens=option.copy_tokens if drafter == COPY else settings["copy_tokens"],
+        predicted=predicted,
+        plain=1e3 / curve(1),
+        candidates=tuple((label, tokens) for label, _, _, tokens in predictions),
+        settings=settings,
+    )
+
+
+def _settings(path: Path) -> dict:
+    """The drafter settings the table was measured with."""
+    try:
+        settings = json.loads(path.read_text())["settings"]
+        return {
+            "k": int(settings["k"]),
+            "alpha": float(settings["alpha"]),
+            "lookup": int(settings["lookup"]),
+            "copy_tokens": int(settings["copy_tokens"]),
+        }
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: no drafter settings (k, alpha, lookup, copy_tokens) in this draft budget table ({error}); "
+            "bench/draft_budget.py writes them"
+        ) from None
