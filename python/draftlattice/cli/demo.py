@@ -286,7 +286,9 @@ def _fastest_line(bundle, models) -> str:
         choice = fastest_drafting(bundle, artifacts_dir(models) / BUDGET_TABLE)
     except ValueError as error:
         return f"fastest drafting not fitted: {error}"
-    return choice.describe() + "; DefaultModel.fastest_drafting().generate_kwargs(bundle) gives its generate() arguments"
+    return (
+        choice.describe() + "; DefaultModel.fastest_drafting().generate_kwargs(bundle) gives its generate() arguments"
+    )
 
 
 def _formats(args: argparse.Namespace) -> list[str]:
