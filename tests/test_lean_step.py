@@ -149,16 +149,21 @@ def test_drafted_greedy_in_a_quantized_format_follows_its_own_greedy(weights):
 
 FUSABLE = dict(hidden_size=128, intermediate_size=160, num_attention_heads=2, num_key_value_heads=1)  # head size 64
 needs_fused = pytest.mark.skipif(
-    not _core.fused_step_runs(64), reason="the fused int4 step needs an AVX-512 BF16 CPU (this one has none)"
+    not _core.fused_step_runs(64), reason="the fused int4 step needs one of draftlattice's kernels (x86)"
 )
+# The fused step's kernel on this CPU (its attention: AVX-512 BF16 beside the AVX-512 kernels)
+# and the AVX2 one (its attention in plain C++), where the CPU runs them.
+FUSED_HERE = sorted({k for k in (_core.lowbit_kernels()[:1] + ["avx2"]) if k in _core.lowbit_kernels()})
+each_fused_kernel = pytest.mark.parametrize("kernel", FUSED_HERE)
 
 
 @needs_fused
-def test_a_fused_step_computes_each_token_as_a_one_token_step_does():
+@each_fused_kernel
+def test_a_fused_step_computes_each_token_as_a_one_token_step_does(kernel):
     """Every kernel of the fused step computes a row independently of the others: hidden states
     of 7 tokens in one step equal those of 7 one-token steps, bit for bit."""
     model = llama(seed=3, vocab=64, **FUSABLE).to(torch.bfloat16)
-    lean = LeanLlama(model, "int4")
+    lean = LeanLlama(model, "int4", kernel=kernel)
     assert lean.fused
     ids = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
@@ -176,13 +181,14 @@ def test_a_fused_step_computes_each_token_as_a_one_token_step_does():
 
 
 @needs_fused
-def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly():
+@each_fused_kernel
+def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly(kernel):
     model = llama(seed=7, vocab=48, **FUSABLE)
     with torch.no_grad():
         model.lm_head.weight.mul_(40)  # a peaked model: drafts accepted and rejected
     model = model.to(torch.bfloat16)
     heads = dlhf.DraftHeads.for_model(model, horizon=3)
-    lean = LeanLlama(model, "int4")
+    lean = LeanLlama(model, "int4", kernel=kernel)
     engine = Engine(model, heads, LatticeDrafter(None, k=4, p=3), step=lean)
     accepted = 0.0
     for prompt in PROMPTS:
@@ -194,13 +200,14 @@ def test_drafted_greedy_through_the_fused_step_equals_its_own_greedy_exactly():
 
 
 @needs_fused
-def test_the_context_copy_alone_through_the_fused_step_equals_its_own_greedy_exactly():
+@each_fused_kernel
+def test_the_context_copy_alone_through_the_fused_step_equals_its_own_greedy_exactly(kernel):
     """No heads: steps of the root alone (no copy) and of the root and a copied draft."""
     model = llama(seed=7, vocab=48, **FUSABLE)
     with torch.no_grad():
         model.lm_head.weight.mul_(40)
     model = model.to(torch.bfloat16)
-    lean = LeanLlama(model, "int4")
+    lean = LeanLlama(model, "int4", kernel=kernel)
     engine = Engine(model, None, ContextLookup(None, max_ngram=2, length=4), step=lean)
     nodes = calls = 0
     for prompt in PROMPTS:
@@ -212,7 +219,8 @@ def test_the_context_copy_alone_through_the_fused_step_equals_its_own_greedy_exa
 
 
 @needs_fused
-def test_each_node_of_a_token_tree_step_is_computed_as_one_token_steps_along_its_path():
+@each_fused_kernel
+def test_each_node_of_a_token_tree_step_is_computed_as_one_token_steps_along_its_path(kernel):
     """In a token tree, other branches' nodes sit masked between a node's ancestors: the fused
     attention skips masked keys, so every node's hidden state equals one-token steps along its
     own path, bit for bit. (Its softmax sum once ran in lanes by key index: a masked key moved the
@@ -220,7 +228,8 @@ def test_each_node_of_a_token_tree_step_is_computed_as_one_token_steps_along_its
     row left the int4 step's own greedy output.)"""
     shape = dict(hidden_size=512, intermediate_size=256, num_attention_heads=8, num_key_value_heads=2)
     model = llama(seed=3, vocab=64, num_hidden_layers=4, **shape).to(torch.bfloat16)
-    lean = LeanLlama(model, "int4")
+    lean = LeanLlama(model, "int4", kernel=kernel)
+    assert lean.fused
     generator = torch.Generator().manual_seed(0)
     interleaved = 0
     for past in (13, 30, 47, 60):
@@ -247,11 +256,14 @@ def test_each_node_of_a_token_tree_step_is_computed_as_one_token_steps_along_its
     assert interleaved > 10  # the trees did put masked nodes between nodes and their ancestors
 
 
-def test_unfused_and_fused_steps_agree_up_to_rounding():
+@needs_fused
+@each_fused_kernel
+def test_unfused_and_fused_steps_agree_up_to_rounding(kernel):
     model = llama(seed=5, vocab=64, **FUSABLE).to(torch.bfloat16)
-    unfused = LeanLlama(model, "int4", fused=False)
+    unfused = LeanLlama(model, "int4", kernel=kernel, fused=False)
     assert not unfused.fused
-    fused = LeanLlama(model, "int4")
+    fused = LeanLlama(model, "int4", kernel=kernel)
+    assert fused.fused
     ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         a, b = (s.logits(s.hidden(ids, torch.arange(9).expand(2, 9), None, s.new_cache(2))) for s in (unfused, fused))

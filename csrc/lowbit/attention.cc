@@ -141,9 +141,11 @@ DL_AVX512_BF16 void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64
 
 }  // namespace
 
-bool AttentionRuns(int64_t d) { return (d == 64 || d == 128) && KernelAvx512Bf16() != nullptr; }
+bool Avx512AttentionRuns(int64_t d) {
+  return (d == 64 || d == 128) && KernelAvx512Bf16() != nullptr;
+}
 
-void Attention(const AttentionProblem& pr, int threads) {
+void Avx512Attention(const AttentionProblem& pr, int threads) {
   const int64_t group_rows = pr.tokens * (pr.heads / pr.kv_heads);  // query rows per kv head
   const int64_t units = pr.batch * pr.kv_heads;
   if (units * group_rows <= 0) return;
@@ -170,8 +172,31 @@ void Attention(const AttentionProblem& pr, int threads) {
 #else
 
 namespace dl::lowbit {
-bool AttentionRuns(int64_t) { return false; }
-void Attention(const AttentionProblem&, int) {}
+bool Avx512AttentionRuns(int64_t) { return false; }
+void Avx512Attention(const AttentionProblem&, int) {}
 }  // namespace dl::lowbit
 
 #endif
+
+namespace dl::lowbit {
+
+namespace {
+// Whether `kernel` is one of the AVX-512 product kernels ("auto": the one LowbitMatmul takes).
+bool Avx512Kernel(const std::string& kernel) {
+  const std::string name = kernel == "auto" ? LowbitKernels().front() : kernel;
+  return name.rfind("avx512", 0) == 0;
+}
+}  // namespace
+
+bool AttentionRuns(int64_t d, const std::string& kernel) {
+  return (Avx512Kernel(kernel) && Avx512AttentionRuns(d)) || PortableAttentionRuns(d);
+}
+
+void Attention(const AttentionProblem& pr, int threads, const std::string& kernel) {
+  if (Avx512Kernel(kernel) && Avx512AttentionRuns(pr.d))
+    Avx512Attention(pr, threads);
+  else
+    PortableAttention(pr, threads);
+}
+
+}  // namespace dl::lowbit

@@ -13,12 +13,13 @@
 // one-token step gives it, even in a token tree, whose other branches sit masked among the
 // token's ancestors. (Summing the weights in lanes by key index, as a plain vector loop does,
 // broke that: a masked key moved the next visible ones into other lanes, and the sum changed in
-// its last bit.) AVX-512 BF16 only (q . k by vdpbf16ps: exact products); the step uses
-// PyTorch's attention on other CPUs. Cost O(rows L d); L + 1 floats of scratch a row, and L
-// more per thread.
+// its last bit.) q . k by vdpbf16ps (exact products) on AVX-512 BF16 CPUs beside the AVX-512
+// product kernels; plain C++ with the same contract elsewhere (attention_portable.cc). Cost
+// O(rows L d); L + 1 floats of scratch a row, and L more per thread.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace dl::lowbit {
 
@@ -35,11 +36,20 @@ struct AttentionProblem {
   float scale;  // multiplies q . k (1 / sqrt(d) usually)
 };
 
-// Whether this CPU runs Attention (AVX-512 BF16) for head size d (64 or 128).
-bool AttentionRuns(int64_t d);
+// Whether the fused step's attention runs here for head size d beside the product kernel
+// `kernel` (matmul.h's names, or "auto"): the AVX-512 BF16 one (d 64 or 128) beside the AVX-512
+// kernels on a CPU with AVX-512 BF16, else the portable one (attention_portable.cc: d a
+// multiple of 8).
+bool AttentionRuns(int64_t d, const std::string& kernel);
 
-// The attention on `threads` threads. Preconditions: AttentionRuns(d), heads % kv_heads == 0,
-// 1 <= length.
-void Attention(const AttentionProblem& problem, int threads);
+// The attention on `threads` threads, the implementation AttentionRuns chose. Preconditions:
+// AttentionRuns(d, kernel), heads % kv_heads == 0, 1 <= length.
+void Attention(const AttentionProblem& problem, int threads, const std::string& kernel);
+
+// The two implementations: AVX-512 BF16 (attention.cc) and plain C++ (attention_portable.cc).
+bool Avx512AttentionRuns(int64_t d);
+void Avx512Attention(const AttentionProblem& problem, int threads);
+bool PortableAttentionRuns(int64_t d);
+void PortableAttention(const AttentionProblem& problem, int threads);
 
 }  // namespace dl::lowbit

@@ -8,7 +8,7 @@
 // weights (matmul.h, int4 codes) and bf16 activations; rounding to bf16 where transformers'
 // eager forward rounds (after the norm, the rotary products and sum, the SiLU, the gate product,
 // each residual sum). Every row is computed independently of the others, as in the kernels it
-// calls. AVX-512 BF16 CPUs only (AttentionRuns).
+// calls, on any x86 CPU (its attention: attention.h).
 #pragma once
 
 #include <cstdint>

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = ("llama",)
 FUSED_TOKENS = 64  #: steps of at most this many tokens run fused (longer ones: prompts)
-FUSED_KERNELS = ("avx512-vnni", "avx512-bf16")  #: our kernels the fused stack runs
+FUSED_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2", "portable")  #: our kernels, which the fused stack runs
 INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
 
 
@@ -74,9 +74,9 @@ class LeanLlama:
             the CPU has AVX2, AVX-512 BF16 or AVX-512 VNNI, else "torch"), "torch", or one of
             ``_core.lowbit_kernels()``.
         fused: whether int4 steps of at most :data:`FUSED_TOKENS` tokens run all their layers
-            in one C++ call (``_core.LlamaStack``) where the CPU allows it (an AVX-512 kernel of
-            :data:`FUSED_KERNELS`, AVX-512 BF16 for its attention, head size 64 or 128);
-            :attr:`fused` says whether they do.
+            in one C++ call (``_core.LlamaStack``) on our kernels (:data:`FUSED_KERNELS`; its
+            attention on AVX-512 BF16 beside the AVX-512 kernels, in plain C++ beside the others;
+            a head size that is a multiple of 8); :attr:`fused` says whether they do.
     """
 
     def __init__(self, model, weights: str = "dense", kernel: str = "auto", fused: bool = True) -> None:
@@ -147,9 +147,13 @@ class LeanLlama:
         return sum(lin.nbytes for lin in linears) + self.output_layer.nbytes
 
     def _fused_stack(self):
-        """All layers as one ``_core.LlamaStack`` when they are int4 on an AVX-512 kernel of ours
-        and the CPU runs the stack's attention (AVX-512 BF16)."""
-        if self.weights != "int4" or self.kernel not in FUSED_KERNELS or not _core.fused_step_runs(self.head_dim):
+        """All layers as one ``_core.LlamaStack`` when they are int4 on a kernel of ours whose
+        attention the stack runs for this head size."""
+        if (
+            self.weights != "int4"
+            or self.kernel not in FUSED_KERNELS
+            or not _core.fused_step_runs(self.head_dim, self.kernel)
+        ):
             return None
         layers = []
         for layer in self.layers:
