@@ -80,7 +80,7 @@ def register(subparsers) -> None:
         choices=["dense", "int8", "int4"],
         help="weight format of the lean target step that runs the drafted rows: dense (the model's "
         "dtype), int8 or int4 (weight-only, bfloat16 compute, CPU; the GGUF's own Q8_0 and Q4_1 "
-        "schemes, on draftlattice's kernels; int4 runs fused on AVX-512 BF16 CPUs). Default: int4 or "
+        "schemes, on draftlattice's kernels; int4 runs fused, all layers in one C++ call). Default: int4 or "
         "dense, whichever the fit predicts faster on this CPU (with --p); dense with --dtype float32",
     )
     p.add_argument(
