@@ -12,8 +12,8 @@ import torch
 from _engine_models import trained
 from _hf_models import greedy, own_ngram
 from draftlattice import Datastore
-from draftlattice.default_model import DefaultModel, fastest_drafting
-from draftlattice.default_model.fastest import COPY, TREE
+from draftlattice.default_model import DefaultModel
+from draftlattice.default_model.fastest import COPY, TREE, fastest_drafting
 from draftlattice.default_model.load import artifacts_dir
 from draftlattice.lean import LeanLlama
 from draftlattice.lean.fit import CostCurve

@@ -287,7 +287,8 @@ def _fastest_line(bundle, models) -> str:
     except ValueError as error:
         return f"fastest drafting not fitted: {error}"
     return (
-        choice.describe() + "; DefaultModel.fastest_drafting().generate_kwargs(bundle) gives its generate() arguments"
+        choice.describe()
+        + "; draftlattice.default_model.fastest.fastest_drafting(b).generate_kwargs(b) gives its generate() arguments"
     )
 
 

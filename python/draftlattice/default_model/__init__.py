@@ -5,26 +5,23 @@
   :class:`FetchError`.
 * :func:`load_default` (:mod:`.load`): the model, its draft heads and its n-gram LM, loaded
   together as a :class:`DefaultModel` (``draftlattice demo``, ``draftlattice model perplexity``).
-* :func:`fastest_drafting` (:mod:`.fastest`): the exact greedy drafting of the most predicted
-  tokens/s on this machine, and its ``generate()`` arguments.
+* :func:`.fastest.fastest_drafting`: the exact greedy drafting of the most predicted tokens/s on
+  this machine, and its ``generate()`` arguments (import it from ``draftlattice.default_model.fastest``).
 
 Importing this package needs neither torch nor transformers; :func:`load_default` does.
 """
 
-from .fastest import Drafting, fastest_drafting
 from .fetch import FetchError, cache_dir, default_model_dir, fetch_default, is_fetched
 from .load import DefaultModel, artifacts_dir, load_default
 from .progress import FetchProgress
 
 __all__ = [
     "DefaultModel",
-    "Drafting",
     "FetchError",
     "FetchProgress",
     "artifacts_dir",
     "cache_dir",
     "default_model_dir",
-    "fastest_drafting",
     "fetch_default",
     "is_fetched",
     "load_default",

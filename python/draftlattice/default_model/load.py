@@ -53,14 +53,6 @@ class DefaultModel:
     #: ``generate(..., draft_lookup=3, draft_datastore=)``
     datastore: object = None
 
-    def fastest_drafting(self, table=None):
-        """The exact greedy drafting of the most predicted tokens/s on this machine
-        (:func:`~.fastest.fastest_drafting`: the copy alone or the lattice tree with it, and
-        their sizes); ``.generate_kwargs(self)`` gives its ``generate()`` arguments."""
-        from .fastest import fastest_drafting
-
-        return fastest_drafting(self, table)
-
     def chat_ids(self, message: str) -> list[int]:
         """Token ids of one user ``message`` through the chat template, ready to generate."""
         ids = self.tokenizer.apply_chat_template(
