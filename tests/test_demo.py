@@ -128,6 +128,7 @@ def test_demo_on_the_default_model(default_folder, capsys):
     assert rows_of(out) == GREEDY_ROWS[:3] + ["llama_cpp"] * llama + GREEDY_ROWS[3:]
     assert "Checked: all 12 drafted outputs" in out
     assert ("no llama_cpp row" in out) != llama
+    assert "fastest drafting here: " in out  # the fit over drafters, on the step it fitted
 
 
 def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tmp_path, capsys):
