@@ -8,7 +8,7 @@ import torch
 from draftlattice import _core
 
 #: our kernels that quantize activations to int8 (the rest multiply them as they are)
-INTEGER_KERNELS = [k for k in _core.lowbit_kernels() if k == "avx512-vnni"]
+INTEGER_KERNELS = [k for k in _core.lowbit_kernels() if k in ("avx512-vnni", "avx2-int8")]
 
 
 def q8_activations(x: torch.Tensor) -> torch.Tensor:

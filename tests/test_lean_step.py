@@ -152,8 +152,8 @@ needs_fused = pytest.mark.skipif(
     not _core.fused_step_runs(64), reason="the fused int4 step needs one of draftlattice's kernels (x86)"
 )
 # The fused step's kernel on this CPU (its attention: AVX-512 BF16 beside the AVX-512 kernels)
-# and the AVX2 one (its attention in plain C++), where the CPU runs them.
-FUSED_HERE = sorted({k for k in (_core.lowbit_kernels()[:1] + ["avx2"]) if k in _core.lowbit_kernels()})
+# and the AVX2 ones (their attention in plain C++), where the CPU runs them.
+FUSED_HERE = sorted({k for k in (_core.lowbit_kernels()[:1] + ["avx2-int8", "avx2"]) if k in _core.lowbit_kernels()})
 each_fused_kernel = pytest.mark.parametrize("kernel", FUSED_HERE)
 
 

@@ -25,6 +25,7 @@ using Kernel = void (*)(const Problem& problem, int64_t block_begin, int64_t blo
 // nullptr when the CPU (or the compiler) lacks the instructions.
 Kernel KernelAvx512Vnni();
 Kernel KernelAvx512Bf16();
+Kernel KernelAvx2Int8();
 Kernel KernelAvx2();
 Kernel KernelPortable();
 
@@ -36,6 +37,13 @@ inline void WithRowCount(int64_t rows, Fn&& fn) {
     if (rows < Max) return WithRowCount<Max - 1>(rows, fn);
   }
   fn(std::integral_constant<int, Max>{});
+}
+
+// Four int8 activation codes as one int32, to broadcast to every lane of an integer product.
+inline int32_t Broadcast4(const int8_t* bytes) {
+  int32_t four;
+  __builtin_memcpy(&four, bytes, 4);
+  return four;
 }
 
 // float32 -> bf16 bits, rounding to nearest even (PyTorch's rounding); NaN stays NaN.

@@ -29,6 +29,7 @@ const std::vector<NamedKernel>& Available() {
     std::vector<NamedKernel> found;
     if (Kernel k = KernelAvx512Vnni()) found.push_back({"avx512-vnni", k, Reads::kInt8});
     if (Kernel k = KernelAvx512Bf16()) found.push_back({"avx512-bf16", k, Reads::kBf16});
+    if (Kernel k = KernelAvx2Int8()) found.push_back({"avx2-int8", k, Reads::kInt8});
     if (Kernel k = KernelAvx2()) found.push_back({"avx2", k, Reads::kFloat});
     found.push_back({"portable", KernelPortable(), Reads::kFloat});
     return found;

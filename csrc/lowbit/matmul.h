@@ -12,8 +12,9 @@
 // a row's result does not depend on the other rows (drafted decoding then equals one-token
 // decoding bit for bit). Kernels: AVX-512 VNNI (vpdpbusd: activations quantized to int8 per
 // group of 32 as llama.cpp's Q8_0, exact integer sums, float32 per group; quantize.h), AVX-512
-// BF16 (vdpbf16ps: exact products of bf16 activations and codes, float32 sums), AVX2+FMA
-// (float32), and portable C++; "auto" takes the first the CPU runs. Cost O(m n k); weights read
+// BF16 (vdpbf16ps: exact products of bf16 activations and codes, float32 sums), AVX2 with int8
+// activations (vpmaddubsw: the VNNI kernel's results, bit for bit), AVX2+FMA (float32), and
+// portable C++; "auto" takes the first the CPU runs. Cost O(m n k); weights read
 // once per call.
 //
 // Packed layout (LowbitWeights): outputs in blocks of 16 (n padded up to a multiple of 16); for

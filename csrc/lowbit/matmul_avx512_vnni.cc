@@ -64,12 +64,6 @@ DL_AVX512_VNNI inline __m512 LoadHalves(const uint16_t* halves) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves)));
 }
 
-inline int32_t Broadcast4(const int8_t* bytes) {
-  int32_t four;
-  __builtin_memcpy(&four, bytes, 4);
-  return four;
-}
-
 // Rows [row, row + R) of one output block, R <= 8: each row keeps its float sum and its group's
 // integer sum in registers. A row's instruction sequence does not depend on R.
 template <Codes C, int R>

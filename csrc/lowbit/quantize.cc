@@ -1,6 +1,8 @@
 #include "lowbit/quantize.h"
 
-#include "errors.h"
+#include <algorithm>
+#include <cmath>
+
 #include "lowbit/kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -27,7 +29,8 @@ DL_AVX512 inline __m512i Codes16(__m512 value, __m512 inverse) {
 
 // One group of 32 columns, as quantize.h says, at once: one division, products rounded to
 // nearest even (vcvtps2dq), the codes stored in the kernel's order by one permutation.
-DL_AVX512 void QuantizeGroup(const uint16_t* x, int8_t* codes, float* scale, float* scaled_sum) {
+DL_AVX512 void QuantizeGroup(const uint16_t* x, int8_t* codes, float* scale, float* scaled_sum,
+                             int32_t* code_sum) {
   alignas(64) static const uint16_t order[32] = {0,  2,  4,  6,  1,  3,  5,  7,  8,  10, 12,
                                                  14, 9,  11, 13, 15, 16, 18, 20, 22, 17, 19,
                                                  21, 23, 24, 26, 28, 30, 25, 27, 29, 31};
@@ -45,27 +48,68 @@ DL_AVX512 void QuantizeGroup(const uint16_t* x, int8_t* codes, float* scale, flo
   const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q_low, q_high));
   *scale = largest / 127.0f;
   *scaled_sum = *scale * static_cast<float>(sum);
+  *code_sum = sum;
 }
 
 }  // namespace
+#endif
 
-void QuantizeRows(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out) {
+namespace {
+
+// The kernel's order of a group's 32 columns: each run of 8 as 0, 2, 4, 6, 1, 3, 5, 7.
+constexpr int kOrder[32] = {0,  2,  4,  6,  1,  3,  5,  7,  8,  10, 12, 14, 9,  11, 13, 15,
+                            16, 18, 20, 22, 17, 19, 21, 23, 24, 26, 28, 30, 25, 27, 29, 31};
+
+// QuantizeGroup's arithmetic one value at a time: the same division, products, clamps (as
+// vmaxps / vminps compare) and rounding to nearest even.
+void QuantizeGroupPortable(const uint16_t* x, int8_t* codes, float* scale, float* scaled_sum,
+                           int32_t* code_sum) {
+  float largest = 0.0f;
+  for (int i = 0; i < kGroup; ++i) largest = std::max(largest, std::abs(FromBf16(x[i])));
+  const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+  int32_t sum = 0;
+  for (int i = 0; i < kGroup; ++i) {
+    float product = FromBf16(x[kOrder[i]]) * inverse;
+    product = -127.0f > product ? -127.0f : product;
+    product = 127.0f < product ? 127.0f : product;
+    const auto code = product == product ? static_cast<int32_t>(std::nearbyint(product)) : 0;
+    codes[i] = static_cast<int8_t>(code);
+    sum += code;
+  }
+  *scale = largest / 127.0f;
+  *scaled_sum = *scale * static_cast<float>(sum);
+  *code_sum = sum;
+}
+
+using GroupQuantizer = void (*)(const uint16_t*, int8_t*, float*, float*, int32_t*);
+
+void Quantize(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out,
+              GroupQuantizer quantize) {
   const int64_t groups = k / kGroup;
   out.codes.resize(static_cast<size_t>(m * k));
   out.scales.resize(static_cast<size_t>(m * groups));
   out.scaled_sums.resize(out.scales.size());
+  out.sums.resize(out.scales.size());
   for (int64_t i = 0; i < m * groups; ++i)
-    QuantizeGroup(x + i * kGroup, out.codes.data() + i * kGroup, &out.scales[i],
-                  &out.scaled_sums[i]);
+    quantize(x + i * kGroup, out.codes.data() + i * kGroup, &out.scales[i], &out.scaled_sums[i],
+             &out.sums[i]);
 }
 
-#else
+}  // namespace
 
-// No integer kernel is built off x86: nothing calls this.
-void QuantizeRows(const uint16_t*, int64_t, int64_t, QuantizedRows&) {
-  throw InvalidArgument("int8 activations need the AVX-512 VNNI kernel (x86)");
+void QuantizeRowsPortable(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out) {
+  Quantize(x, m, k, out, &QuantizeGroupPortable);
 }
 
+void QuantizeRows(const uint16_t* x, int64_t m, int64_t k, QuantizedRows& out) {
+#ifdef DL_QUANTIZE_AVX512
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  if (avx512) return Quantize(x, m, k, out, &QuantizeGroup);
 #endif
+  Quantize(x, m, k, out, &QuantizeGroupPortable);
+}
 
 }  // namespace dl::lowbit

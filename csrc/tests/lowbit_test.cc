@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "lowbit/kernels.h"
 #include "lowbit/matmul.h"
+#include "lowbit/quantize.h"
 
 namespace dl::lowbit {
 namespace {
@@ -104,13 +105,44 @@ TEST(Lowbit, EveryKernelAgreesWithThePortableOne) {
         const float a = FromBf16(got[i]), b = FromBf16(reference[i]);
         // both rounded to bf16 (2^-8 each) from float32 sums; the integer kernel's activations
         // within its quantization bound
-        const double slack = kernel == "avx512-vnni"
+        const double slack = kernel == "avx512-vnni" || kernel == "avx2-int8"
                                  ? QuantizationBound(p, format, x, k, i / n, i % n)
                                  : 0.01 * (1.0 + std::abs(b));
         ASSERT_NEAR(a, b, 2 * 0.0039 * std::abs(b) + 1e-3 + slack) << kernel << " at " << i;
       }
     }
   }
+}
+
+TEST(Lowbit, TheAvx2IntegerKernelGivesTheVnniKernelsBits) {
+  const auto kernels = LowbitKernels();
+  const auto runs = [&](const std::string& name) {
+    return std::find(kernels.begin(), kernels.end(), name) != kernels.end();
+  };
+  if (!runs("avx512-vnni") || !runs("avx2-int8")) GTEST_SKIP() << "this CPU lacks one of them";
+  std::mt19937 rng(4);
+  for (const Codes format : {Codes::kInt4, Codes::kInt8}) {
+    const int64_t n = 45, k = 160, m = 9;  // n: a last block of 13 outputs, half of it empty
+    const Packed p = Random(format, n, k, rng);
+    const auto w = p.weights(format, n, k);
+    const auto x = Activations(m, k, rng);
+    ASSERT_EQ(Multiply(x, m, w, 2, "avx2-int8"), Multiply(x, m, w, 2, "avx512-vnni"));
+  }
+}
+
+TEST(Lowbit, PortableQuantizationGivesTheVectorOnesCodes) {
+  std::mt19937 rng(5);
+  const int64_t m = 7, k = 256;
+  auto x = Activations(m, k, rng);
+  for (int64_t i = 0; i < 32; ++i) x[3 * k + i] = 0;  // a group of zeros: scale 0, codes 0
+  QuantizedRows vector, portable;
+  QuantizeRows(x.data(), m, k, vector);
+  QuantizeRowsPortable(x.data(), m, k, portable);
+  EXPECT_EQ(vector.codes, portable.codes);
+  EXPECT_EQ(vector.scales, portable.scales);
+  EXPECT_EQ(vector.scaled_sums, portable.scaled_sums);
+  EXPECT_EQ(vector.sums, portable.sums);
+  EXPECT_EQ(portable.scales[3 * (k / kGroup)], 0.0f);
 }
 
 TEST(Lowbit, ARowsBitsDependOnItselfOnly) {

@@ -36,7 +36,13 @@ logger = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = ("llama",)
 FUSED_TOKENS = 64  #: steps of at most this many tokens run fused (longer ones: prompts)
-FUSED_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2", "portable")  #: our kernels, which the fused stack runs
+FUSED_KERNELS = (
+    "avx512-vnni",
+    "avx512-bf16",
+    "avx2-int8",
+    "avx2",
+    "portable",
+)  #: our kernels, which the fused stack runs
 INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
 
 
