@@ -186,11 +186,11 @@ def main() -> None:
                 f"lean int4, {kernel} kernel": LeanLlama(bundle.model, "int4", kernel=kernel)
                 for kernel in _core.lowbit_kernels()[1:-1]
             },
-            **{
-                f"lean int4, {kernel} kernel, unfused": LeanLlama(bundle.model, "int4", kernel=kernel, fused=False)
-                for kernel in _core.lowbit_kernels()[1:-1]
-                if kernel == "avx2"
-            },
+            **(
+                {"lean int4, avx2 kernel, unfused": LeanLlama(bundle.model, "int4", kernel="avx2", fused=False)}
+                if "avx2" in _core.lowbit_kernels()
+                else {}
+            ),
             "lean int8, PyTorch's kernel": LeanLlama(bundle.model, "int8", kernel="torch"),
             "lean int4, PyTorch's kernel": LeanLlama(bundle.model, "int4", kernel="torch"),
         }

@@ -195,7 +195,12 @@ void BindLowbit(py::module_& m) {
         py::arg("scales"), py::arg("mins"), py::arg("n"), py::arg("out"), py::arg("threads"),
         py::arg("kernel") = "auto");
   m.def("lowbit_kernels", &lowbit::LowbitKernels);
-  m.def("fused_step_runs", &lowbit::AttentionRuns, py::arg("head_dim"), py::arg("kernel") = "auto");
+  m.def(
+      "fused_step_runs",
+      [](int64_t head_dim, const std::string& kernel) {
+        return lowbit::ChooseAttention(head_dim, kernel) != nullptr;
+      },
+      py::arg("head_dim"), py::arg("kernel") = "auto");
   py::class_<LlamaStack>(m, "LlamaStack")
       .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, float, const py::list&,
                     const py::array&, const std::string&>(),

@@ -146,20 +146,8 @@ bool Avx512AttentionRuns(int64_t d) {
 }
 
 void Avx512Attention(const AttentionProblem& pr, int threads) {
-  const int64_t group_rows = pr.tokens * (pr.heads / pr.kv_heads);  // query rows per kv head
-  const int64_t units = pr.batch * pr.kv_heads;
-  if (units * group_rows <= 0) return;
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Work split as (batch row, kv head, share of its query rows), every thread taking as many
-  // pieces: the kv heads alone are too few to share evenly (the default model has 3).
-  const int64_t shares = std::min<int64_t>(group_rows, threads);
-  // Each piece a task, claimed by whichever thread is free (spin_pool.h).
-  const int64_t pieces = units * shares;
-  SpinPool::Instance().Run(static_cast<int>(pieces), threads, [&](int piece) {
+  ForEachQueryShare(pr, threads, [&](int64_t b, int64_t c, int64_t r0, int64_t r1) {
     thread_local Scratch scratch;  // kept between calls: one per layer, 30 a step
-    const int64_t unit = piece / shares, share = piece % shares;
-    const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;
-    const int64_t r0 = group_rows * share / shares, r1 = group_rows * (share + 1) / shares;
     if (pr.d == 64)
       Rows<4>(pr, b, c, r0, r1, scratch);
     else
@@ -188,15 +176,27 @@ bool Avx512Kernel(const std::string& kernel) {
 }
 }  // namespace
 
-bool AttentionRuns(int64_t d, const std::string& kernel) {
-  return (Avx512Kernel(kernel) && Avx512AttentionRuns(d)) || PortableAttentionRuns(d);
+AttentionFn ChooseAttention(int64_t d, const std::string& kernel) {
+  if (Avx512Kernel(kernel) && Avx512AttentionRuns(d)) return &Avx512Attention;
+  return PortableAttentionRuns(d) ? &PortableAttention : nullptr;
 }
 
-void Attention(const AttentionProblem& pr, int threads, const std::string& kernel) {
-  if (Avx512Kernel(kernel) && Avx512AttentionRuns(pr.d))
-    Avx512Attention(pr, threads);
-  else
-    PortableAttention(pr, threads);
+void ForEachQueryShare(const AttentionProblem& pr, int threads,
+                       const std::function<void(int64_t, int64_t, int64_t, int64_t)>& rows) {
+  const int64_t group_rows = pr.tokens * (pr.heads / pr.kv_heads);  // query rows per kv head
+  const int64_t units = pr.batch * pr.kv_heads;
+  if (units * group_rows <= 0) return;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Work split as (batch row, kv head, share of its query rows), every thread taking as many
+  // pieces: the kv heads alone are too few to share evenly (the default model has 3).
+  const int64_t shares = std::min<int64_t>(group_rows, threads);
+  // Each piece a task, claimed by whichever thread is free (spin_pool.h).
+  const int64_t pieces = units * shares;
+  SpinPool::Instance().Run(static_cast<int>(pieces), threads, [&](int piece) {
+    const int64_t unit = piece / shares, share = piece % shares;
+    rows(unit / pr.kv_heads, unit % pr.kv_heads, group_rows * share / shares,
+         group_rows * (share + 1) / shares);
+  });
 }
 
 }  // namespace dl::lowbit

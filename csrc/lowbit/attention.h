@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dl::lowbit {
@@ -36,20 +37,23 @@ struct AttentionProblem {
   float scale;  // multiplies q . k (1 / sqrt(d) usually)
 };
 
-// Whether the fused step's attention runs here for head size d beside the product kernel
-// `kernel` (matmul.h's names, or "auto"): the AVX-512 BF16 one (d 64 or 128) beside the AVX-512
-// kernels on a CPU with AVX-512 BF16, else the portable one (attention_portable.cc: d a
-// multiple of 8).
-bool AttentionRuns(int64_t d, const std::string& kernel);
+using AttentionFn = void (*)(const AttentionProblem& problem, int threads);
 
-// The attention on `threads` threads, the implementation AttentionRuns chose. Preconditions:
-// AttentionRuns(d, kernel), heads % kv_heads == 0, 1 <= length.
-void Attention(const AttentionProblem& problem, int threads, const std::string& kernel);
+// The fused step's attention for head size d beside the product kernel `kernel` (matmul.h's
+// names, or "auto"): the AVX-512 BF16 one (d 64 or 128) beside the AVX-512 kernels on a CPU with
+// AVX-512 BF16, else the portable one (attention_portable.cc: d a multiple of 8); nullptr when
+// neither runs. The attention runs on `threads` threads; preconditions heads % kv_heads == 0,
+// 1 <= length.
+AttentionFn ChooseAttention(int64_t d, const std::string& kernel);
 
-// The two implementations: AVX-512 BF16 (attention.cc) and plain C++ (attention_portable.cc).
+// The two implementations (attention.cc, attention_portable.cc), and the work split they share:
+// rows(b, c, r0, r1) for query rows [r0, r1) of kv head c of batch row b (row r: query head
+// c * g + r / tokens at token r % tokens), as tasks of the products' thread pool.
 bool Avx512AttentionRuns(int64_t d);
 void Avx512Attention(const AttentionProblem& problem, int threads);
 bool PortableAttentionRuns(int64_t d);
 void PortableAttention(const AttentionProblem& problem, int threads);
+void ForEachQueryShare(const AttentionProblem& problem, int threads,
+                       const std::function<void(int64_t, int64_t, int64_t, int64_t)>& rows);
 
 }  // namespace dl::lowbit

@@ -9,12 +9,10 @@
 // gives it, in a chain or a tree, on any CPU this runs on.
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "lowbit/attention.h"
 #include "lowbit/kernels.h"
-#include "lowbit/spin_pool.h"
 #include "vector_math.h"
 
 namespace dl::lowbit {
@@ -91,18 +89,9 @@ void Rows(const AttentionProblem& pr, int64_t b, int64_t c, int64_t r0, int64_t 
 bool PortableAttentionRuns(int64_t d) { return d > 0 && d % kPartial == 0; }
 
 void PortableAttention(const AttentionProblem& pr, int threads) {
-  const int64_t group_rows = pr.tokens * (pr.heads / pr.kv_heads);  // query rows per kv head
-  const int64_t units = pr.batch * pr.kv_heads;
-  if (units * group_rows <= 0) return;
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // As the AVX-512 attention splits it: (batch row, kv head, share of its query rows).
-  const int64_t shares = std::min<int64_t>(group_rows, threads);
-  const int64_t pieces = units * shares;
-  SpinPool::Instance().Run(static_cast<int>(pieces), threads, [&](int piece) {
+  ForEachQueryShare(pr, threads, [&](int64_t b, int64_t c, int64_t r0, int64_t r1) {
     thread_local Scratch scratch;
-    const int64_t unit = piece / shares, share = piece % shares;
-    const int64_t b = unit / pr.kv_heads, c = unit % pr.kv_heads;
-    Rows(pr, b, c, group_rows * share / shares, group_rows * (share + 1) / shares, scratch);
+    Rows(pr, b, c, r0, r1, scratch);
   });
 }
 

@@ -86,7 +86,8 @@ void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers,
   const int64_t M = step.batch * step.tokens, d = s.head_dim;
   const int64_t q_width = s.heads * d, kv_width = s.kv_heads * d,
                 qkv_width = q_width + 2 * kv_width;
-  Check(AttentionRuns(d, kernel), "the fused lean step needs a head size that is a multiple of 8");
+  const AttentionFn attention = ChooseAttention(d, kernel);  // once a step, not once a layer
+  Check(attention != nullptr, "the fused lean step needs a head size that is a multiple of 8");
   Check(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads must be a multiple of kv_heads");
   Check(step.keys.size() == layers.size() && step.values.size() == layers.size(),
         "one cache layer per layer");
@@ -132,7 +133,7 @@ void RunLlamaStack(const LlamaShape& s, const std::vector<LlamaLayer>& layers,
                                    d,
                                    total,
                                    1.0f / std::sqrt(static_cast<float>(d))};
-    Attention(problem, threads, kernel);
+    attention(problem, threads);
     LowbitMatmul(attn.data(), M, layer.o, y.data(), threads, kernel);
     AddInPlace(step.x, y.data(), M * s.hidden);
     RmsNorm(step.x, layer.mlp_norm, M, s.hidden, s.eps, h.data());

@@ -7,7 +7,7 @@ general loop (any batch, sampling rules, processors, observers, streamers) spend
 on the host beyond drafting for one draft and ~2 ms for a tree of a few: building the tree with
 batched tensors, accepting along it, editing the cache, each a handful of small tensor ops right
 after a forward has flushed the caches. One row needs none of it: its few drafts' trie is a few
-Python lists, acceptance a walk down it, and the cache moves the accepted path's slots into
+Python lists, acceptance a walk down it (``verify.tree_host.accepted_walk``), and the cache moves the accepted path's slots into
 place only where the path leaves the first branch (a chain's accepted prefix is already there).
 
 The engine takes it where it applies (:func:`applies`): greedy decoding of one row without
@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..verify.greedy import target_tokens
+from ..verify.tree_host import accepted_walk
 from .drafters.base import to_host
 from .drafters.lattice import LatticeDrafter
 from .drafters.lookup import ContextLookup
@@ -93,9 +94,10 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
             mask[0, 0, :, past:].masked_fill_(trie.hidden_from(device), lowest)
         hidden = target.hidden(torch.tensor([trie.tokens], device=device), positions, mask)  # [1, T, d]
         scores, fused_heads = target.node_logits(hidden)
-        path = trie.accepted(target_tokens(scores[0]).tolist())
+        chosen = target_tokens(scores[0]).tolist()
+        path = accepted_walk(trie.tokens, trie.parent, chosen)
         end = path[-1]
-        root = trie.chosen[end]
+        root = chosen[end]
         if not copy_only:  # the heads at the last accepted node, as the general loop reads them
             heads = fused_heads[:, end] if fused_heads is not None else None
             if heads is None:
@@ -136,7 +138,6 @@ class _Trie:
                     self.tokens.append(draft[j])
                     self.parent.append(node_of[key[:-1]])
                     self.depth.append(j + 1)
-        self.chosen: list[int] = []
 
     def hidden_from(self, device) -> Tensor:
         """``[T, T]`` bool: True where node ``i`` may not see node ``j`` (not its ancestor)."""
@@ -147,16 +148,6 @@ class _Trie:
         for n in range(1, T):  # parents come before their children
             ancestor[n] |= ancestor[self.parent[n]]
         return torch.from_numpy(~ancestor).to(device)
-
-    def accepted(self, chosen: list[int]) -> list[int]:
-        """The accepted nodes from the root down, given the target's token at every node: each
-        next node is the child holding the target's token at the node before it."""
-        self.chosen = chosen
-        child = {(self.parent[n], self.tokens[n]): n for n in range(len(self.tokens) - 1, 0, -1)}
-        path = [0]
-        while (nxt := child.get((path[-1], chosen[path[-1]]))) is not None:
-            path.append(nxt)
-        return path
 
 
 def _propose(engine, head_logits: Tensor):

@@ -36,13 +36,6 @@ logger = logging.getLogger(__name__)
 
 SUPPORTED_TYPES = ("llama",)
 FUSED_TOKENS = 64  #: steps of at most this many tokens run fused (longer ones: prompts)
-FUSED_KERNELS = (
-    "avx512-vnni",
-    "avx512-bf16",
-    "avx2-int8",
-    "avx2",
-    "portable",
-)  #: our kernels, which the fused stack runs
 INITIAL_CAPACITY = 256  #: slots a new cache starts with beyond the prompt (it doubles when full)
 
 
@@ -80,7 +73,7 @@ class LeanLlama:
             the CPU has AVX2, AVX-512 BF16 or AVX-512 VNNI, else "torch"), "torch", or one of
             ``_core.lowbit_kernels()``.
         fused: whether int4 steps of at most :data:`FUSED_TOKENS` tokens run all their layers
-            in one C++ call (``_core.LlamaStack``) on our kernels (:data:`FUSED_KERNELS`; its
+            in one C++ call (``_core.LlamaStack``) on our kernels (any but "torch"; its
             attention on AVX-512 BF16 beside the AVX-512 kernels, in plain C++ beside the others;
             a head size that is a multiple of 8); :attr:`fused` says whether they do.
     """
@@ -155,11 +148,7 @@ class LeanLlama:
     def _fused_stack(self):
         """All layers as one ``_core.LlamaStack`` when they are int4 on a kernel of ours whose
         attention the stack runs for this head size."""
-        if (
-            self.weights != "int4"
-            or self.kernel not in FUSED_KERNELS
-            or not _core.fused_step_runs(self.head_dim, self.kernel)
-        ):
+        if self.weights != "int4" or self.kernel == "torch" or not _core.fused_step_runs(self.head_dim, self.kernel):
             return None
         layers = []
         for layer in self.layers:

@@ -90,7 +90,7 @@ def host_greedy_path(
     tokens_in, parent_in, valid_in, target_in = (t.tolist() for t in (tokens, parent, node_valid, targets))
     num, following, last, paths = [], [], [], []
     for row_tokens, row_parent, row_valid, row_target in zip(tokens_in, parent_in, valid_in, target_in):
-        path = _accepted_walk(row_tokens, row_parent, row_valid, row_target)
+        path = accepted_walk(row_tokens, row_parent, row_target, row_valid)
         num.append(len(path) - 1)
         following.append(row_target[path[-1]])
         last.append(path[-1])
@@ -112,7 +112,7 @@ def host_accepted_path(tokens: Tensor, parent: Tensor, node_valid: Tensor, targe
     tokens_in, parent_in, valid_in, target_in = (t.tolist() for t in (tokens, parent, node_valid, targets))
     nums, committed, slots, last = [], [], [], []
     for row_tokens, row_parent, row_valid, row_target in zip(tokens_in, parent_in, valid_in, target_in):
-        path = _accepted_walk(row_tokens, row_parent, row_valid, row_target)
+        path = accepted_walk(row_tokens, row_parent, row_target, row_valid)
         num, end = len(path) - 1, path[-1]
         row = [row_tokens[n] for n in path[1:]] + [row_tokens[end]] * (depth - num) + [0]
         row[num] = row_target[end]
@@ -124,12 +124,14 @@ def host_accepted_path(tokens: Tensor, parent: Tensor, node_valid: Tensor, targe
     return as_tensor(nums), as_tensor(committed), as_tensor(slots), as_tensor(last)
 
 
-def _accepted_walk(tokens: list[int], parent: list[int], valid: list[bool], target: list[int]) -> list[int]:
+def accepted_walk(
+    tokens: list[int], parent: list[int], target: list[int], valid: list[bool] | None = None
+) -> list[int]:
     """One tree row's accepted nodes from its root down: each next node is the child holding the
-    target's token at the node before it."""
+    target's token at the node before it (``valid``: the row's real nodes; None: all)."""
     child: dict[tuple[int, int], int] = {}  # (parent node, token) -> node; siblings differ
     for n in range(1, len(tokens)):
-        if valid[n]:
+        if valid is None or valid[n]:
             child.setdefault((parent[n], tokens[n]), n)
     path = [0]
     while (nxt := child.get((path[-1], target[path[-1]]))) is not None:
