@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import _core
 from .lowbit import GROUP, LowbitLinear
 
 BITS = 4  #: the heads' weights on our kernels (see the module's docstring)
@@ -62,3 +63,54 @@ class LeanHeads:
         blocks = self.down(hidden.view(*lead, c, self.hidden)).view(*lead, c, c, -1)  # [..., row, block, d]
         own = blocks.diagonal(dim1=-3, dim2=-2).transpose(-1, -2)  # [..., h-1, d]
         return (z.float().unsqueeze(-2) + own.float() + self.down_bias).to(z.dtype)
+
+
+class HeadLogits:
+    """``(z [..., d], next_ids [...]) -> float32 logits [..., h-1, V]`` of :class:`LeanHeads` in
+    one C++ call (``_core.DraftHeadsStep``): the next tokens' embeddings, the heads' MLPs and the
+    output rows they draft from (``rows``, for the tokens ``row_tokens``; None: the whole output
+    layer), -inf outside them.
+
+    Why: between two target steps each small PyTorch op runs 5-20x slower than hot (the step has
+    flushed the caches), and the Python heads are ~20 of them around three products: 1.0-1.3 ms a
+    call inside the decoding loop (bench/RESULTS.md, the target step's item 14). The same
+    arithmetic as :class:`LeanHeads` then ``rows`` up to GELU's last bits (its erf as PyTorch's
+    vectorized one, another exponential inside: a hidden unit may move by one bf16 unit in the
+    last place); the heads only draft, so no decoding's output moves.
+    """
+
+    def __init__(
+        self, lean: LeanHeads, embed: Tensor | None, rows: LowbitLinear, row_tokens: Tensor | None, vocab_size: int
+    ) -> None:
+        if lean.reads_next_token != (embed is not None):
+            raise ValueError("heads that read the next token need its embedding table, and only they")
+        self.count, self.hidden, self.vocab_size = lean.count, lean.down_bias.shape[1], vocab_size
+        self.threads: int | None = None  #: the kernels' threads (None: torch.get_num_threads())
+        self.layers = [lean.up, lean.down, rows]
+        self._step = _core.DraftHeadsStep(
+            count=lean.count,
+            hidden=self.hidden,
+            width=lean.hidden,
+            vocab=self.vocab_size,
+            embedding=None if embed is None else embed.contiguous().view(torch.int16).numpy(),
+            bits=BITS,
+            up=(lean.up.codes, lean.up.scales, lean.up.mins),
+            up_bias=lean.up_bias.contiguous().numpy(),
+            down=(lean.down.codes, lean.down.scales, lean.down.mins),
+            down_bias=lean.down_bias.contiguous().numpy(),
+            rows_bits=rows.bits,
+            rows=(rows.codes, rows.scales, rows.mins),
+            rows_n=rows.out_features,
+            row_tokens=None if row_tokens is None else row_tokens.to(torch.int64).contiguous().numpy(),
+            kernel=rows.kernel,
+        )
+
+    def __call__(self, z: Tensor, next_ids: Tensor) -> Tensor:
+        lead = z.shape[:-1]
+        flat = z.reshape(-1, self.hidden).to(torch.bfloat16).contiguous()
+        ids = next_ids.reshape(-1).to(torch.int64).contiguous()
+        out = torch.empty(flat.shape[0], self.count, self.vocab_size, dtype=torch.float32)
+        self._step.forward(
+            flat.view(torch.int16).numpy(), ids.numpy(), out.numpy(), self.threads or torch.get_num_threads()
+        )
+        return out.view(*lead, self.count, self.vocab_size)

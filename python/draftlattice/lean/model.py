@@ -28,7 +28,7 @@ from torch import Tensor
 from .. import _core
 from ..decode.cache import additive_mask
 from .cache import StaticCache
-from .heads import LeanHeads
+from .heads import HeadLogits, LeanHeads
 from .linear import check_weights, make_linear
 from .lowbit import best_kernel, check_kernel
 
@@ -126,6 +126,7 @@ class LeanLlama:
         self.fused = self._stack is not None
         self._draft_rows: tuple[tuple, object] | None = None
         self._lean_heads: _LeanHeadsOf | None = None
+        self._head_logits_of: tuple[LeanHeads, object, HeadLogits] | None = None  # (heads, rows, call)
         positions = torch.arange(self.max_positions, device=self.device).unsqueeze(0)
         cos, sin = body.rotary_emb(self.embed[:1], positions)  # the model's own tables (any rope scaling)
         self.cos, self.sin = cos[0].to(self.dtype), sin[0].to(self.dtype)
@@ -270,6 +271,8 @@ class LeanLlama:
             extra += [] if lean is None else lean.layers
             for lin in self._lowbit + [lin for lin in extra if _runs_our_kernel(lin)]:
                 lin.threads = threads
+            if self._head_logits_of is not None:
+                self._head_logits_of[2].threads = threads
             self._kernel_threads = threads
         self._in_step = True
         torch.set_num_threads(1)
@@ -289,22 +292,41 @@ class LeanLlama:
             return self._head_logits(heads, hidden, next_ids)
 
     def _head_logits(self, heads, hidden, next_ids):
-        embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
-        states = self._heads_for(heads)(hidden.to(self.dtype), embeds)
-        if heads.draft_vocab is None:
-            return self.output_layer(states.to(self.dtype)).float()
+        lean = self._heads_for(heads)
         vocab = heads.draft_vocab
+        rows = self.output_layer if vocab is None else self._rows_for(vocab)
+        if isinstance(lean, LeanHeads) and _runs_our_kernel(rows):
+            return self._fused_head_logits(lean, rows, vocab)(hidden, next_ids)
+        embeds = F.embedding(next_ids, self.embed) if heads.reads_next_token else None
+        states = lean(hidden.to(self.dtype), embeds)
+        part = rows(states.to(self.dtype)).float()
+        if vocab is None:
+            return part
+        # float32, as the drafters read them: their conversion is then free, and scatter_ fills
+        # the -inf logits faster than index_copy_ (90 against 150 us for 3 x 49,152).
+        out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
+        return out.scatter_(-1, vocab.to(part.device).expand(part.shape), part)
+
+    def _rows_for(self, vocab: Tensor):
+        """The output layer's rows of draft vocabulary ``vocab`` in :attr:`draft_format`."""
         key = (vocab.data_ptr(), vocab.numel())
         if self._draft_rows is None or self._draft_rows[0] != key:
             rows = self._output_weight.detach().index_select(0, vocab.to(self.device))
             self._draft_rows = (key, make_linear(rows, self.draft_format, self.dtype, self.kernel))
             if _runs_our_kernel(self._draft_rows[1]):
                 self._draft_rows[1].threads = self._kernel_threads
-        # float32, as the drafters read them: their conversion is then free, and scatter_ fills
-        # the -inf logits faster than index_copy_ (90 against 150 us for 3 x 49,152).
-        part = self._draft_rows[1](states.to(self.dtype)).float()
-        out = part.new_full((*part.shape[:-1], self.vocab_size), float("-inf"))
-        return out.scatter_(-1, vocab.to(part.device).expand(part.shape), part)
+        return self._draft_rows[1]
+
+    def _fused_head_logits(self, lean: LeanHeads, rows, vocab: Tensor | None) -> HeadLogits:
+        """The heads' whole call in C++ (:class:`~.heads.HeadLogits`), kept while ``lean`` and
+        ``rows`` are the current ones."""
+        known = self._head_logits_of
+        if known is None or known[0] is not lean or known[1] is not rows:
+            embed = self.embed if lean.reads_next_token else None
+            call = HeadLogits(lean, embed, rows, vocab, self.vocab_size)
+            call.threads = self._kernel_threads
+            known = self._head_logits_of = (lean, rows, call)
+        return known[2]
 
     def _heads_for(self, heads):
         """``heads`` on our kernels (:class:`~.heads.LeanHeads`, rebuilt when their parameters
