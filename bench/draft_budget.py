@@ -4,8 +4,9 @@ tokens per target call and the tokens verified per call of the demo's best draft
 datastore's, one tree), on held-out prompts (chat questions after the demo's, WikiText-2 *valid*
 openings), greedy, through the lean step; and, for the ``lookup`` row (one copied draft alone, no
 heads: the context's copy, else the shipped datastore's), the same per longest copy
-(``--copy-tokens``). The table it writes is what ``draftlattice demo`` reads to choose p and the
-copy's length on each machine.
+(``--copy-tokens``); and plain decoding on the same step (no drafts). The table it writes is
+what ``draftlattice demo`` reads to choose p and the copy's length on each machine, and
+``fastest_drafting`` to choose between the copy, the tree and no drafts.
 
     python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
         [--weights int4] [-o lm_models/smollm2/draft_budget.json]
@@ -50,18 +51,15 @@ def main() -> None:
         total, warm = None, False
         for prompt in [prompts[0]] + prompts:  # the first call warms up (allocations, kernels), uncounted
             ids = torch.tensor([prompt])
+            settings = dict(draft_k=args.k, draft_alpha=args.alpha, draft_lookup=args.lookup, draft_step=bundle.step)
             out = bundle.model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 max_new_tokens=args.max_new_tokens if warm else 8,
                 do_sample=False,
                 custom_generate=dlhf.generate,
-                draft_k=args.k,
-                draft_alpha=args.alpha,
-                draft_lookup=args.lookup,
-                draft_step=bundle.step,
                 return_dict_in_generate=True,
-                **drafting,
+                **{**settings, **drafting},
             )
             if warm:
                 total = out.draft_stats if total is None else total + out.draft_stats
@@ -92,6 +90,9 @@ def main() -> None:
         drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
         copy_options.append({"copy_tokens": length, **measure(**drafting)})
         print(copy_options[-1], flush=True)
+    # plain decoding on the same step and loop (no drafts): its host time a token, for the choice
+    plain = measure(draft_heads=None, draft_lookup=0)
+    print({"plain": plain}, flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
         # what draftlattice.default_model.fastest_drafting passes to generate() for these options
@@ -103,6 +104,7 @@ def main() -> None:
         "options": options,
         "copy_drafter": f"lookup (the context's copy, else the datastore's) lookup={args.lookup}",
         "copy_options": copy_options,
+        "plain": plain,
     }
     with open(args.output, "w") as f:
         json.dump(table, f, indent=1)

@@ -1,6 +1,7 @@
 """The default model's fastest drafting (draftlattice.default_model.fastest): the choice follows
 the step's cost (the copy alone where extra tokens cost arithmetic, the widest tree where they
-are nearly free), its generate() arguments decode exactly, and bad input is refused clearly."""
+are nearly free, no drafts where even two tokens cost twice one), its generate() arguments decode
+exactly, and bad input is refused clearly."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from _engine_models import trained
 from _hf_models import greedy, own_ngram
 from draftlattice import Datastore
 from draftlattice.default_model import DefaultModel
-from draftlattice.default_model.fastest import COPY, TREE, fastest_drafting
+from draftlattice.default_model.fastest import COPY, PLAIN, TREE, fastest_drafting
 from draftlattice.default_model.load import artifacts_dir
 from draftlattice.lean import LeanLlama
 from draftlattice.lean.fit import CostCurve
@@ -25,6 +26,7 @@ SHIPPED = artifacts_dir() / "draft_budget.json"
 # step whose cost hardly grows (AMX, a GPU)
 STEEP = CostCurve((1, 2, 4, 8, 16, 32), (4.1, 4.3, 6.2, 7.9, 14.1, 25.9))
 FLAT = CostCurve((1, 8, 16, 32), (10.0, 10.2, 10.4, 10.8))
+LINEAR = CostCurve((1, 2, 4, 8, 16, 32), (4.0, 8.0, 16.0, 32.0, 64.0, 128.0))  # every token costs one step's
 PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [10, 20, 30, 40, 10, 20, 30]]
 
 
@@ -40,9 +42,18 @@ def test_the_copy_alone_wins_where_extra_tokens_cost_and_the_widest_tree_where_t
     assert flat.drafter == TREE and flat.p >= 8  # wide trees (their host time grows a little with p)
     for choice in (steep, flat):
         assert choice.predicted == max(tokens for _, tokens in choice.candidates)
-        assert len(choice.candidates) == len(options) + len(json.loads(SHIPPED.read_text())["copy_options"])
-    assert steep.plain == pytest.approx(1e3 / 4.1)
+        # every option of the table, and plain decoding
+        assert len(choice.candidates) == len(options) + len(json.loads(SHIPPED.read_text())["copy_options"]) + 1
+    plain_host = json.loads(SHIPPED.read_text())["plain"]["host_ms"]
+    assert steep.plain == pytest.approx(1e3 / (4.1 + plain_host))
     assert "fastest drafting here: lookup" in steep.describe()
+
+
+def test_no_drafts_win_where_every_token_costs_a_step():
+    choice = fastest_drafting(_Bundle(), SHIPPED, LINEAR)
+    assert choice.drafter == PLAIN and choice.p is None
+    assert choice.predicted == choice.plain == max(tokens for _, tokens in choice.candidates)
+    assert "fastest drafting here: none (plain decoding on the lean step)" in choice.describe()
 
 
 def test_its_generate_arguments_decode_exactly(tmp_path):
@@ -62,12 +73,15 @@ def test_its_generate_arguments_decode_exactly(tmp_path):
     table["settings"] = {"k": 4, "alpha": 0.5, "lookup": 2, "copy_tokens": 5}
     path = tmp_path / "budget.json"
     path.write_text(json.dumps(table))
-    for curve, drafter in ((STEEP, COPY), (FLAT, TREE)):
+    for curve, drafter in ((STEEP, COPY), (FLAT, TREE), (LINEAR, PLAIN)):
         choice = fastest_drafting(bundle, path, curve)
         assert choice.drafter == drafter
         kwargs = choice.generate_kwargs(bundle)
-        assert kwargs["draft_step"] is bundle.step and kwargs["draft_datastore"] is bundle.datastore
-        if drafter == TREE:
+        assert kwargs["draft_step"] is bundle.step
+        assert kwargs.get("draft_datastore") is (None if drafter == PLAIN else bundle.datastore)
+        if drafter == PLAIN:
+            assert kwargs["draft_heads"] is None and "draft_lookup" not in kwargs
+        elif drafter == TREE:
             assert kwargs["draft_heads"] is heads and kwargs["draft_lm"] is bundle.lm
             assert (kwargs["draft_p"], kwargs["draft_k"], kwargs["draft_lookup_tokens"]) == (choice.p, 4, 5)
         else:
@@ -76,7 +90,8 @@ def test_its_generate_arguments_decode_exactly(tmp_path):
             ids = torch.tensor([prompt])
             out = model.generate(ids, max_new_tokens=15, do_sample=False, return_dict_in_generate=True, **kwargs)
             assert out.sequences.tolist() == greedy(model, ids, max_new_tokens=15).tolist(), (drafter, prompt)
-        assert out.draft_stats.mean_nodes > 1  # drafts were verified
+        # drafts were verified, or (plain) one token a step
+        assert out.draft_stats.mean_nodes > 1 if drafter != PLAIN else out.draft_stats.mean_nodes == 1
 
 
 def test_bad_input_is_refused_with_a_line_that_names_it(tmp_path):
@@ -104,3 +119,41 @@ def test_bad_input_is_refused_with_a_line_that_names_it(tmp_path):
     )
     with pytest.raises(ValueError, match="no draft options"):
         fastest_drafting(_Bundle(), empty, STEEP)
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({**json.loads(SHIPPED.read_text()), "plain": {"step_ms": 4.0}}))
+    with pytest.raises(ValueError, match="broken.json: plain decoding's entry has no host_ms"):
+        fastest_drafting(_Bundle(), broken, STEEP)
+
+
+def test_no_drafts_on_the_step_decode_its_greedy_output_in_batches_too():
+    """draft_step alone (draft_heads=None, no draft_lookup): plain greedy decoding on the step,
+    one token a call, left-padded batches through the general loop; greedy only."""
+    from _hf_models import left_padded
+    from draftlattice.hf import generate
+
+    model, _ = trained(next_token=True)
+    step = LeanLlama(model, "dense")
+    ids, mask = left_padded(PROMPTS)
+    kwargs = dict(custom_generate=generate, draft_step=step, draft_heads=None, return_dict_in_generate=True)
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=10, do_sample=False, pad_token_id=0, **kwargs)
+    expected = greedy(model, ids, mask, max_new_tokens=10)
+    assert out.sequences.tolist() == expected.tolist()
+    stats = out.draft_stats
+    assert (stats.mean_nodes, stats.tokens_per_call, stats.target_calls) == (1.0, 1.0, 10)  # a token a call
+    with pytest.raises(ValueError, match="greedy decoding only"):
+        model.generate(ids[:1], max_new_tokens=4, do_sample=True, **kwargs)
+
+
+def test_a_drafting_within_the_margin_of_plain_decoding_is_not_chosen():
+    """Drafts whose predicted gain is within DRAFTS_MARGIN of plain decoding lose to it: their
+    tokens a call vary with the text, plain decoding's do not."""
+    from draftlattice.default_model.fastest import DRAFTS_MARGIN
+
+    ratios = []
+    for slope in (0.2, 1.0, 1.6, 2.2, 2.8, 3.4, 4.0):
+        curve = CostCurve((1, 2, 4, 8, 16, 32), tuple(4.0 + slope * (n - 1) for n in (1, 2, 4, 8, 16, 32)))
+        choice = fastest_drafting(_Bundle(), SHIPPED, curve)
+        best_drafted = max(tokens for label, tokens in choice.candidates if label != PLAIN)
+        ratios.append(best_drafted / choice.plain)
+        assert (choice.drafter == PLAIN) == (best_drafted < DRAFTS_MARGIN * choice.plain), slope
+    assert min(ratios) < DRAFTS_MARGIN < max(ratios)  # both sides of the margin were seen

@@ -1,13 +1,16 @@
-"""The default model's fastest exact drafting on this machine: the context's copy alone, or the
-lattice's p best drafts with the copy, chosen from the lean step's cost measured here.
+"""The default model's fastest exact drafting on this machine: the context's copy alone, the
+lattice's p best drafts with the copy, or no drafts at all, chosen from the lean step's cost
+measured here.
 
 Why: which drafter pays depends on the CPU. Where verifying 16 tokens costs about one (AMX, a GPU)
 the tree of many drafts wins; where every extra token adds arithmetic (AVX-512 or AVX2 with int4
 weights, bench/RESULTS.md) the copy's one short draft a step does, and the tree at any p decodes
-more slowly than it. Every choice is exact (greedy decoding equals the step's own), so the choice
-changes only speed: the one of the most predicted tokens/s, from the drafters' gains measured once
-on held-out prompts (``draft_budget.json``, ``bench/draft_budget.py``) and the step's cost against
-nodes measured once per machine (:func:`draftlattice.lean.fit.cached_cost_curve`).
+more slowly than it; where even two tokens cost much more than one, plain decoding on the same
+step does. Every choice is exact (greedy decoding equals the step's own), so the choice changes
+only speed: the one of the most predicted tokens/s, from the drafters' gains and host times
+measured once on held-out prompts (``draft_budget.json``, ``bench/draft_budget.py``; plain
+decoding's host time too) and the step's cost against nodes measured once per machine
+(:func:`draftlattice.lean.fit.cached_cost_curve`).
 """
 
 from __future__ import annotations
@@ -19,17 +22,22 @@ from pathlib import Path
 
 BUDGET_TABLE = "draft_budget.json"  #: the drafters' gains, beside the shipped heads (bench/draft_budget.py)
 COPY, TREE = "lookup", "ngram_lookup_tree"  #: the drafters chosen between (the demo's row names)
+PLAIN = "plain"  #: no drafts: plain greedy decoding on the lean step (the demo's ``lean`` row)
+#: A drafting is chosen over plain decoding only if predicted this much faster: its tokens a call
+#: vary with the text (the copy drafts 9% fewer on the demo's prompts than on the table's held-out
+#: ones, bench/RESULTS.md), plain decoding's do not.
+DRAFTS_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
 class Drafting:
     """A greedy drafting of the default model and its predicted speed on this machine."""
 
-    drafter: str  #: :data:`COPY` (the copy alone) or :data:`TREE` (the lattice's p best and the copy)
+    drafter: str  #: :data:`COPY` (the copy alone), :data:`TREE` (the lattice's p best and the copy) or :data:`PLAIN`
     p: int | None  #: the lattice's drafts a step (None for the copy alone)
     copy_tokens: int  #: the copied draft's longest
     predicted: float  #: tokens/s predicted (held-out prompts' tokens a call over this step's cost)
-    plain: float  #: plain decoding's tokens/s on the same step, host time aside
+    plain: float  #: plain decoding's predicted tokens/s on the same step
     candidates: tuple[tuple[str, float], ...]  #: every setting weighed and its predicted tokens/s
     settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
 
@@ -37,6 +45,8 @@ class Drafting:
         """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``."""
         from ..hf import generate
 
+        if self.drafter == PLAIN:
+            return dict(custom_generate=generate, draft_step=bundle.step, draft_heads=None)
         kwargs = dict(
             custom_generate=generate,
             draft_step=bundle.step,
@@ -51,22 +61,28 @@ class Drafting:
 
     def describe(self) -> str:
         """One line: the choice, its prediction and the others'."""
-        chosen = f"{self.drafter}" + (f" p={self.p}" if self.p is not None else f" (copies of <= {self.copy_tokens})")
         others = ", ".join(f"{label} {tokens:.0f}" for label, tokens in self.candidates)
+        if self.drafter == PLAIN:
+            return (
+                f"fastest drafting here: none (plain decoding on the lean step), predicted {self.predicted:.0f} "
+                f"tokens/s; weighed: {others}"
+            )
+        chosen = f"{self.drafter}" + (f" p={self.p}" if self.p is not None else f" (copies of <= {self.copy_tokens})")
         return (
             f"fastest drafting here: {chosen}, predicted {self.predicted:.0f} tokens/s against plain decoding's "
-            f"{self.plain:.0f} (host time aside); weighed: {others}"
+            f"{self.plain:.0f}; weighed: {others}"
         )
 
 
 def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=None) -> Drafting:
     """The drafting of the most predicted tokens/s for ``bundle`` (a :class:`DefaultModel` loaded
-    with ``weights=``: its lean step is what is timed) on this machine.
+    with ``weights=``: its lean step is what is timed) on this machine; plain decoding unless a
+    drafting predicts :data:`DRAFTS_MARGIN` times its tokens/s.
 
     ``table``: the drafters' gains (default: the shipped ``draft_budget.json``); ``curve``: the
     step's :class:`~draftlattice.lean.fit.CostCurve` (default: measured once per machine, a few
     seconds, then cached)."""
-    from ..lean.fit import cached_cost_curve, load_options, predicted_tokens_per_s
+    from ..lean.fit import DraftOption, cached_cost_curve, load_options, predicted_tokens_per_s
     from .load import artifacts_dir
 
     if bundle.step is None:
@@ -78,19 +94,35 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
     weighed += [(f"{COPY} <= {o.copy_tokens}", COPY, o) for o in load_options(path, "copy_options")]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
+    plain = DraftOption(1, 1.0, 1.0, _plain_host_ms(path))
+    weighed.append((PLAIN, PLAIN, plain))
     predictions = [
         (label, drafter, option, predicted_tokens_per_s(curve, option)) for label, drafter, option in weighed
     ]
     _, drafter, option, predicted = max(predictions, key=lambda row: row[3])
+    if drafter != PLAIN and predicted < DRAFTS_MARGIN * predictions[-1][3]:
+        _, drafter, option, predicted = predictions[-1]  # plain decoding: too close to call
     return Drafting(
         drafter=drafter,
         p=option.p if drafter == TREE else None,
         copy_tokens=option.copy_tokens if drafter == COPY else settings["copy_tokens"],
         predicted=predicted,
-        plain=1e3 / curve(1),
+        plain=predicted_tokens_per_s(curve, plain),
         candidates=tuple((label, tokens) for label, _, _, tokens in predictions),
         settings=settings,
     )
+
+
+def _plain_host_ms(path: Path) -> float:
+    """Plain decoding's host time a token in the table (0 in a table from before it was measured:
+    the plain step's own loop costs little beside a drafted one's)."""
+    entry = json.loads(path.read_text()).get("plain")
+    if entry is None:
+        return 0.0
+    try:
+        return float(entry["host_ms"])
+    except (TypeError, KeyError, ValueError):
+        raise ValueError(f"{path}: plain decoding's entry has no host_ms number: {entry!r}") from None
 
 
 def _settings(path: Path) -> dict:

@@ -79,7 +79,9 @@ def generate(
     Args:
         draft_heads: :class:`DraftHeads` of this model; horizon h gives drafts of h - 1 tokens.
             None with ``draft_lookup``: the draft copied from the context alone (greedy, tree
-            layout), no heads run; a step without a copy is a plain decoding step.
+            layout), no heads run; a step without a copy is a plain decoding step. None without
+            ``draft_lookup`` but with ``draft_step``: no drafts, plain greedy decoding on that
+            step (where no draft pays on the CPU).
         draft_lm: a :class:`draftlattice.NgramLM` over the model's token ids, or None: the
             drafts are then the p best paths of the heads' own top-k lattice.
         draft_k: candidates per head in the lattice (top-k).
@@ -198,7 +200,8 @@ def _reject_unsupported(model, config, kwargs) -> None:
 def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> LatticeDrafter:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
-            "draft_heads is required (or draft_lookup, to draft copies of the context alone): DraftHeads.for_model(model, horizon=4) or "
+            "draft_heads is required (or draft_lookup, to draft copies of the context alone, or draft_step alone, "
+            "for plain greedy decoding on it): DraftHeads.for_model(model, horizon=4) or "
             f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}"
         )
     if verify not in LAYOUTS:
@@ -214,7 +217,9 @@ def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> Latti
 def _copy_only(lm, max_ngram, tokens, datastore, verify: str, do_sample: bool) -> ContextLookup:
     """draft_heads=None: the context's copy is the only draft."""
     if do_sample:
-        raise ValueError("draft_heads=None drafts the context's copy alone: greedy decoding only (do_sample=False)")
+        raise ValueError(
+            "draft_heads=None drafts the context's copy alone, or nothing: greedy decoding only (do_sample=False)"
+        )
     if lm is not None:
         raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
     if verify != "tree":
@@ -310,6 +315,8 @@ def _decode(
         raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
     if draft_heads is None and draft_lookup:
         drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_datastore, draft_verify, do_sample)
+    elif draft_heads is None and draft_step is not None:
+        drafter = _copy_only(draft_lm, 1, 0, None, draft_verify, do_sample)  # never a copy: plain steps
     else:
         drafter = _drafter(
             draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha

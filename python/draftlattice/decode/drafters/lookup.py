@@ -78,7 +78,9 @@ class ContextLookup:
     no copy that long keeps one more sampled draft instead: the drafter samples p + 1).
 
     ``drafter=None``: the copy alone (greedy decoding on a token tree; :attr:`reads_heads` is
-    false, so the engine runs no heads), all ``-1`` where the context has none.
+    false, so the engine runs no heads), all ``-1`` where the context has none; with ``length=0``
+    no copy ever, so every step is a plain decoding step (plain greedy decoding on the engine's
+    step, e.g. where no draft pays: :func:`draftlattice.default_model.fastest.fastest_drafting`).
     """
 
     name = "lookup"
@@ -88,6 +90,8 @@ class ContextLookup:
         self, drafter: Drafter | None, max_ngram: int = 3, length: int = LOOKUP_TOKENS, datastore=None
     ) -> None:
         for label, value in (("max_ngram", max_ngram), ("length", length)):
+            if label == "length" and drafter is None and value == 0:
+                continue  # no copy at all: plain decoding steps (see the class's docstring)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive int, got {value!r}")
         if datastore is not None and datastore.max_length < length:
