@@ -96,3 +96,29 @@ def test_heads_of_another_model_are_refused(tmp_path):
 def test_bad_horizon():
     with pytest.raises(ValueError, match="horizon must be an int >= 2"):
         dlhf.DraftHeads.for_model(llama(), horizon=1)
+
+
+def test_extended_heads_keep_the_trained_ones_and_start_the_new_ones_as_the_model():
+    model = llama().to(torch.bfloat16)
+    heads = dlhf.DraftHeads.for_model(model, horizon=3, head_hidden=24, next_token=True)
+    with torch.no_grad():
+        for parameter in heads.parameters():
+            parameter.normal_(0, 0.2)
+    heads.restrict_vocabulary(torch.arange(0, 40, 2))
+    longer = heads.extended(5)
+    assert longer.horizon == 5 and len(longer.heads) == 4 and longer.draft_vocab is heads.draft_vocab
+    assert longer.heads[0] is heads.heads[0] and longer.heads[1] is heads.heads[1]  # shared, as truncated()
+    assert {p.dtype for p in longer.parameters()} == {torch.bfloat16}
+    ids, following = torch.tensor([[1, 5, 9, 2]]), torch.tensor([[5, 9, 2, 7]])
+    with torch.no_grad():
+        z = model.base_model(input_ids=ids).last_hidden_state
+        old, new = heads.logits(z, model, following), longer.logits(z, model, following)
+        restricted = model(ids).logits.masked_fill(
+            ~torch.isin(torch.arange(model.config.vocab_size), heads.draft_vocab), float("-inf")
+        )
+    assert torch.equal(new[..., :2, :], old)
+    for j in (2, 3):  # the new heads: the model's own next-token logits on the draft vocabulary
+        torch.testing.assert_close(new[..., j, :], restricted, rtol=2e-2, atol=2e-2)
+    assert longer.extended(5) is longer and longer.truncated(3).horizon == 3
+    with pytest.raises(ValueError, match="horizon must be an int >= 5"):
+        longer.extended(4)

@@ -58,7 +58,11 @@ def parse_args(argv=None):
     p.add_argument("--sampled-steps", type=int, default=1000, help="further steps on sampled data")
     p.add_argument("--batch-tokens", type=int, default=4096)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--init-heads", type=Path, help="start the greedy heads from these (a DraftHeads folder)")
+    p.add_argument(
+        "--init-heads",
+        type=Path,
+        help="start the greedy heads from these (a DraftHeads folder; a shorter horizon gains new heads)",
+    )
     p.add_argument("--warmup", type=int, default=100, help="learning-rate warm-up steps")
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--candidate-softmax", action="store_true", help="train through the candidate-set softmax")
@@ -154,6 +158,8 @@ def main(argv=None) -> int:
         feature_step=greedy.get("step") if args.cache_features else None,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
+    if init is not None and init.horizon < args.horizon:  # trained heads, and new ones beyond them
+        init = init.extended(args.horizon)
     greedy = train_heads(
         model,
         args.work / "distill-greedy",

@@ -200,6 +200,29 @@ class DraftHeads(nn.Module):
         out.draft_vocab = self.draft_vocab
         return out.train(self.training)
 
+    def extended(self, horizon: int) -> DraftHeads:
+        """Heads 2..``horizon``: these (shared weights), then new ones that start as the model's
+        own next-token law (zero residual, as :meth:`for_model`'s), on the same device and dtype
+        and draft vocabulary: a longer horizon trained on from trained heads."""
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < self.horizon:
+            raise ValueError(f"horizon must be an int >= {self.horizon} (these heads' own), got {horizon!r}")
+        if horizon == self.horizon:
+            return self
+        out = DraftHeads(
+            horizon,
+            self.hidden_size,
+            self.head_hidden,
+            self.vocab_size,
+            self.base_model_type,
+            self.base_model_name,
+            self.next_token_width,
+        )
+        param = next(self.parameters())
+        new = list(out.heads)[self.horizon - 1 :]
+        out.heads = nn.ModuleList([*self.heads, *(head.to(device=param.device, dtype=param.dtype) for head in new)])
+        out.draft_vocab = self.draft_vocab
+        return out.train(self.training)
+
     def forward(self, z: torch.Tensor, next_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """States of heads 2..h, ``[..., h-1, d]`` from ``z [..., d]`` (and, for heads that read
         the next token, its embedding ``next_embeds [..., e]``)."""
