@@ -175,7 +175,7 @@ def test_time_budget_cuts_the_steps_before_the_log_line_says_them(model_dir, cap
     assert any(r.getMessage().startswith("step 10/11 ") for r in caplog.records)
 
 
-def test_cli_trains_next_token_heads_and_continues_given_heads(model_dir, tmp_path):
+def test_cli_trains_next_token_heads_and_continues_given_heads(model_dir, tmp_path, capsys):
     """`--next-token` (and `--draft-vocab`) write heads of format version 2; `--init-heads` starts from given heads
     (with --lr 0 they come back unchanged: the run really started from them)."""
     folder, corpus = model_dir
@@ -211,6 +211,23 @@ def test_cli_trains_next_token_heads_and_continues_given_heads(model_dir, tmp_pa
     assert after.reads_next_token
     for a, b in zip(before.state_dict().values(), after.state_dict().values()):
         torch.testing.assert_close(a, b)
+    # a longer --horizon: the given heads, then a new one (still the model's law: --lr 0)
+    common[common.index("--horizon") + 1] = "4"
+    longer = tmp_path / "longer"
+    assert (
+        main(["hf", "train-heads", str(folder), *common, "--init-heads", str(first), "--lr", "0", "-o", str(longer)])
+        == 0
+    )
+    grown = dlhf.DraftHeads.from_pretrained(longer, model)
+    assert grown.horizon == 4 and grown.draft_vocab.tolist() == before.draft_vocab.tolist()
+    for a, b in zip(before.heads.state_dict().values(), list(grown.heads.state_dict().values())):
+        torch.testing.assert_close(a, b)
+    assert not grown.heads[2].down.weight.any()  # the new head: zero residual
+    common[common.index("--horizon") + 1] = "2"
+    short = tmp_path / "short"
+    assert main(["hf", "train-heads", str(folder), *common, "--init-heads", str(first), "-o", str(short)]) != 0
+    assert "--horizon 2 is below the --init-heads' own (3)" in capsys.readouterr().err
+    assert not short.exists()
 
 
 def test_the_models_tokenizer_hash_reads_the_file_once_per_version(model_dir, tmp_path, monkeypatch):

@@ -36,7 +36,11 @@ def register(subparsers) -> None:
         "--batch-tokens", type=int, help="tokens per step for a distilled corpus (default batch-size x seq-len)"
     )
     p.add_argument("--tokenizer", type=Path, help="tokenizer folder or tokenizer.json (default: MODEL)")
-    p.add_argument("--horizon", type=int, default=4, help="h: heads 2..h are trained (default 4)")
+    p.add_argument(
+        "--horizon",
+        type=int,
+        help="h: heads 2..h are trained (default 4, or --init-heads' own; above theirs, new heads join them)",
+    )
     p.add_argument("--head-hidden", type=int, help="hidden width of the heads (default: model hidden size)")
     p.add_argument(
         "--next-token",
@@ -140,7 +144,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"{option} {path}: no such file or folder")
     if args.output.exists() and not args.output.is_dir():
         raise ValueError(f"-o {args.output}: is a file, expected a heads folder to write")
-    at_least("--horizon", args.horizon, 2)
+    if args.horizon is not None:
+        at_least("--horizon", args.horizon, 2)
     for option in ("steps", "batch_size", "seq_len", "prompt_len", "checkpoint_every", "frequent", "negatives"):
         at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
     at_least("--warmup", args.warmup, 0)
@@ -168,13 +173,16 @@ def run_train_heads(args: argparse.Namespace) -> int:
         from ..hf.heads import DraftHeads
 
         init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False)
+        if args.horizon is not None and args.horizon < init.horizon:
+            raise ValueError(f"--horizon {args.horizon} is below the --init-heads' own ({init.horizon})")
+        init = init.extended(args.horizon or init.horizon)
     result = train_heads(
         model,
         data,
         heads=init,
         batch_tokens=args.batch_tokens,
         tokenizer=args.tokenizer,
-        horizon=args.horizon,
+        horizon=args.horizon or 4,
         head_hidden=args.head_hidden,
         next_token=args.next_token,
         steps=args.steps,
