@@ -8,6 +8,11 @@
 // two target steps, where each op is 5-20x slower than hot (the step has flushed the caches):
 // 1.0-1.3 ms a call inside the decoding loop, for ~8 MB of weights that take ~0.35 ms to read.
 //
+// Cost: three products reading the heads' weights once (up, each head's down, the output rows:
+// O(batch * count * (width * (in + hidden) + rows * hidden)) multiply-adds) and O(batch * count *
+// vocab) to write the logits. Preconditions: hidden a multiple of 16 (matmul.h's blocks), each
+// head's rows contiguous in `up` and `down`.
+//
 // The same arithmetic as the Python heads (each product and rounding to bf16 where they round),
 // GELU's erf included up to its last bits (Abramowitz and Stegun's 7.1.26, as PyTorch's vectorized
 // erf, with another exponential): a hidden unit's bf16 value may differ by one unit in the last

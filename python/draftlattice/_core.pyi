@@ -1,5 +1,5 @@
 # Type stubs for the private C++ extension. Keep in step with csrc/bindings/ (one file per core
-# concept: errors, ngram, lattice, rescore, sample, oracle, lmbuild). Wrong argument types raise
+# concept: errors, ngram, lattice, rescore, sample, oracle, lmbuild, datastore, lowbit, draft_heads). Wrong argument types raise
 # TypeError, impossible values ValueError (checked by the core), file errors OSError.
 from collections.abc import Sequence
 from typing import Any, BinaryIO, overload
@@ -75,6 +75,8 @@ class NgramLM:
 
 # --- lattice.cc ---
 import numpy as _np
+
+def topk_logprobs(logits: _np.ndarray, k: int, temperature: float = 1.0) -> tuple[_np.ndarray, _np.ndarray]: ...
 
 class Lattice:
     @staticmethod
@@ -205,3 +207,68 @@ class TokenDatastore:
     def num_records(self) -> int: ...
     @property
     def depth(self) -> int: ...
+
+# --- lowbit.cc (arrays used in place: exact dtypes, C-contiguous; bf16 and float16 as int16/uint16 bits) ---
+def lowbit_matmul(
+    x: _np.ndarray,
+    bits: int,
+    codes: _np.ndarray,
+    scales: _np.ndarray,
+    mins: _np.ndarray | None,
+    n: int,
+    out: _np.ndarray,
+    threads: int,
+    kernel: str = "auto",
+) -> None: ...
+def lowbit_kernels() -> list[str]: ...
+def fused_step_runs(head_dim: int, kernel: str = "auto") -> bool: ...
+
+class LlamaStack:
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        intermediate: int,
+        eps: float,
+        layers: list[tuple[_np.ndarray, ...]],
+        final_norm: _np.ndarray,
+        kernel: str = "auto",
+    ) -> None: ...
+    def forward(
+        self,
+        x: _np.ndarray,
+        batch: int,
+        tokens: int,
+        cos: _np.ndarray,
+        sin: _np.ndarray,
+        keys: list[_np.ndarray],
+        values: list[_np.ndarray],
+        length: int,
+        mask: _np.ndarray,
+        normed: _np.ndarray,
+        threads: int,
+    ) -> None: ...
+
+# --- draft_heads.cc ---
+class DraftHeadsStep:
+    def __init__(
+        self,
+        count: int,
+        hidden: int,
+        width: int,
+        vocab: int,
+        embedding: _np.ndarray | None,
+        bits: int,
+        up: tuple[_np.ndarray, _np.ndarray, _np.ndarray | None],
+        up_bias: _np.ndarray,
+        down: tuple[_np.ndarray, _np.ndarray, _np.ndarray | None],
+        down_bias: _np.ndarray,
+        rows_bits: int,
+        rows: tuple[_np.ndarray, _np.ndarray, _np.ndarray | None],
+        rows_n: int,
+        row_tokens: _np.ndarray | None,
+        kernel: str = "auto",
+    ) -> None: ...
+    def forward(self, z: _np.ndarray, next: _np.ndarray, logits: _np.ndarray, threads: int) -> None: ...
