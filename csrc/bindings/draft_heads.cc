@@ -74,8 +74,7 @@ class DraftHeadsStep {
           throw InvalidArgument(Message("row_tokens[", r, "] = ", w_.row_tokens[r],
                                         " outside the vocabulary of ", vocab));
     }
-    // The core checks how the sizes fit together once here, not on every call.
-    lowbit::RunDraftHeads(w_, nullptr, nullptr, 0, nullptr, 1, kernel_);
+    lowbit::CheckDraftHeads(w_);  // here, so that bad weights fail when they are given
   }
 
   void Forward(const py::array& z, const py::array& next, const py::array& logits, int threads) {

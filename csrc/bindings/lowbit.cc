@@ -63,21 +63,10 @@ class LlamaStack {
         throw InvalidArgument(Message("a layer has 14 arrays, got ", parts.size()));
       lowbit::LowbitWeights w[4];
       for (int i = 0; i < 4; ++i) {
-        const auto codes = parts[3 * i].cast<py::array>();
-        const auto scales = parts[3 * i + 1].cast<py::array>();
-        const auto mins = parts[3 * i + 2].cast<py::array>();
-        const int64_t n = widths[i][0], k = widths[i][1],
-                      blocks = (n + lowbit::kLanes - 1) / lowbit::kLanes;
-        if (codes.ndim() != 4 || codes.shape(0) != blocks || codes.shape(1) * lowbit::kGroup != k ||
-            codes.shape(3) != lowbit::PairBytes(lowbit::Codes::kInt4))
-          throw InvalidArgument(Message("layer product ", i, ": codes of shape ", ShapeText(codes),
-                                        " for n=", n, ", k=", k));
-        w[i] = {lowbit::Codes::kInt4,
-                Exact<uint8_t>(codes, "codes", 4),
-                Exact<uint16_t>(scales, "scales", 3),
-                Exact<uint16_t>(mins, "mins", 3),
-                n,
-                k};
+        const std::string name = Message("layer product ", i);
+        w[i] = WeightsArg(name.c_str(), 4, parts[3 * i].cast<py::array>(),
+                          parts[3 * i + 1].cast<py::array>(), parts[3 * i + 2].cast<py::array>(),
+                          widths[i][0], widths[i][1]);
       }
       const auto attn_norm = parts[12].cast<py::array>(), mlp_norm = parts[13].cast<py::array>();
       for (const auto* norm : {&attn_norm, &mlp_norm})

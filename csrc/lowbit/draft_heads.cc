@@ -44,7 +44,9 @@ void GeluRow(const uint16_t* in, const float* bias, int64_t n, uint16_t* out) {
   }
 }
 
-void CheckSizes(const DraftHeadsWeights& w) {
+}  // namespace
+
+void CheckDraftHeads(const DraftHeadsWeights& w) {
   const int64_t in = w.embedding != nullptr ? 2 * w.hidden : w.hidden;
   if (w.count <= 0 || w.hidden <= 0 || w.width <= 0 || w.hidden % kLanes != 0)
     throw InvalidArgument(Message("draft heads: ", w.count, " heads of width ", w.width,
@@ -61,11 +63,9 @@ void CheckSizes(const DraftHeadsWeights& w) {
                                   " for a vocabulary of ", w.vocab, " and hidden size ", w.hidden));
 }
 
-}  // namespace
-
 void RunDraftHeads(const DraftHeadsWeights& w, const uint16_t* z, const int64_t* next,
                    int64_t batch, float* logits, int threads, const std::string& kernel) {
-  CheckSizes(w);
+  CheckDraftHeads(w);
   if (batch <= 0) return;
   const int64_t d = w.hidden, in = w.up.k, c = w.count, R = w.rows.n;
   std::vector<uint16_t> x(batch * in), up(batch * c * w.width), hid(batch * c * w.width),

@@ -40,6 +40,9 @@ struct DraftHeadsWeights {
   const int64_t* row_tokens;  // [R]: each row's token; nullptr: R == V and row v is token v
 };
 
+// Throws InvalidArgument unless the sizes of `w` fit together (RunDraftHeads checks them too).
+void CheckDraftHeads(const DraftHeadsWeights& w);
+
 // logits [batch, count, vocab] float32 of the heads at hidden states z [batch, d] (bf16), where
 // the target chose tokens next [batch]; products on `threads` threads with `kernel` (matmul.h).
 // Throws InvalidArgument for a next token outside 0..vocab-1 or inconsistent sizes.

@@ -187,18 +187,7 @@ class DraftHeads(nn.Module):
             raise ValueError(f"horizon must be an int in [2, {self.horizon}], got {horizon!r}")
         if horizon == self.horizon:
             return self
-        out = DraftHeads(
-            horizon,
-            self.hidden_size,
-            self.head_hidden,
-            self.vocab_size,
-            self.base_model_type,
-            self.base_model_name,
-            self.next_token_width,
-        )
-        out.heads = nn.ModuleList(list(self.heads)[: horizon - 1])
-        out.draft_vocab = self.draft_vocab
-        return out.train(self.training)
+        return self._with_heads(list(self.heads)[: horizon - 1])
 
     def extended(self, horizon: int) -> DraftHeads:
         """Heads 2..``horizon``: these (shared weights), then new ones that start as the model's
@@ -208,8 +197,15 @@ class DraftHeads(nn.Module):
             raise ValueError(f"horizon must be an int >= {self.horizon} (these heads' own), got {horizon!r}")
         if horizon == self.horizon:
             return self
+        param = next(self.parameters())
+        width = self.next_token_width
+        new = [ResidualHead(self.hidden_size, self.head_hidden, width) for _ in range(horizon - self.horizon)]
+        return self._with_heads([*self.heads, *(head.to(device=param.device, dtype=param.dtype) for head in new)])
+
+    def _with_heads(self, heads: list[nn.Module]) -> DraftHeads:
+        """Heads of this configuration and draft vocabulary made of the modules ``heads`` (shared)."""
         out = DraftHeads(
-            horizon,
+            len(heads) + 1,
             self.hidden_size,
             self.head_hidden,
             self.vocab_size,
@@ -217,9 +213,7 @@ class DraftHeads(nn.Module):
             self.base_model_name,
             self.next_token_width,
         )
-        param = next(self.parameters())
-        new = list(out.heads)[self.horizon - 1 :]
-        out.heads = nn.ModuleList([*self.heads, *(head.to(device=param.device, dtype=param.dtype) for head in new)])
+        out.heads = nn.ModuleList(heads)
         out.draft_vocab = self.draft_vocab
         return out.train(self.training)
 

@@ -86,7 +86,6 @@ class HeadLogits:
             raise ValueError("heads that read the next token need its embedding table, and only they")
         self.count, self.hidden, self.vocab_size = lean.count, lean.down_bias.shape[1], vocab_size
         self.threads: int | None = None  #: the kernels' threads (None: torch.get_num_threads())
-        self.layers = [lean.up, lean.down, rows]
         self._step = _core.DraftHeadsStep(
             count=lean.count,
             hidden=self.hidden,
