@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -97,6 +98,90 @@ def test_an_interrupted_build_resumes(tmp_path, monkeypatch):
     seen.clear()
     FeatureCache.build(tmp_path / "part", model, corpus, max_len=32, batch_tokens=64, progress=False)
     assert seen == []  # complete: nothing recomputed
+
+
+def first_shard_of(folder, into) -> DistilledCorpus:
+    """The corpus of ``folder``'s first shard alone: what a corpus was before it grew."""
+    into.mkdir()
+    for name in (META, "shard-00000.npz"):
+        shutil.copy(folder / name, into / name)
+    return DistilledCorpus.load(into)
+
+
+def test_a_grown_corpus_extends_its_cache_and_runs_the_trunk_on_new_records_only(tmp_path, monkeypatch, caplog):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    prefix = first_shard_of(tmp_path / "corpus", tmp_path / "prefix")
+    built = FeatureCache.build(tmp_path / "f", model, prefix, max_len=32, batch_tokens=64, progress=False)
+    kept = np.asarray(built.data).copy()
+    ran = []
+    model_trunk = fc._model_trunk
+
+    def counting(model):
+        run = model_trunk(model)
+        return lambda tokens: ran.append(tokens.shape[0]) or run(tokens)
+
+    monkeypatch.setattr(fc, "_model_trunk", counting)
+    with caplog.at_level(logging.INFO, logger="draftlattice.training.feature_cache"):
+        grown = FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    assert any("extending the trunk features" in r.getMessage() for r in caplog.records)
+    assert sum(ran) == len(corpus) - len(prefix)  # the first shard's records never ran again
+    assert grown.meta["segments"] == [len(prefix), len(corpus)]
+    assert np.array_equal(np.asarray(grown.data)[: len(kept)], kept)
+    for r in range(len(corpus)):  # every record's rows, old and new, are the trunk's states
+        want = trunk(model, corpus, r, 32)
+        start = int(corpus.prompt_lens[r]) - 1
+        got = grown.rows(np.array([r]), len(want))[0]
+        torch.testing.assert_close(got[start:].float(), want[start:].float(), rtol=0.02, atol=0.02)
+    assert FeatureCache.open(tmp_path / "f", corpus, model).meta["segments"] == [len(prefix), len(corpus)]
+    with pytest.raises(ValueError, match="another corpus"):  # the cache never shrinks back
+        FeatureCache.open(tmp_path / "f", prefix)
+    ran.clear()
+    FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    assert ran == []
+
+
+def test_an_extension_interrupted_anywhere_resumes(tmp_path, monkeypatch):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    prefix = first_shard_of(tmp_path / "corpus", tmp_path / "prefix")
+    FeatureCache.build(tmp_path / "f", model, prefix, max_len=32, batch_tokens=64, progress=False)
+    real_meta = fc._write_meta
+
+    def crash(folder, meta):  # the file has grown, the meta is still the prefix's
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fc, "_write_meta", crash)
+    with pytest.raises(KeyboardInterrupt):
+        FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    monkeypatch.setattr(fc, "_write_meta", real_meta)
+    assert FeatureCache.open(tmp_path / "f", prefix, model).meta["rows"] < (tmp_path / "f" / fc.DATA).stat().st_size
+    real_progress = fc._write_progress
+
+    def stop_after_one(folder, records):
+        real_progress(folder, records)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fc, "_write_progress", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    done = json.loads((tmp_path / "f" / fc.PROGRESS).read_text())["records"]
+    assert len(prefix) < done < len(corpus)
+    monkeypatch.setattr(fc, "_write_progress", real_progress)
+    resumed = FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    whole = FeatureCache.build(tmp_path / "w", model, prefix, max_len=32, batch_tokens=64, progress=False)
+    whole = FeatureCache.build(tmp_path / "w", model, corpus, max_len=32, batch_tokens=64, progress=False)
+    assert resumed.meta["segments"] == whole.meta["segments"] == [len(prefix), len(corpus)]
+    assert np.array_equal(np.asarray(resumed.data), np.asarray(whole.data))  # the same batches: the same bits
+
+
+def test_a_corpus_that_differs_before_its_end_is_not_an_extension(tmp_path):
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus")
+    tiny_corpus(tmp_path / "other", seed=1)
+    other = first_shard_of(tmp_path / "other", tmp_path / "other-first")
+    FeatureCache.build(tmp_path / "f", model, other, max_len=32, progress=False)
+    with pytest.raises(ValueError, match="another corpus"):
+        FeatureCache.build(tmp_path / "f", model, corpus, max_len=32, progress=False)
+    with pytest.raises(ValueError, match="another model"):  # a prefix, but of another model's features
+        FeatureCache.build(tmp_path / "f", tiny_model(seed=1), DistilledCorpus.load(tmp_path / "other"), max_len=32)
 
 
 def test_never_overwrites_what_is_not_its_own(tmp_path):

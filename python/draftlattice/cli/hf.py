@@ -89,7 +89,8 @@ def register(subparsers) -> None:
         "--features",
         type=Path,
         help="distilled corpus only: folder of the frozen trunk's cached hidden states (bf16, 1.15 KB a token "
-        "for hidden size 576), built first (resumable), then read instead of running the trunk",
+        "for hidden size 576), built first (resumable; a grown corpus extends it), then read instead of running "
+        "the trunk",
     )
     p.add_argument(
         "--overwrite-features", action="store_true", help="rebuild a --features cache of another model or corpus"

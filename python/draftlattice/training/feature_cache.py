@@ -8,9 +8,10 @@ the trunk over the corpus once and keeps ``z`` of every position a head learns f
 drafting starts, and its continuation). A folder::
 
     meta.json      {"format": "draftlattice-features", "version": 1, "model": {...},
-                    "corpus": {...}, "max_len", "hidden_size", "dtype": "bfloat16", "rows"}
+                    "corpus": {...}, "max_len", "hidden_size", "dtype": "bfloat16", "rows",
+                    "segments": [R1, R2, ...]}
     features.bin   bfloat16 [rows, hidden_size], little-endian, row-major; record after record
-    progress.json  {"records": n}: the first n records of the build order (by length) are on disk
+    progress.json  {"records": n}: the first n records of the build order are on disk
 
 With ``step`` (a lean step of the model, :class:`draftlattice.lean.LeanLlama`) the trunk that runs
 is that step: in a quantized format, the hidden states the heads read when they draft on it (a
@@ -18,7 +19,12 @@ batch of records is compute-bound either way: on the 2-core AMD VM the int4 step
 tokens/s, the model's bf16 forward 1,160). The step's format is part of the model's fingerprint.
 
 The build is resumable (``progress.json`` is replaced, atomically, after the rows it counts are
-flushed) and shows progress with an ETA. A folder that holds anything else, or the features of
+flushed) and shows progress with an ETA. A corpus that grows (more shards distilled after the
+cache was built) extends its cache: when the folder holds the features of the corpus' first
+``R1`` records, those rows stay (the layout is record after record, so they keep their place),
+the file grows, and only the new records run through the trunk. The build order is therefore by
+segment (``segments``: cumulative record counts, one per build; a file without it has one), by
+length within each. A folder that holds anything else, or the features of
 another model or corpus, is never overwritten unless asked (``overwrite=True``); the error says
 which fingerprint differs. Size: ``2 * hidden_size`` bytes a row (1.15 KB for d = 576).
 """
@@ -64,12 +70,19 @@ def model_fingerprint(model) -> dict:
     }
 
 
-def corpus_fingerprint(corpus: DistilledCorpus) -> dict:
-    """The corpus' size and a hash of its tokens, offsets and prompt lengths."""
+def corpus_fingerprint(corpus: DistilledCorpus, records: int | None = None) -> dict:
+    """The size and a hash of the tokens, offsets and prompt lengths of the corpus (of its first
+    ``records`` records when given)."""
+    n = len(corpus) if records is None else int(records)
+    end = int(corpus.offsets[n])
     digest = hashlib.sha256()
-    for array in (corpus.tokens.astype("<i4"), corpus.offsets.astype("<i8"), corpus.prompt_lens.astype("<i4")):
+    for array in (
+        corpus.tokens[:end].astype("<i4"),
+        corpus.offsets[: n + 1].astype("<i8"),
+        corpus.prompt_lens[:n].astype("<i4"),
+    ):
         digest.update(np.ascontiguousarray(array).tobytes())
-    return {"records": len(corpus), "tokens": int(corpus.offsets[-1]), "sha256": digest.hexdigest()}
+    return {"records": n, "tokens": end, "sha256": digest.hexdigest()}
 
 
 class FeatureCache:
@@ -103,9 +116,10 @@ class FeatureCache:
         """Runs the frozen trunk of ``model`` (bf16 autocast), or its lean ``step``, over ``corpus``
         into ``folder``.
 
-        Continues an interrupted build; returns at once when the folder is complete. Raises
-        ``ValueError`` when the folder holds other files or features of another model, corpus or
-        ``max_len`` (unless ``overwrite``: then only this format's own files are replaced).
+        Continues an interrupted build; returns at once when the folder is complete; extends the
+        features of a prefix of ``corpus`` (its first records) to the whole. Raises ``ValueError``
+        when the folder holds other files or features of another model, corpus or ``max_len``
+        (unless ``overwrite``: then only this format's own files are replaced).
         """
         folder = Path(folder)
         fingerprint = model_fingerprint(model)
@@ -124,8 +138,9 @@ class FeatureCache:
         }
         starts, offsets = _layout(corpus, max_len)
         meta["rows"] = int(offsets[-1])
-        done = _prepare(folder, meta, overwrite)
-        order = np.argsort(np.minimum(np.diff(corpus.offsets), max_len), kind="stable")
+        meta["segments"] = [len(corpus)]
+        done = _prepare(folder, meta, corpus, overwrite)
+        order = _build_order(corpus, max_len, meta["segments"])
         if done < len(order):
             trunk = _lean_trunk(step) if step is not None else _model_trunk(model)
             _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_tokens, progress, log_every)
@@ -170,6 +185,21 @@ def _layout(corpus: DistilledCorpus, max_len: int) -> tuple[np.ndarray, np.ndarr
     return starts, offsets
 
 
+def _build_order(corpus: DistilledCorpus, max_len: int, segments: list[int]) -> np.ndarray:
+    """Records in the order the trunk runs over them: segment after segment (one per build of a
+    growing corpus), by length within each (similar lengths batch with little padding)."""
+    lengths = np.minimum(np.diff(corpus.offsets), max_len)
+    parts, lo = [], 0
+    for hi in segments:
+        parts.append(lo + np.argsort(lengths[lo:hi], kind="stable"))
+        lo = hi
+    return np.concatenate(parts)
+
+
+def _segments(meta: dict) -> list[int]:
+    return list(meta.get("segments") or [int(meta["corpus"]["records"])])
+
+
 def _read_meta(folder: Path) -> dict | None:
     path = folder / META
     if not path.is_file():
@@ -193,23 +223,30 @@ def _check_same(folder: Path, meta: dict, expected: dict, hint: str = "") -> Non
         raise ValueError(f"{folder} holds features of another {', '.join(differs)} ({detail}){hint}")
 
 
-def _prepare(folder: Path, meta: dict, overwrite: bool) -> int:
-    """Makes ``folder`` ready for ``meta``'s features; returns how many records are already done."""
+def _prepare(folder: Path, meta: dict, corpus: DistilledCorpus, overwrite: bool) -> int:
+    """Makes ``folder`` ready for ``meta``'s features (extending the features of a prefix of
+    ``corpus`` in place, or recording the segments of an earlier build in ``meta``); returns how
+    many records of the build order are already done."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder} is a file, not a feature-cache folder; choose another path")
     old = _read_meta(folder)
-    ours = {META, DATA, PROGRESS, DATA + ".tmp", PROGRESS + ".tmp"}
+    ours = {META, DATA, PROGRESS, DATA + ".tmp", PROGRESS + ".tmp", META + ".tmp"}
     if folder.is_dir() and old is None and any(folder.iterdir()):
         names = sorted(p.name for p in folder.iterdir())[:5]
         raise ValueError(f"{folder} is not empty and holds no feature cache ({names}); choose an empty or new folder")
     if old is not None:
-        expected = {key: meta[key] for key in ("version", "model", "corpus", "max_len", "hidden_size", "dtype", "rows")}
         try:
-            _check_same(folder, old, expected, hint="; pass overwrite=True (--overwrite-features) to rebuild it")
             others = sorted(p.name for p in folder.iterdir() if p.name not in ours)
             if others:
                 raise ValueError(f"{folder} holds files that are not a feature cache's: {others[:5]}")
-            if (folder / DATA).is_file() and (folder / DATA).stat().st_size == meta["rows"] * meta["hidden_size"] * 2:
+            if _extends(old, meta, corpus):
+                return _extend(folder, old, meta)
+            expected = {
+                key: meta[key] for key in ("version", "model", "corpus", "max_len", "hidden_size", "dtype", "rows")
+            }
+            _check_same(folder, old, expected, hint="; pass overwrite=True (--overwrite-features) to rebuild it")
+            if _data_bytes(folder) >= meta["rows"] * meta["hidden_size"] * 2:
+                meta["segments"] = _segments(old)
                 return _records_done(folder)
         except ValueError:
             if not overwrite:
@@ -221,8 +258,49 @@ def _prepare(folder: Path, meta: dict, overwrite: bool) -> int:
     np.memmap(tmp, dtype=ROW_DTYPE, mode="w+", shape=(max(1, meta["rows"]), meta["hidden_size"])).flush()
     os.replace(tmp, folder / DATA)
     (folder / PROGRESS).unlink(missing_ok=True)
-    (folder / META).write_text(json.dumps(meta, indent=2) + "\n")
+    _write_meta(folder, meta)
     return 0
+
+
+def _extends(old: dict, meta: dict, corpus: DistilledCorpus) -> bool:
+    """Whether ``old`` holds (some of) the features of a proper prefix of ``corpus`` with the
+    same model, format and ``max_len``."""
+    same = ("version", "model", "max_len", "hidden_size", "dtype")
+    if any(old.get(key) != meta[key] for key in same):
+        return False
+    records = int(old.get("corpus", {}).get("records", -1))
+    return 0 < records < len(corpus) and old["corpus"] == corpus_fingerprint(corpus, records)
+
+
+def _extend(folder: Path, old: dict, meta: dict) -> int:
+    """Grows the data file to ``meta``'s rows (the old rows keep their place: zeros follow), then
+    replaces the meta; a crash between the two leaves the old cache whole, and the next build
+    extends it again."""
+    if _data_bytes(folder) < old["rows"] * old["hidden_size"] * 2:
+        raise ValueError(f"{folder}/{DATA} is shorter than its {META} says; pass overwrite=True to rebuild it")
+    meta["segments"] = _segments(old) + [meta["corpus"]["records"]]
+    logger.info(
+        "extending the trunk features in %s from %d to %d records (the first %d are kept)",
+        folder,
+        old["corpus"]["records"],
+        meta["corpus"]["records"],
+        old["corpus"]["records"],
+    )
+    with open(folder / DATA, "r+b") as f:
+        f.truncate(max(1, meta["rows"]) * meta["hidden_size"] * 2)
+    _write_meta(folder, meta)
+    return _records_done(folder)
+
+
+def _data_bytes(folder: Path) -> int:
+    path = folder / DATA
+    return path.stat().st_size if path.is_file() else -1
+
+
+def _write_meta(folder: Path, meta: dict) -> None:
+    tmp = folder / (META + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, folder / META)
 
 
 def _model_trunk(model):
@@ -268,11 +346,11 @@ def _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_token
     started = last_log = time.monotonic()
     tokens_done, position = 0, done
     while position < len(order):
-        end = position + 1  # sorted by length: the batch's last record is its widest
-        while end < len(order) and (end + 1 - position) * int(lengths[order[end]]) <= batch_tokens:
+        end, width = position + 1, int(lengths[order[position]])
+        while end < len(order) and (end + 1 - position) * max(width, int(lengths[order[end]])) <= batch_tokens:
+            width = max(width, int(lengths[order[end]]))
             end += 1
         rows = order[position:end]
-        width = int(lengths[rows].max())
         tokens = np.zeros((len(rows), width), np.int64)
         for b, r in enumerate(rows):
             tokens[b, : lengths[r]] = corpus.record(int(r))[: lengths[r]]
