@@ -46,6 +46,7 @@ DL_AVX2 void BlockRows(const Problem& pr, int64_t block, int64_t row) {
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* bytes = codes + g * (kGroup / 2) * pair_bytes;
+    PrefetchAhead(bytes, (kGroup / 2) * pair_bytes);
     for (int half = 0; half < 2; ++half) {
       const __m256 scale = LoadHalves(scales + g * kLanes + 8 * half);
       const __m256 low = C == Codes::kInt4

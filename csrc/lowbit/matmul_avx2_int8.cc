@@ -80,6 +80,7 @@ DL_AVX2_INT8 void HalfRows(const Problem& pr, int64_t block, int64_t row, int ha
     __m256i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
     const uint8_t* bytes = codes + g * (kGroup / 2) * pair_bytes;
+    PrefetchAhead(bytes, (kGroup / 2) * pair_bytes);
     for (int c = 0; c < kGroup / 8; ++c) {
       __m256i even, odd;
       Gather<C>(bytes + 4 * c * pair_bytes, half, &even, &odd);

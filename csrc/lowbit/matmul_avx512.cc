@@ -64,6 +64,7 @@ DL_AVX512_BF16 void BlockRows(const Problem& pr, int64_t block, int64_t row) {
     __m512 part[R];
     for (int r = 0; r < R; ++r) part[r] = _mm512_setzero_ps();
     const uint8_t* bytes = codes + g * (kGroup / 2) * pair_bytes;
+    PrefetchAhead(bytes, (kGroup / 2) * pair_bytes);
     for (int p = 0; p < kGroup / 2; ++p) {
       const __m512i pairs = DecodePairs<C>(bytes + p * pair_bytes);
       for (int r = 0; r < R; ++r) {

@@ -82,6 +82,7 @@ DL_AVX512_VNNI void BlockRows(const Problem& pr, int64_t block, int64_t row) {
     __m512i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
     const uint8_t* bytes = codes + g * (kGroup / 2) * pair_bytes;
+    PrefetchAhead(bytes, (kGroup / 2) * pair_bytes);
     for (int c = 0; c < kGroup / 8; ++c) {
       __m512i even, odd;
       if constexpr (C == Codes::kInt4) {

@@ -15,7 +15,8 @@ Stages, each skipped when its output is complete (rerun the same command to resu
    ``--candidate-softmax`` (a sampled softmax for the loss) and ``--cache-features`` (the trunk's
    hidden states computed once into ``features-greedy/`` and ``features-sampled/`` (by the lean
    step with ``--lean``: the states the heads read on it), about 1.15 KB
-   a token, then read back) make a step several times cheaper (bench/RESULTS.md);
+   a token, then read back; a stage of their own, ``--stop-after features``, and extended in
+   place when the corpus grows) make a step several times cheaper (bench/RESULTS.md);
 5. held-out top-1/4/8 accuracy per head (``accuracy-*.json``); the heads are written (bf16)
    to ``--out`` as ``heads/`` and ``heads-sampled/``, and the greedy answers as the retrieval
    datastore ``datastore.npz`` (``draftlattice.Datastore``).
@@ -36,6 +37,7 @@ import recipe_setup
 import torch
 
 logger = logging.getLogger("smollm2_heads")
+SEQ_LEN = 1024  #: the longest record the heads learn from (tokens)
 
 
 def parse_args(argv=None):
@@ -88,7 +90,11 @@ def parse_args(argv=None):
     p.add_argument(
         "--train-seconds", type=float, help="time budget of the greedy heads' training (the sampled heads: half)"
     )
-    p.add_argument("--stop-after", choices=["distill", "train"], help="stop after this stage")
+    p.add_argument(
+        "--stop-after",
+        choices=["distill", "features", "train"],
+        help="stop after this stage (features: the trunk's cached states, with --cache-features)",
+    )
     return p.parse_args(argv)
 
 
@@ -142,10 +148,24 @@ def main(argv=None) -> int:
     logger.info("distillation done in %.0f s", time.monotonic() - started)
     if args.stop_after == "distill":
         return 0
+    if args.cache_features:  # its own stage: the longest pass over the data, resumable on its own
+        from draftlattice.training.feature_cache import FeatureCache
+
+        FeatureCache.build(
+            args.work / "features-greedy",
+            model,
+            DistilledCorpus.load(args.work / "distill-greedy"),
+            max_len=SEQ_LEN,
+            batch_tokens=2 * args.batch_tokens,  # as train_heads builds it
+            progress=False,
+            step=greedy.get("step"),
+        )
+    if args.stop_after == "features":
+        return 0
 
     train = dict(
         batch_tokens=args.batch_tokens,
-        seq_len=1024,
+        seq_len=SEQ_LEN,
         lr=args.lr,
         checkpoint_every=args.checkpoint_every,
         warmup=min(args.warmup, args.steps // 10),

@@ -1,0 +1,73 @@
+"""Does a larger datastore lift the copied draft? Tokens per target call of the ``lookup`` drafter
+(the context's copy, else the datastore's continuation; ``ContextLookup(None, ...)``, the demo's
+``lookup`` row) with datastores of the first N answers of the recipe's distilled corpus, against
+no datastore in the same run.
+
+Replayed from the int4 step's own greedy answers to the held-out prompts (``heldout-greedy``,
+which no datastore saw), no model run: the lean step computes every row of a verification as it
+computes that token alone (bit for bit), so its greedy decoding with any draft is those answers,
+and a step accepts the draft's longest prefix that matches them, then adds the target's next
+token. Exact and independent of the machine's load.
+
+    python bench/datastore_size.py [--records 6144 12288 24576 49152] [--copy-tokens 2 4 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from draftlattice import Datastore
+from draftlattice.decode.drafters.lookup import ContextLookup
+from draftlattice.distilled_corpus import DistilledCorpus
+
+
+def tokens_per_call(drafter: ContextLookup, heldout: DistilledCorpus, max_new: int) -> float:
+    """New tokens per target call (prefill left out) of greedy decoding of every held-out answer."""
+    calls = tokens = 0
+    for r in range(len(heldout)):
+        record = heldout.record(r).tolist()
+        n, end = int(heldout.prompt_lens[r]) + 1, min(len(record), int(heldout.prompt_lens[r]) + max_new)
+        while n < end:  # the prefill committed record[prompt_len]; each call commits accepted + 1
+            draft = drafter.copied(record[:n])
+            accepted = 0
+            while accepted < len(draft) and n + accepted < end and draft[accepted] == record[n + accepted]:
+                accepted += 1
+            n += accepted + 1
+            calls, tokens = calls + 1, tokens + accepted + 1
+    return tokens / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", default="runs/heads-v3-int4/distill-greedy")
+    parser.add_argument("--heldout", default="runs/heads-v3-int4/heldout-greedy")
+    parser.add_argument("--records", type=int, nargs="+", default=[6144, 12288, 24576, 49152])
+    parser.add_argument("--copy-tokens", type=int, nargs="+", default=[2, 4, 6])
+    parser.add_argument("--lookup", type=int, default=3, help="longest context suffix the copy matches")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    args = parser.parse_args()
+    corpus, heldout = DistilledCorpus.load(args.corpus), DistilledCorpus.load(args.heldout)
+    answers = [corpus.record(r)[corpus.prompt_lens[r] :] for r in range(len(corpus))]
+    print(f"{len(heldout)} held-out answers of <= {args.max_new_tokens} tokens; {args.corpus}: {len(corpus):,} records")
+    print("| datastore | answer tokens | file MB | " + " | ".join(f"<= {n} tokens" for n in args.copy_tokens) + " |")
+    print("| --- | ---: | ---: |" + " ---: |" * len(args.copy_tokens))
+    for records in [0] + [n for n in args.records if n <= len(corpus)]:
+        store = Datastore.from_records(answers[:records]) if records else None
+        size = "-"
+        if store is not None:
+            with tempfile.TemporaryDirectory() as folder:
+                store.save(Path(folder) / "datastore.npz")
+                size = f"{(Path(folder) / 'datastore.npz').stat().st_size / 1e6:.1f}"
+        rates = [
+            tokens_per_call(ContextLookup(None, args.lookup, n, datastore=store), heldout, args.max_new_tokens)
+            for n in args.copy_tokens
+        ]
+        label = f"first {records:,} answers" if records else "none (the copy alone)"
+        tokens = f"{store.num_tokens:,}" if store is not None else "0"
+        print(f"| {label} | {tokens} | {size} | " + " | ".join(f"{rate:.3f}" for rate in rates) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
