@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from _hf_models import llama
-from draftlattice.lean import LeanLlama
+from draftlattice.lean import LeanLlama, fit
 from draftlattice.lean.fit import (
     CostCurve,
     DraftOption,
@@ -49,7 +49,7 @@ def test_the_choice_follows_the_hardware():
         best_option(FLAT, [])
 
 
-def test_a_measured_curve_is_cached_per_machine_and_format(tmp_path):
+def test_a_measured_curve_is_cached_per_machine_and_format(tmp_path, monkeypatch):
     model = llama(seed=1, hidden_size=64, intermediate_size=128).to(torch.bfloat16)
     cache = tmp_path / "costs.json"
     dense = LeanLlama(model, "dense")
@@ -58,6 +58,9 @@ def test_a_measured_curve_is_cached_per_machine_and_format(tmp_path):
     assert cached_cost_curve(dense, cache) == first  # read back, not measured again
     cached_cost_curve(LeanLlama(model, "int4"), cache)
     assert len(json.loads(cache.read_text())) == 2  # one entry per format
+    monkeypatch.setattr(fit, "_core_build", lambda: "another build of the kernels")
+    cached_cost_curve(dense, cache)
+    assert len(json.loads(cache.read_text())) == 3  # a rebuilt core may run faster: measured again
     cache.write_text("not json")
     assert cached_cost_curve(dense, cache).nodes == first.nodes  # a bad file is measured around
     assert len(measure_cost_curve(dense, nodes=(1, 2), repeats=1).ms) == 2

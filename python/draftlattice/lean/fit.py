@@ -13,6 +13,7 @@ one per length; a step without a copy verifies one token).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -120,8 +121,8 @@ def _curve_pass(step, cache, nodes, repeats: int, generator) -> list[float]:
 
 
 def machine_key(step) -> str:
-    """What a cost curve depends on: CPU model and flags, torch, threads, the step's format, kernel,
-    fusion and shape."""
+    """What a cost curve depends on: CPU model and flags, torch, the build of draftlattice's
+    kernels (a rebuilt core may run faster), threads, the step's format, kernel, fusion and shape."""
     flags = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -132,10 +133,22 @@ def machine_key(step) -> str:
                     break
     except OSError:
         flags = platform.processor()
-    parts = [flags, torch.__version__, str(torch.get_num_threads()), str(step.device), step.weights, str(step.dtype)]
+    parts = [flags, torch.__version__, _core_build(), str(torch.get_num_threads()), str(step.device), step.weights]
+    parts += [str(step.dtype)]
     parts += [str(len(step.layers)), str(step.hidden_size), str(step.vocab_size)]
     parts += [str(getattr(step, "kernel", "")), str(getattr(step, "fused", False))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _core_build() -> str:
+    """A hash of the compiled core's file (its kernels time the step)."""
+    from .. import _core
+
+    try:
+        return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return "unknown"
 
 
 def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) -> CostCurve:
