@@ -103,21 +103,24 @@ def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) ->
 
 
 def _curve_pass(step, cache, nodes, repeats: int, generator) -> list[float]:
-    """Milliseconds of a verification forward of each node count: the fastest of ``repeats``
-    (another job's load on the machine is not the step's cost)."""
-    ms = []
+    """Milliseconds of a verification forward of each node count: the fastest of ``repeats``,
+    the node counts taken in turn within each repeat (another job's load on the machine is not
+    the step's cost, and a slow stretch of a few seconds then costs every count one repeat
+    instead of costing one count all of them)."""
+    inputs = []
     for n in nodes:
         tokens = torch.randint(0, step.vocab_size, (1, n), generator=generator).to(step.device)
         positions = torch.arange(CURVE_CONTEXT, CURVE_CONTEXT + n, device=step.device).unsqueeze(0)
         mask = torch.zeros(1, 1, n, CURVE_CONTEXT + n, dtype=step.dtype, device=step.device)
-        times = []
-        for _ in range(repeats):
+        inputs.append((tokens, positions, mask))
+    best = [float("inf")] * len(nodes)
+    for _ in range(repeats):
+        for i, (tokens, positions, mask) in enumerate(inputs):
             cache.length = CURVE_CONTEXT
             start = time.perf_counter()
             step.logits(step.hidden(tokens, positions, mask, cache))
-            times.append(time.perf_counter() - start)
-        ms.append(1e3 * min(times))
-    return ms
+            best[i] = min(best[i], time.perf_counter() - start)
+    return [1e3 * seconds for seconds in best]
 
 
 def machine_key(step) -> str:
