@@ -7,7 +7,7 @@ median of the paired ratios B / A with their spread: on a shared VM the machine'
 10-20% between minutes, far more than most kernel changes, and a pair measured back to back
 shares the drift.
 
-    python bench/build_ab.py /tmp/a /tmp/b [--rounds 6] [--nodes 1 2 3 4 6 8 16] [--weights int4]
+    python bench/build_ab.py /tmp/a /tmp/b [--rounds 6] [--nodes 1 2 3 4 6 8 16] [--weights int4] [--kernel K]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def child(args: argparse.Namespace) -> None:
     from draftlattice.lean.fit import measure_cost_curve
 
     torch.set_num_threads(args.threads)
-    bundle = load_default(weights=args.weights)
+    bundle = load_default(weights=args.weights, kernel=args.kernel)
     with bundle.step.session():
         curve = measure_cost_curve(bundle.step, nodes=tuple(args.nodes), repeats=args.repeats)
     print(json.dumps({"kernel": getattr(bundle.step, "kernel", ""), "ms": list(curve.ms)}))
@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8, 16])
     parser.add_argument("--repeats", type=int, default=15, help="timed steps per node count in a child")
     parser.add_argument("--weights", default="int4")
+    parser.add_argument("--kernel", default="auto", help="the quantized step's kernel (auto: the fastest here)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -50,8 +51,8 @@ def main() -> None:
     for build in args.builds:
         if not os.path.isfile(os.path.join(build, "draftlattice", "__init__.py")):
             raise SystemExit(f"{build}: no draftlattice package in it (copy python/draftlattice there)")
-    flags = [f"--{name}" for name in ("weights", "threads", "repeats")]
-    values = [args.weights, str(args.threads), str(args.repeats)]
+    flags = [f"--{name}" for name in ("weights", "kernel", "threads", "repeats")]
+    values = [args.weights, args.kernel, str(args.threads), str(args.repeats)]
     command = [sys.executable, __file__, *args.builds, "--child", "--nodes", *map(str, args.nodes)]
     command += [item for pair in zip(flags, values) for item in pair]
     runs: dict[str, list[list[float]]] = {build: [] for build in args.builds}
