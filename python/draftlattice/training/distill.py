@@ -26,6 +26,7 @@ import torch
 
 from ..distilled_corpus import FORMAT, META, VERSION, write_shard
 from ..lean.greedy import greedy_batch
+from ._progress import RecentRate
 from .distillation_prompts import Prompt, encode_prompt
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ def distill(
     pad = eos[0] if eos else 0
     n_shards = (len(prompts) + shard_size - 1) // shard_size
     started, done_tokens, written = time.monotonic(), 0, 0
+    shards_rate, tokens_rate = RecentRate(started), RecentRate(started)
     for shard in range(n_shards):
         path = out / f"shard-{shard:05d}.npz"
         if path.is_file():
@@ -106,16 +108,18 @@ def distill(
         write_shard(path, records)
         done_tokens += sum(len(r) - p for r, p in records)
         written += 1
-        elapsed = time.monotonic() - started
-        # Shards already on disk are skipped, so only this run's shards time the rest.
+        now = time.monotonic()
+        # Shards already on disk are skipped, so only this run's shards time the rest, at their
+        # recent pace (the machine may be shared: see RecentRate).
         remaining = sum(1 for i in range(shard + 1, n_shards) if not (out / f"shard-{i:05d}.npz").is_file())
+        shards_per_s = shards_rate.update(now, written)
         logger.info(
             "distill shard %d/%d: %d generated tokens so far, %.0f tokens/s, ETA %.0f s",
             shard + 1,
             n_shards,
             done_tokens,
-            done_tokens / max(elapsed, 1e-9),
-            elapsed / written * remaining,
+            tokens_rate.update(now, done_tokens),
+            remaining / max(shards_per_s, 1e-9),
         )
     return out
 

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from ..distilled_corpus import DistilledCorpus
-from ._progress import duration
+from ._progress import RecentRate, duration
 
 logger = logging.getLogger(__name__)
 
@@ -344,6 +344,7 @@ def _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_token
     )
     logger.info("trunk features of %d records (%d tokens left) into %s", len(order), left_tokens, folder)
     started = last_log = time.monotonic()
+    recent = RecentRate(started)
     tokens_done, position = 0, done
     while position < len(order):
         end, width = position + 1, int(lengths[order[position]])
@@ -366,9 +367,9 @@ def _fill(folder, trunk, corpus, meta, order, done, starts, offsets, batch_token
         position = end
         bar.update(n)
         now = time.monotonic()
+        rate = recent.update(now, tokens_done)
         if now - last_log >= log_every or position == len(order):
             last_log = now
-            rate = tokens_done / max(now - started, 1e-9)
             left = left_tokens - tokens_done  # (a disabled bar does not count)
             logger.info(
                 "trunk features: %d/%d records, %.0f tokens/s, ETA %s",
