@@ -9,21 +9,28 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
 ``fastest_drafting`` to choose between the copy, the tree and no drafts.
 
     python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
-        [--weights int4] [-o lm_models/smollm2/draft_budget.json]
+        [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
+
+``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
+new heads through the drafts before shipping them (``--copy-tokens`` with no value skips the
+copy rows, which do not read the heads).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 from datetime import date
+from pathlib import Path
 
 import torch
 
 import draftlattice.hf as dlhf
 from draftlattice.decode.drafters.lookup import LOOKUP_TOKENS
 from draftlattice.default_model import load_default
+from draftlattice.hf.heads import DraftHeads
 from draftlattice.lean.fit import measure_cost_curve
 from tune_sample_alpha import calibration_prompts
 
@@ -31,7 +38,7 @@ from tune_sample_alpha import calibration_prompts
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8, 12, 16])
-    parser.add_argument("--copy-tokens", type=int, nargs="+", default=[2, 3, 4, 6, 8])
+    parser.add_argument("--copy-tokens", type=int, nargs="*", default=[2, 3, 4, 6, 8])
     parser.add_argument("--chat", type=int, default=6)
     parser.add_argument("--text", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -40,10 +47,14 @@ def main() -> None:
     parser.add_argument("--lookup", type=int, default=3)
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
     parser.add_argument("-o", "--output", default="lm_models/smollm2/draft_budget.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bundle = load_default(weights=args.weights)
+    if args.heads is not None:
+        heads = DraftHeads.from_pretrained(args.heads, bundle.model, strict_name=False)
+        bundle = dataclasses.replace(bundle, heads=heads.to(bundle.model.dtype).eval())
     prompts = calibration_prompts(bundle, args.chat, args.text)
     curve = measure_cost_curve(bundle.step)  # the table's reference: the forward's cost by nodes
 
@@ -99,6 +110,7 @@ def main() -> None:
         "settings": {"k": args.k, "alpha": args.alpha, "lookup": args.lookup, "copy_tokens": LOOKUP_TOKENS},
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
+        "heads": str(args.heads) if args.heads else "shipped",
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
