@@ -122,3 +122,34 @@ def test_extended_heads_keep_the_trained_ones_and_start_the_new_ones_as_the_mode
     assert longer.extended(5) is longer and longer.truncated(3).horizon == 3
     with pytest.raises(ValueError, match="horizon must be an int >= 5"):
         longer.extended(4)
+
+
+@pytest.mark.parametrize("next_token", [False, True])
+def test_widened_heads_draft_as_before_until_their_new_units_learn(next_token, tmp_path):
+    model = llama()
+    heads = dlhf.DraftHeads.for_model(model, horizon=3, head_hidden=24, next_token=next_token)
+    with torch.no_grad():
+        for parameter in heads.parameters():
+            parameter.normal_(0, 0.2)
+    heads.restrict_vocabulary(torch.arange(0, 40, 2))
+    wider = heads.widened(40)
+    assert wider.head_hidden == 40 and wider.horizon == 3 and wider.draft_vocab is heads.draft_vocab
+    assert all(head.up.out_features == 40 and head.down.in_features == 40 for head in wider.heads)
+    ids, following = torch.tensor([[1, 5, 9, 2]]), torch.tensor([[5, 9, 2, 7]])
+    with torch.no_grad():
+        z = model.base_model(input_ids=ids).last_hidden_state
+        before = heads.logits(z, model, following if next_token else None)
+        after = wider.logits(z, model, following if next_token else None)
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)  # new units silent: the same drafts
+    # a copy: training the wider heads leaves these alone, and the new units do learn
+    optimizer = torch.optim.SGD(wider.parameters(), lr=0.1)
+    wider.logits(z, model, following if next_token else None)[..., 0].sum().backward()
+    optimizer.step()
+    assert wider.heads[0].down.weight[:, 24:].abs().sum() > 0
+    with torch.no_grad():
+        torch.testing.assert_close(heads.logits(z, model, following if next_token else None), before)
+    wider.save_pretrained(tmp_path / "wide")  # and it round-trips with its new width
+    assert dlhf.DraftHeads.from_pretrained(tmp_path / "wide", model).head_hidden == 40
+    assert heads.widened(24).head_hidden == 24
+    with pytest.raises(ValueError, match="head_hidden must be an int >= 24"):
+        heads.widened(16)

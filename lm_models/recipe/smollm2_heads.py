@@ -63,7 +63,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--init-heads",
         type=Path,
-        help="start the greedy heads from these (a DraftHeads folder; a shorter horizon gains new heads)",
+        help="start the greedy heads from these (a DraftHeads folder; a shorter horizon gains new heads, a narrower head_hidden new units)",
     )
     p.add_argument("--warmup", type=int, default=100, help="learning-rate warm-up steps")
     p.add_argument("--checkpoint-every", type=int, default=100)
@@ -180,6 +180,8 @@ def main(argv=None) -> int:
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None
     if init is not None and init.horizon < args.horizon:  # trained heads, and new ones beyond them
         init = init.extended(args.horizon)
+    if init is not None and init.head_hidden < args.head_hidden:  # trained units, and new silent ones
+        init = init.widened(args.head_hidden)
     greedy = train_heads(
         model,
         args.work / "distill-greedy",

@@ -202,12 +202,23 @@ class DraftHeads(nn.Module):
         new = [ResidualHead(self.hidden_size, self.head_hidden, width) for _ in range(horizon - self.horizon)]
         return self._with_heads([*self.heads, *(head.to(device=param.device, dtype=param.dtype) for head in new)])
 
-    def _with_heads(self, heads: list[nn.Module]) -> DraftHeads:
-        """Heads of this configuration and draft vocabulary made of the modules ``heads`` (shared)."""
+    def widened(self, head_hidden: int) -> DraftHeads:
+        """These heads with ``head_hidden`` >= their own hidden units each, computing the same
+        drafts (:meth:`ResidualHead.widened`: the new units start silent): more capacity trained
+        on from trained heads. A copy; the draft vocabulary is kept."""
+        if isinstance(head_hidden, bool) or not isinstance(head_hidden, int) or head_hidden < self.head_hidden:
+            raise ValueError(
+                f"head_hidden must be an int >= {self.head_hidden} (these heads' own), got {head_hidden!r}"
+            )
+        return self._with_heads([head.widened(head_hidden) for head in self.heads], head_hidden)
+
+    def _with_heads(self, heads: list[nn.Module], head_hidden: int | None = None) -> DraftHeads:
+        """Heads of this configuration (but ``head_hidden`` when given) and draft vocabulary made
+        of the modules ``heads`` (shared)."""
         out = DraftHeads(
             len(heads) + 1,
             self.hidden_size,
-            self.head_hidden,
+            head_hidden or self.head_hidden,
             self.vocab_size,
             self.base_model_type,
             self.base_model_name,

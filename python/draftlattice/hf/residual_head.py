@@ -44,3 +44,23 @@ class ResidualHead(nn.Module):
                 raise ValueError("this head reads the next token: pass its embedding (next_embeds)")
             pre = pre + self.condition(next_embeds.to(pre.dtype))
         return z + self.down(F.gelu(pre))
+
+    def widened(self, hidden: int) -> ResidualHead:
+        """This head with a hidden layer of ``hidden`` >= its own units, computing the same function:
+        the new units' input weights start as a fresh layer's, their output weights at zero (as a
+        new head's), so training grows them from this head rather than from scratch. A copy, on
+        this head's device and dtype."""
+        old = self.up.out_features
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < old:
+            raise ValueError(f"hidden must be an int >= {old} (this head's own width), got {hidden!r}")
+        condition_width = self.condition.in_features if self.condition is not None else None
+        param = self.up.weight
+        out = ResidualHead(self.up.in_features, hidden, condition_width).to(device=param.device, dtype=param.dtype)
+        with torch.no_grad():
+            out.up.weight[:old].copy_(self.up.weight)
+            out.up.bias[:old].copy_(self.up.bias)
+            out.down.weight[:, :old].copy_(self.down.weight)  # the new columns stay zero
+            out.down.bias.copy_(self.down.bias)
+            if self.condition is not None:
+                out.condition.weight[:old].copy_(self.condition.weight)
+        return out.train(self.training)
