@@ -98,13 +98,19 @@ def test_bad_horizon():
         dlhf.DraftHeads.for_model(llama(), horizon=1)
 
 
-def test_extended_heads_keep_the_trained_ones_and_start_the_new_ones_as_the_model():
-    model = llama().to(torch.bfloat16)
-    heads = dlhf.DraftHeads.for_model(model, horizon=3, head_hidden=24, next_token=True)
+def trained_looking_heads(model, next_token: bool) -> dlhf.DraftHeads:
+    """h = 3 heads of 24 units with random weights (nonzero residuals, unlike fresh heads) and a
+    draft vocabulary of the even token ids."""
+    heads = dlhf.DraftHeads.for_model(model, horizon=3, head_hidden=24, next_token=next_token)
     with torch.no_grad():
         for parameter in heads.parameters():
             parameter.normal_(0, 0.2)
-    heads.restrict_vocabulary(torch.arange(0, 40, 2))
+    return heads.restrict_vocabulary(torch.arange(0, 40, 2))
+
+
+def test_extended_heads_keep_the_trained_ones_and_start_the_new_ones_as_the_model():
+    model = llama().to(torch.bfloat16)
+    heads = trained_looking_heads(model, next_token=True)
     longer = heads.extended(5)
     assert longer.horizon == 5 and len(longer.heads) == 4 and longer.draft_vocab is heads.draft_vocab
     assert longer.heads[0] is heads.heads[0] and longer.heads[1] is heads.heads[1]  # shared, as truncated()
@@ -127,11 +133,7 @@ def test_extended_heads_keep_the_trained_ones_and_start_the_new_ones_as_the_mode
 @pytest.mark.parametrize("next_token", [False, True])
 def test_widened_heads_draft_as_before_until_their_new_units_learn(next_token, tmp_path):
     model = llama()
-    heads = dlhf.DraftHeads.for_model(model, horizon=3, head_hidden=24, next_token=next_token)
-    with torch.no_grad():
-        for parameter in heads.parameters():
-            parameter.normal_(0, 0.2)
-    heads.restrict_vocabulary(torch.arange(0, 40, 2))
+    heads = trained_looking_heads(model, next_token=next_token)
     wider = heads.widened(40)
     assert wider.head_hidden == 40 and wider.horizon == 3 and wider.draft_vocab is heads.draft_vocab
     assert all(head.up.out_features == 40 and head.down.in_features == 40 for head in wider.heads)
