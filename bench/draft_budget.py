@@ -13,7 +13,8 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
 
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
 new heads through the drafts before shipping them (``--copy-tokens`` with no value skips the
-copy rows, which do not read the heads).
+copy rows, which do not read the heads); either needs ``-o``, so that the shipped table stays the
+shipped heads' and whole.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from draftlattice.hf.heads import DraftHeads
 from draftlattice.lean.fit import measure_cost_curve
 from tune_sample_alpha import calibration_prompts
 
+SHIPPED_TABLE = "lm_models/smollm2/draft_budget.json"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -48,8 +51,12 @@ def main() -> None:
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
-    parser.add_argument("-o", "--output", default="lm_models/smollm2/draft_budget.json")
+    parser.add_argument("-o", "--output", help=f"where to write the table (default: {SHIPPED_TABLE})")
     args = parser.parse_args()
+    if args.output is None:
+        if args.heads is not None or not args.copy_tokens:  # not what fastest_drafting should read
+            parser.error("--heads or an empty --copy-tokens: name the output (-o), not the shipped table")
+        args.output = SHIPPED_TABLE
     torch.set_num_threads(args.threads)
     bundle = load_default(weights=args.weights)
     if args.heads is not None:
