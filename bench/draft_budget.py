@@ -4,11 +4,13 @@ tokens per target call and the tokens verified per call of the demo's best draft
 datastore's, one tree), on held-out prompts (chat questions after the demo's, WikiText-2 *valid*
 openings), greedy, through the lean step; and, for the ``lookup`` row (one copied draft alone, no
 heads: the context's copy, else the shipped datastore's), the same per longest copy
-(``--copy-tokens``); and plain decoding on the same step (no drafts). The table it writes is
+(``--copy-tokens``); the same tree with the lattice's n best prefixes in place of its p best drafts
+(``--nodes``, :mod:`draftlattice.node_tree`); and plain decoding on the same step (no drafts). The table it writes is
 what ``draftlattice demo`` reads to choose p and the copy's length on each machine, and
 ``fastest_drafting`` to choose between the copy, the tree and no drafts.
 
-    python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--copy-tokens 2 3 4 6 8] [--chat 6] [--text 6] \\
+    python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--nodes 3 5 8 12 16 24] [--copy-tokens 2 3 4 6 8] \\
+        [--chat 6] [--text 6] \\
         [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
 
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
@@ -41,6 +43,7 @@ SHIPPED_TABLE = "lm_models/smollm2/draft_budget.json"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--p", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8, 12, 16])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[3, 5, 8, 12, 16, 24])
     parser.add_argument("--copy-tokens", type=int, nargs="*", default=[2, 3, 4, 6, 8])
     parser.add_argument("--chat", type=int, default=6)
     parser.add_argument("--text", type=int, default=6)
@@ -104,6 +107,16 @@ def main() -> None:
         }
         options.append({"p": p, **measure(**lattice)})
         print(options[-1], flush=True)
+    node_options = []
+    for nodes in args.nodes:
+        lattice = {
+            "draft_heads": bundle.heads,
+            "draft_lm": bundle.lm,
+            "draft_nodes": nodes,
+            "draft_datastore": bundle.datastore,
+        }
+        node_options.append({"node_budget": nodes, **measure(**lattice)})
+        print(node_options[-1], flush=True)
     for length in args.copy_tokens:
         drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
         copy_options.append({"copy_tokens": length, **measure(**drafting)})
@@ -121,6 +134,7 @@ def main() -> None:
         "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
+        "node_options": node_options,
         "copy_drafter": f"lookup (the context's copy, else the datastore's) lookup={args.lookup}",
         "copy_options": copy_options,
         "plain": plain,

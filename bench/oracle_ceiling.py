@@ -12,9 +12,12 @@ stopping at EOS or ``--max-new-tokens``. ``--weights int4`` runs the lean step i
 compute: the rows then decode that step's own greedy output, which the demo's drafted rows
 verify against); ``--heads DIR`` scores other heads than the shipped ones (a DraftHeads folder).
 ``ngram_lookup_tree`` adds the context's copy, else the shipped datastore's draft, to the tree.
+``--nodes N ...`` adds the tree rows again with the lattice's N best prefixes in place of its p
+best drafts (``heads_tree nodes=N`` and so on; :mod:`draftlattice.node_tree`). Each row reports
+its mean tree size (nodes a verification call, the root included).
 
     python bench/oracle_ceiling.py [--chat 4] [--text 4] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
-                                   [--weights int4] [--heads DIR] [--threads 2] [--json FILE]
+                                   [--nodes 8 16 24] [--weights int4] [--heads DIR] [--threads 2] [--json FILE]
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> int:
     parser.add_argument("--p", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--ks", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32], help="oracle lattice widths")
+    parser.add_argument("--nodes", type=int, nargs="*", default=[], help="node budgets of best-prefix tree rows")
     parser.add_argument("--weights", choices=["int8", "int4"], help="run the lean step in this format (bf16)")
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
     parser.add_argument("--lm", type=Path, help="an n-gram LM for the ngram rows (default: the shipped one)")
@@ -85,13 +89,27 @@ def main() -> int:
             LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha), args.lookup, args.lookup_tokens, b.datastore
         ),
     }
+    for n in args.nodes:
+        rows[f"heads_tree nodes={n}"] = lambda n=n: LatticeDrafter(k=args.k, nodes=n)
+        rows[f"ngram_tree nodes={n}"] = lambda n=n: LatticeDrafter(b.lm, k=args.k, alpha=args.alpha, nodes=n)
+        rows[f"ngram_lookup_tree nodes={n}"] = lambda n=n: ContextLookup(
+            LatticeDrafter(b.lm, k=args.k, alpha=args.alpha, nodes=n), args.lookup, args.lookup_tokens, b.datastore
+        )
     results = {}
     h = b.heads.horizon
     print(f"{len(prompts)} prompts, h = {h} (at most {h} tokens per call), {args.weights or 'float32'}")
     for name, make in rows.items():
         stats, outputs = run(make)
-        results[name] = {"block_efficiency": stats.block_efficiency, "identical": outputs == reference}
-        print(f"{name:12s} block efficiency {stats.block_efficiency:.3f}  identical {outputs == reference}", flush=True)
+        results[name] = {
+            "block_efficiency": stats.block_efficiency,
+            "nodes": stats.mean_nodes,
+            "identical": outputs == reference,
+        }
+        print(
+            f"{name:12s} block efficiency {stats.block_efficiency:.3f}  nodes {stats.mean_nodes:.1f}  "
+            f"identical {outputs == reference}",
+            flush=True,
+        )
     for k in args.ks:
         stats, outputs = run(lambda ref, k=k: OracleDrafter([ref], k), references=reference)
         name = f"oracle k={k}"

@@ -3,7 +3,7 @@
 The engine runs directly here (tests/test_hf_generate.py covers the same through
 ``model.generate(custom_generate=...)``): a float32 Llama with trained heads (tests/_engine_models.py),
 every drafter (the heads' p-best lattice paths, n-gram rescored lattices with several k, p and
-alpha, neural rescoring, the oracle), both verification layouts, horizons 2 and 4, left-padded batches, EOS inside a
+alpha, trees of their best nodes, neural rescoring, the oracle), both verification layouts, horizons 2 and 4, left-padded batches, EOS inside a
 block; the cache is rolled back to exactly the committed tokens (the heads' logits at every step
 equal a fresh forward), and the p-best drafts of a rescored lattice are the brute-force best.
 """
@@ -37,6 +37,8 @@ def drafters(lm, references, model):
     yield LatticeDrafter(lm, k=3, p=4, alpha=1.0)
     yield LatticeDrafter(lm, k=4, p=2, alpha=0.0)
     yield LatticeDrafter(lm, k=8, p=3, alpha=3.0)
+    yield LatticeDrafter(None, k=3, nodes=5)  # trees of the best nodes
+    yield LatticeDrafter(lm, k=4, nodes=9, alpha=0.5)
     yield NeuralDrafter(llama(seed=9), k=3, alpha=1.0)  # an unrelated small LM
     yield NeuralDrafter(model, k=4, alpha=5.0, window=6)  # the target itself, on a short window
     yield OracleDrafter(references, k=3)

@@ -102,6 +102,19 @@ def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, l
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
+@pytest.mark.parametrize("layout", ["tree", "batch"])
+@pytest.mark.parametrize("use_lm", [True, False])
+def test_a_tree_of_the_best_prefixes_keeps_the_law_with_the_tree_rule(lm, layout, use_lm):
+    """The tree rule on the lattice's best prefixes (paths of different lengths, -1 padded)."""
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    drafter = LatticeDrafter(lm if use_lm else None, k=4, alpha=1.0, nodes=5)
+    counts, stats = engine_counts(model, heads, drafter, "tree", sampling, seed=29, layout=layout)
+    assert stats.new_tokens == ROWS * NEW
+    assert 0 < stats.mean_accepted < 2
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
 @pytest.mark.parametrize("store", [False, True])
 @pytest.mark.parametrize("layout", ["tree", "batch"])
 def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout, store):

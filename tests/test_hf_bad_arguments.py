@@ -34,6 +34,14 @@ CASES = [
     ("k = 0", lambda m, h, o, d: {"draft_heads": h, "draft_k": 0}, "draft_k"),
     ("k not an int", lambda m, h, o, d: {"draft_heads": h, "draft_k": 2.5}, "draft_k"),
     ("p = 0", lambda m, h, o, d: {"draft_heads": h, "draft_p": 0}, "draft_p"),
+    ("nodes = 0", lambda m, h, o, d: {"draft_heads": h, "draft_nodes": 0}, "draft_nodes must be a positive int"),
+    ("nodes not an int", lambda m, h, o, d: {"draft_heads": h, "draft_nodes": 8.0}, "draft_nodes"),
+    ("nodes without heads", lambda m, h, o, d: {"draft_lookup": 2, "draft_nodes": 8}, "draft_nodes shapes the tree"),
+    (
+        "nodes with sampled drafts",
+        lambda m, h, o, d: {"draft_heads": h, "do_sample": True, "draft_nodes": 8},
+        "cannot draft for sample_rule 'multi'",
+    ),
     ("alpha < 0", lambda m, h, o, d: {"draft_heads": h, "draft_alpha": -1.0}, "draft_alpha"),
     ("alpha nan", lambda m, h, o, d: {"draft_heads": h, "draft_alpha": math.nan}, "draft_alpha"),
     (

@@ -1,15 +1,18 @@
-"""Drafts from head logits: exact p-best paths without an LM, C++ rescoring with one."""
+"""Drafts from head logits: exact p-best paths without an LM, C++ rescoring with one, trees of the
+best nodes with or without one."""
 
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
+import pytest
 import torch
 
 from _hf_models import ngram_over
 from draftlattice import Lattice, rescore
 from draftlattice.decode.drafters import LatticeDrafter, Sampling, pbest_paths, to_host, topk_lattice
+from draftlattice.node_tree import best_nodes
 
 
 def greedy_drafts(logits, drafter, contexts):
@@ -51,6 +54,20 @@ def test_lm_drafts_are_the_rescored_lattice_drafts(tmp_path):
     for b in range(3):
         lattice = Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy())
         assert np.array_equal(drafts[b], rescore(lattice, lm, p=3, alpha=0.7, context=contexts[b]).tokens)
+
+
+@pytest.mark.parametrize("with_lm", [True, False])
+def test_node_drafts_are_the_trees_of_the_best_nodes(tmp_path, with_lm):
+    lm = ngram_over(tmp_path, [[(2 * i + j) % 30 for j in range(10)] for i in range(30)]) if with_lm else None
+    logits = torch.randn(3, 3, 30, generator=torch.Generator().manual_seed(4))
+    contexts = [[1, 3], [5], []]
+    drafts = greedy_drafts(logits, LatticeDrafter(lm, k=4, nodes=7, alpha=0.7), contexts)
+    ids, logprobs = topk_lattice(logits, 4)
+    for b in range(3):
+        tree = best_nodes(Lattice.from_topk(ids[b].numpy(), logprobs[b].numpy()), lm, 7, 0.7, contexts[b])
+        paths = tree.paths(3)
+        assert np.array_equal(drafts[b, : len(paths)], paths)
+        assert all(row == paths[0].tolist() for row in drafts[b, len(paths) :].tolist())  # padding repeats the best
 
 
 def test_lm_drafts_keep_one_memo_per_row_across_steps(tmp_path):

@@ -74,12 +74,20 @@ def test_a_budget_table_is_read_or_refused(tmp_path):
     copies = [{"copy_tokens": 3, "tokens_per_call": 1.4, "nodes": 2.5, "host_ms": 0.5}]
     table.write_text(json.dumps({"options": [], "copy_options": copies}))
     assert load_options(table, "copy_options") == [DraftOption(1, 1.4, 2.5, 0.5, copy_tokens=3)]
+    assert load_options(table, "node_options") == []  # a table from before the node budgets
+    budgets = [{"node_budget": 8, "tokens_per_call": 2.6, "nodes": 12.6, "host_ms": 1.7}]
+    table.write_text(json.dumps({"options": [], "node_options": budgets}))
+    (option,) = load_options(table, "node_options")
+    assert option == DraftOption(1, 2.6, 12.6, 1.7, node_budget=8) and option.tree == "nodes=8"
     table.write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="not a draft budget table"):
         load_options(table)
     table.write_text(json.dumps({"copy_options": [{"copy_tokens": 3}]}))
     with pytest.raises(ValueError, match="not a draft budget table"):
         load_options(table, "copy_options")
+    table.write_text(json.dumps({"node_options": [{"tokens_per_call": 2.6, "nodes": 12.6, "host_ms": 1.7}]}))
+    with pytest.raises(ValueError, match="not a draft budget table"):
+        load_options(table, "node_options")
 
 
 def test_the_copys_length_is_the_one_of_the_highest_predicted_rate():

@@ -9,6 +9,7 @@ void BindErrors(py::module_& m);      // errors.h
 void BindNgram(py::module_& m);       // ngram/
 void BindLattice(py::module_& m);     // lattice.h
 void BindRescore(py::module_& m);     // nbest.h
+void BindBestNodes(py::module_& m);   // best_nodes.h: token trees under a node budget
 void BindSample(py::module_& m);      // sample.h
 void BindOracle(py::module_& m);      // oracle.h
 void BindMemo(py::module_& m);        // lm_memo.h: LM answers kept across a decoding loop's steps
@@ -24,6 +25,7 @@ PYBIND11_MODULE(_core, m) {
   dl::bindings::BindNgram(m);
   dl::bindings::BindLattice(m);
   dl::bindings::BindRescore(m);
+  dl::bindings::BindBestNodes(m);
   dl::bindings::BindSample(m);
   dl::bindings::BindOracle(m);
   dl::bindings::BindMemo(m);

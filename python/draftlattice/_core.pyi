@@ -133,6 +133,18 @@ def rescore_batch(
 ) -> list[Any]: ...
 def check_rescore_options(p: int, alpha: float) -> None: ...
 
+# --- best_nodes.cc ---
+def best_nodes_batch(
+    lattices: Sequence[Lattice],
+    lm: NgramLM | None,
+    nodes: int,
+    alpha: float,
+    contexts: Sequence[Any | LmState] | None,
+    bos: bool,
+    num_threads: int | None,
+    memos: Sequence[LmMemo | None] | None = None,
+) -> list[tuple[Any, Any, Any, Any, Any]]: ...
+
 # --- sample.cc ---
 def sample_drafts(
     lattice: Lattice,

@@ -6,7 +6,8 @@ copied draft, no heads: from the context, else from the datastore of the model's
 (the heads' 1-best draft), ``heads_tree`` (their p best drafts as a tree), ``ngram`` (the top-k
 lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree) and
 ``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's, else
-the datastore's). Sampling rows (``temperature``): ``generate``, ``heads`` (one head draft, block
+the datastore's). With ``nodes``, the three trees are the lattice's ``nodes`` best prefixes
+instead of its p best drafts (:mod:`draftlattice.node_tree`). Sampling rows (``temperature``): ``generate``, ``heads`` (one head draft, block
 verification), ``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p
 drafts from the full-support rescored lattice), ``ngram_tree`` (the p best drafts, tree rule) and
 ``ngram_lookup_tree`` (those and a copied draft from the context alone, tree rule).
@@ -49,10 +50,13 @@ class DemoSettings:
     lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft
     seed: int = 0
     copy_tokens: int | None = None  #: the lookup row's longest copied draft (None: lookup_tokens)
+    #: the tree rows' trees as the lattice's ``nodes`` best prefixes (None: its p best drafts)
+    nodes: int | None = None
 
     def __post_init__(self) -> None:
         names = ("max_new_tokens", "k", "p", "prompt_lookup_tokens", "lookup", "lookup_tokens")
-        for name in names + (() if self.copy_tokens is None else ("copy_tokens",)):
+        optional = tuple(name for name in ("copy_tokens", "nodes") if getattr(self, name) is not None)
+        for name in names + optional:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -66,6 +70,15 @@ class DemoSettings:
     @property
     def sampling(self) -> bool:
         return self.temperature is not None
+
+    @property
+    def tree(self) -> dict:
+        """The tree rows' generate() keyword: their p best drafts or their best prefixes."""
+        return {"draft_p": self.p} if self.nodes is None else {"draft_nodes": self.nodes}
+
+    @property
+    def tree_label(self) -> str:
+        return f"p={self.p}" if self.nodes is None else f"nodes={self.nodes}"
 
 
 @dataclass
@@ -155,16 +168,16 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
         drafted = [
             RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
-            RowSpec("heads_tree", f"h={h} k={st.k} p={st.p}", "tree", {**heads, "draft_p": st.p}),
+            RowSpec("heads_tree", f"h={h} k={st.k} {st.tree_label}", "tree", {**heads, **st.tree}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
-            RowSpec("ngram_tree", f"h={h} k={st.k} p={st.p} alpha={st.alpha}", "tree", {**ngram, "draft_p": st.p}),
+            RowSpec("ngram_tree", f"h={h} k={st.k} {st.tree_label} alpha={st.alpha}", "tree", {**ngram, **st.tree}),
             # The datastore fills in where the context has no copy, as in the lookup row: +0.12
             # tokens a call at p = 1 on held-out prompts (bench/RESULTS.md, "Other sources").
             RowSpec(
                 "ngram_lookup_tree",
                 copy_label + ("" if store is None else ", else the datastore's"),
                 "tree",
-                {**ngram, "draft_p": st.p, **copy, "draft_datastore": store},
+                {**ngram, **st.tree, **copy, "draft_datastore": store},
             ),
         ]
         plain = [
@@ -208,15 +221,15 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
         ),
         RowSpec(
             "ngram_tree",
-            f"h={h} k={st.k} p={st.p} alpha={st.alpha}",
+            f"h={h} k={st.k} {st.tree_label} alpha={st.alpha}",
             "tree-sample",
-            {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha},
+            {**ngram, **st.tree, "draft_sample": "tree", "draft_alpha": st.alpha},
         ),
         RowSpec(
             "ngram_lookup_tree",
             copy_label,
             "tree-sample",
-            {**ngram, "draft_p": st.p, "draft_sample": "tree", "draft_alpha": st.alpha, **copy},
+            {**ngram, **st.tree, "draft_sample": "tree", "draft_alpha": st.alpha, **copy},
         ),
     ]
 

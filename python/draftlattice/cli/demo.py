@@ -17,7 +17,8 @@ from ..pairing import ALLOW_MISMATCH_HELP
 from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
 
-DEFAULT_P = 4  #: drafts of the tree rows when nothing is fitted
+DEFAULT_P = 4  #: the sampling rows' drafts a step (and with --p alone, the tree rows' p best)
+DEFAULT_NODES = 8  #: the tree rows' best prefixes when nothing is fitted (bench/RESULTS.md, "best nodes")
 
 
 def register(subparsers) -> None:
@@ -39,9 +40,16 @@ def register(subparsers) -> None:
     p.add_argument(
         "--p",
         type=int,
-        help="drafts of the tree rows (default: fitted to this machine with the weight format: the "
-        "highest predicted tokens/s from the lean step's cost against nodes, measured once per CPU and "
-        "cached, and the drafter's measured gains; 4 with --step transformers)",
+        help="the tree rows verify the lattice's p best drafts (default: the tree of its best prefixes, "
+        "--nodes); the sampling rows draw p drafts (default 4)",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        help="the tree rows verify the lattice's NODES best prefixes (default: the tree fitted to this "
+        "machine with the weight format, p best drafts or best prefixes: the highest predicted tokens/s "
+        "from the lean step's cost against nodes, measured once per CPU and cached, and the drafter's "
+        "measured gains; 8 prefixes with --step transformers)",
     )
     p.add_argument("--alpha", type=float, default=0.5, help="n-gram LM weight (default 0.5)")
     p.add_argument(
@@ -135,6 +143,7 @@ def _demo(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         k=args.k,
         p=args.p if args.p is not None else DEFAULT_P,
+        nodes=args.nodes if args.nodes is not None or args.p is not None else DEFAULT_NODES,
         alpha=args.alpha,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -164,11 +173,13 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"draftlattice: error: {error}", file=sys.stderr)
         return 1
     fitted = None
-    if bundle.step is not None and (args.p is None or len(formats) > 1):
-        bundle.step, p, copy_tokens, fitted = _fit(
-            bundle, args.models, formats, args.p, args.kernel, fit_copy=args.lookup_tokens is None
+    if bundle.step is not None and ((args.p is None and args.nodes is None) or len(formats) > 1):
+        bundle.step, tree, copy_tokens, fitted = _fit(
+            bundle, args.models, formats, args.p, args.nodes, args.kernel, fit_copy=args.lookup_tokens is None
         )
-        settings = dataclasses.replace(settings, p=p, copy_tokens=copy_tokens)
+        if tree is not None:
+            settings = dataclasses.replace(settings, p=tree.p, nodes=tree.node_budget)
+        settings = dataclasses.replace(settings, copy_tokens=copy_tokens)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
@@ -219,17 +230,20 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
     if args.chat + args.text < 1:
         raise ValueError("--chat 0 --text 0: no prompt to decode")
     at_least("--threads", args.threads, 1)
+    if args.p is not None and args.nodes is not None:
+        raise ValueError("--p and --nodes both choose the tree rows' tree (p best drafts, or best prefixes): pass one")
     if not data.is_file():
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
 
 
 def _fit(
-    bundle, models, formats: list[str], p: int | None, kernel: str, fit_copy: bool
-) -> tuple[object, int, int | None, str | None]:
-    """The lean step's weight format, the tree rows' p and (``fit_copy``) the lookup row's longest
-    copy fitted to this machine (each candidate format's cost against nodes measured once and
-    cached, the drafters' gains measured once per drafter), with a line saying why; without a
-    gains table, the first format, p = 4 and the default copy."""
+    bundle, models, formats: list[str], p: int | None, nodes: int | None, kernel: str, fit_copy: bool
+) -> tuple[object, object, int | None, str | None]:
+    """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
+    p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
+    lookup row's longest copy fitted to this machine (each candidate format's cost against nodes
+    measured once and cached, the drafters' gains measured once per drafter), with a line saying
+    why; without a gains table, the first format, no fitted tree (None) and the default copy."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (
@@ -242,16 +256,17 @@ def _fit(
 
     table = artifacts_dir(models) / BUDGET_TABLE
     if not table.is_file():
-        return bundle.step, p or DEFAULT_P, None, None
-    options = [o for o in load_options(table) if p is None or o.p == p]
+        return bundle.step, None, None, None
+    options = [o for o in load_options(table) if nodes is None and (p is None or o.p == p)]
+    options += [o for o in load_options(table, "node_options") if p is None and nodes in (None, o.node_budget)]
     if not options:
-        return bundle.step, p, None, None
+        return bundle.step, None, None, None
     steps = {bundle.step.weights: bundle.step}
     steps.update({name: LeanLlama(bundle.model, name, kernel=kernel) for name in formats if name not in steps})
     curves = {name: cached_cost_curve(step) for name, step in steps.items()}
     name, best, predicted = best_format_and_option(curves, options)
     others = "; ".join(
-        f"{n} " + ", ".join(f"p={o.p} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
+        f"{n} " + ", ".join(f"{o.tree} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
     )
     costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
     copies = load_options(table, "copy_options") if fit_copy else []
@@ -266,12 +281,12 @@ def _fit(
     )
     return (
         steps[name],
-        best.p,
+        best,
         None if copy is None else copy.copy_tokens,
         (
-            f"{name} weights, p={best.p} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain decoding "
-            f"{1e3 / curves[name](1):.0f} without the host's time; by format and p: "
-            f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / "
+            f"{name} weights, tree {best.tree} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain "
+            f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "
+            f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / --nodes / "
             "--lookup-tokens to override)"
         ),
     )

@@ -49,7 +49,7 @@ class RecordedStep:
     lattice_ids: list[list[int]]
     lattice_probs: list[list[float]]
     drafts_before: list[list[int]]  #: the p best drafts of the heads' lattice alone
-    drafts_after: list[list[int]] | None  #: the drafts verified, when an LM rescored them
+    drafts_after: list[list[int]] | None  #: the drafts verified, when not drafts_before (rescored, best prefixes)
     chosen: int  #: index of the verified draft whose prefix was accepted
     accepted: list[int]  #: the accepted draft tokens
 
@@ -81,7 +81,8 @@ class StepRecorder(StepObserver):
                 lattice_ids=ids[row].tolist(),
                 lattice_probs=probs[row].tolist(),
                 drafts_before=before,
-                drafts_after=verified if rescored else None,
+                # verified drafts that are not the heads' own p best: rescored, or a tree of best prefixes
+                drafts_after=verified if rescored or verified != before else None,
                 chosen=chosen,
                 accepted=accepted[:num],
             )

@@ -1,6 +1,6 @@
 """The default model's fastest exact drafting on this machine: the context's copy alone, the
-lattice's p best drafts with the copy, or no drafts at all, chosen from the lean step's cost
-measured here.
+lattice's tree (its p best drafts, or its best prefixes under a node budget) with the copy, or
+no drafts at all, chosen from the lean step's cost measured here.
 
 Why: which drafter pays depends on the CPU. Where verifying 16 tokens costs about one (AMX, a GPU)
 the tree of many drafts wins; where every extra token adds arithmetic (AVX-512 or AVX2 with int4
@@ -33,13 +33,14 @@ DRAFTS_MARGIN = 1.1
 class Drafting:
     """A greedy drafting of the default model and its predicted speed on this machine."""
 
-    drafter: str  #: :data:`COPY` (the copy alone), :data:`TREE` (the lattice's p best and the copy) or :data:`PLAIN`
-    p: int | None  #: the lattice's drafts a step (None for the copy alone)
+    drafter: str  #: :data:`COPY` (the copy alone), :data:`TREE` (the lattice's tree and the copy) or :data:`PLAIN`
+    p: int | None  #: the lattice's drafts a step (None for the copy alone, or a tree of ``nodes``)
     copy_tokens: int  #: the copied draft's longest
     predicted: float  #: tokens/s predicted (held-out prompts' tokens a call over this step's cost)
     plain: float  #: plain decoding's predicted tokens/s on the same step
     candidates: tuple[tuple[str, float], ...]  #: every setting weighed and its predicted tokens/s
     settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
+    nodes: int | None = None  #: the tree of the lattice's best prefixes, this many (None: the p best)
 
     def generate_kwargs(self, bundle) -> dict:
         """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``."""
@@ -56,7 +57,8 @@ class Drafting:
         )
         if self.drafter == COPY:
             return {**kwargs, "draft_heads": None}
-        heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, draft_p=self.p)
+        tree = {"draft_p": self.p} if self.nodes is None else {"draft_nodes": self.nodes}
+        heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, **tree)
         return {**kwargs, **heads, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
 
     def describe(self) -> str:
@@ -67,7 +69,10 @@ class Drafting:
                 f"fastest drafting here: none (plain decoding on the lean step), predicted {self.predicted:.0f} "
                 f"tokens/s; weighed: {others}"
             )
-        chosen = f"{self.drafter}" + (f" p={self.p}" if self.p is not None else f" (copies of <= {self.copy_tokens})")
+        if self.drafter == COPY:
+            chosen = f"{self.drafter} (copies of <= {self.copy_tokens})"
+        else:
+            chosen = f"{self.drafter} " + (f"p={self.p}" if self.nodes is None else f"nodes={self.nodes}")
         return (
             f"fastest drafting here: {chosen}, predicted {self.predicted:.0f} tokens/s against plain decoding's "
             f"{self.plain:.0f}; weighed: {others}"
@@ -90,7 +95,7 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
     path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
     settings = _settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
-    weighed = [(f"{TREE} p={o.p}", TREE, o) for o in load_options(path)]
+    weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
     weighed += [(f"{COPY} <= {o.copy_tokens}", COPY, o) for o in load_options(path, "copy_options")]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
@@ -104,12 +109,13 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
         _, drafter, option, predicted = predictions[-1]  # plain decoding: too close to call
     return Drafting(
         drafter=drafter,
-        p=option.p if drafter == TREE else None,
+        p=option.p if drafter == TREE and option.node_budget is None else None,
         copy_tokens=option.copy_tokens if drafter == COPY else settings["copy_tokens"],
         predicted=predicted,
         plain=predicted_tokens_per_s(curve, plain),
         candidates=tuple((label, tokens) for label, _, _, tokens in predictions),
         settings=settings,
+        nodes=option.node_budget if drafter == TREE else None,
     )
 
 

@@ -58,6 +58,7 @@ def generate(
     draft_lm=None,
     draft_k: int = 8,
     draft_p: int = 4,
+    draft_nodes: int | None = None,
     draft_alpha: float = 0.5,
     draft_verify: str = "tree",
     draft_sample: str = "multi",
@@ -86,6 +87,10 @@ def generate(
             drafts are then the p best paths of the heads' own top-k lattice.
         draft_k: candidates per head in the lattice (top-k).
         draft_p: drafts verified per step.
+        draft_nodes: verify the tree of the lattice's ``draft_nodes`` best prefixes
+            (:mod:`draftlattice.node_tree`: the node budget where acceptance is likeliest)
+            instead of its ``draft_p`` best drafts; None (default): the p best. Greedy decoding
+            or ``draft_sample="tree"``.
         draft_alpha: LM weight in the rescoring (lattice log-prob + alpha * LM log-prob) of the
             p best drafts.
         draft_verify: verification layout: "tree" (the drafts' trie in one row, tree attention;
@@ -141,6 +146,7 @@ def generate(
         "draft_lm": draft_lm,
         "draft_k": draft_k,
         "draft_p": draft_p,
+        "draft_nodes": draft_nodes,
         "draft_alpha": draft_alpha,
         "draft_verify": draft_verify,
         "draft_sample": draft_sample,
@@ -197,7 +203,7 @@ def _reject_unsupported(model, config, kwargs) -> None:
         )
 
 
-def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> LatticeDrafter:
+def _drafter(heads, verify, sample_rule, lattice: dict) -> LatticeDrafter:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
             "draft_heads is required (or draft_lookup, to draft copies of the context alone, or draft_step alone, "
@@ -209,7 +215,7 @@ def _drafter(heads, lm, k, p, alpha, verify, sample_rule, sample_alpha) -> Latti
     if sample_rule not in SAMPLE_RULES:
         raise ValueError(f"draft_sample must be one of {SAMPLE_RULES}, got {sample_rule!r}")
     try:  # the heads, the LM and the prompt are checked against the model by the Engine
-        return LatticeDrafter(lm, k, p, alpha, sample_alpha)
+        return LatticeDrafter(**lattice)
     except ValueError as error:  # name the keyword the user passed
         raise ValueError(f"draft_{error}") from None
 
@@ -299,6 +305,7 @@ def _decode(
     draft_lm,
     draft_k,
     draft_p,
+    draft_nodes,
     draft_alpha,
     draft_verify,
     draft_sample,
@@ -313,14 +320,15 @@ def _decode(
     do_sample = bool(config.do_sample)
     if draft_datastore is not None and not draft_lookup:
         raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
+    if draft_heads is None and draft_nodes is not None:
+        raise ValueError("draft_nodes shapes the tree of the heads' lattice: it needs draft_heads")
     if draft_heads is None and draft_lookup:
         drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_datastore, draft_verify, do_sample)
     elif draft_heads is None and draft_step is not None:
         drafter = _copy_only(draft_lm, 1, 0, None, draft_verify, do_sample)  # never a copy: plain steps
     else:
-        drafter = _drafter(
-            draft_heads, draft_lm, draft_k, draft_p, draft_alpha, draft_verify, draft_sample, draft_sample_alpha
-        )
+        lattice = dict(lm=draft_lm, k=draft_k, p=draft_p, alpha=draft_alpha, sample_alpha=draft_sample_alpha)
+        drafter = _drafter(draft_heads, draft_verify, draft_sample, {**lattice, "nodes": draft_nodes})
     if draft_lookup and draft_heads is not None:
         drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_datastore, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:

@@ -64,6 +64,13 @@ class DraftOption:
     nodes: float
     host_ms: float = 0.0
     copy_tokens: int | None = None  #: the copy's longest draft, for the copy drafting alone
+    #: the tree of the lattice's best prefixes (draft_nodes) instead of its p best drafts
+    node_budget: int | None = None
+
+    @property
+    def tree(self) -> str:
+        """How the lattice's tree is chosen: ``"p=P"`` or ``"nodes=N"``."""
+        return f"p={self.p}" if self.node_budget is None else f"nodes={self.node_budget}"
 
 
 def predicted_tokens_per_s(curve: CostCurve, option: DraftOption) -> float:
@@ -194,11 +201,12 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
 
 def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[DraftOption]:
     """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
-    drafter's by p (``kind="options"``), or the context copy's alone by its longest draft
-    (``kind="copy_options"``; none in an older table)."""
+    drafter's by p (``kind="options"``), by the tree's node budget (``kind="node_options"``:
+    its best prefixes), or the context copy's alone by its longest draft (``kind="copy_options"``;
+    the last two none in an older table)."""
     try:
         table = json.loads(Path(path).read_text())
-        if kind == "copy_options" and kind not in table:
+        if kind in ("copy_options", "node_options") and kind not in table:
             return []
         return [
             DraftOption(
@@ -207,6 +215,7 @@ def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[Dr
                 float(o["nodes"]),
                 float(o["host_ms"]),
                 int(o["copy_tokens"]) if kind == "copy_options" else None,
+                int(o["node_budget"]) if kind == "node_options" else None,
             )
             for o in table[kind]
         ]

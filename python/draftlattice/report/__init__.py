@@ -25,7 +25,8 @@ The input (:class:`~draftlattice.report.schema.Run`, checked by
                       "accepted": int,            # how many of committed came from the accepted draft
                       "lattice": [[[token, prob], ... k], ... h-1 columns] | None,  # heads 2..h
                       "drafts_before": [[token, ...], ... p] | None,  # p best by the heads alone
-                      "drafts_after": [[token, ...], ... p] | None,   # p best after n-gram rescoring
+                      "drafts_after": [[token, ...], ...] | None,   # the drafts verified, where not
+                                                  # drafts_before (n-gram rescoring, best prefixes)
                       "chosen": int | None,       # index in drafts_after (drafts_before when
                                                   # drafts_after is None) of the accepted draft;
                                                   # it must start with committed[-accepted:]
@@ -49,8 +50,8 @@ address gets ``#p0-r1-s3``, prompt, row and step from 0, which also opens that s
 loaded; by default the first step with a lattice of prompt 0, row 0). A step's view lists its
 committed tokens, the lattice as a table (heads as columns, ranks as rows, each cell token and
 probability over a probability bar, the accepted tokens outlined), and the drafts before and
-after rescoring, the accepted draft's accepted prefix highlighted and its first rejected token
-struck through. In these views whitespace is visible (``·`` space, ``↵`` newline, ``⇥`` tab;
+as verified (rescored, or the best prefixes), the accepted draft's accepted prefix highlighted
+and its first rejected token struck through. In these views whitespace is visible (``·`` space, ``↵`` newline, ``⇥`` tab;
 see :mod:`~draftlattice.report.tokens`).
 
 Every string is escaped: a prompt or token ``<script>...`` shows as text (details in

@@ -79,7 +79,7 @@
       pair.appendChild(draftList("Drafts by the heads alone", s.before, s.before_rank, s.accepted,
         s.chosen_in === "after" ? "the accepted draft (" + acceptedNote + ")" : acceptedNote));
     }
-    if (s.after) pair.appendChild(draftList("After n-gram rescoring", s.after, s.chosen, s.accepted, acceptedNote));
+    if (s.after) pair.appendChild(draftList("Verified (rescored, or the best prefixes)", s.after, s.chosen, s.accepted, acceptedNote));
     if (!s.before && !s.after) detail.appendChild(el("p", "missing", "No drafts recorded for this step."));
   }
 

@@ -43,10 +43,11 @@ class Step(TypedDict):
     ``accepted`` tokens of the accepted draft, so ``committed[len(committed) - accepted:]`` is
     the accepted prefix. ``lattice`` holds heads 2..h: h-1 columns of k ``[token, probability]``
     candidates, best first. ``drafts_before`` are the p best drafts by the heads alone,
-    ``drafts_after`` the p best after n-gram rescoring. ``chosen`` is the index in
-    ``drafts_after`` (in ``drafts_before`` when ``drafts_after`` is null: a drafter without
-    rescoring) of the draft whose prefix was accepted; that draft must start with the accepted
-    tokens. Null fields: not recorded for this step (e.g. the prefill's first token).
+    ``drafts_after`` the drafts verified where they are not those (the p best after n-gram
+    rescoring, or the paths of a tree of the lattice's best prefixes). ``chosen`` is the index in
+    ``drafts_after`` (in ``drafts_before`` when ``drafts_after`` is null: a drafter that verifies
+    the heads' own p best) of the draft whose prefix was accepted; that draft must start with the
+    accepted tokens. Null fields: not recorded for this step (e.g. the prefill's first token).
     """
 
     committed: list[str]

@@ -4,6 +4,9 @@ Greedy decoding verifies the ``p`` best drafts of the heads' top-k lattice: with
 search runs on the device (only the ``[B, p, g]`` draft ids go to the host); with an n-gram LM
 only the top-k ids and log-probabilities go to the host, where draftlattice's C++ core rescores
 them exactly (:func:`draftlattice.rescore_batch`, one LM memo per row kept across the steps).
+With ``nodes``, the tree verified is instead the lattice's ``nodes`` best prefixes
+(:func:`draftlattice.node_tree.best_nodes_batch`, with the LM or without): the same node budget
+placed where acceptance is likeliest, not spent on the tails of p whole drafts.
 
 Sampling draws drafts whose proposal law ``q`` is known: without an LM the heads' processed law
 (independent positions, on the device); with an LM the full-support rescored lattice, with its
@@ -19,6 +22,7 @@ from torch import Tensor
 
 from ...lattice import Lattice
 from ...ngram import NgramLM
+from ...node_tree import best_nodes_batch
 from ...rescore import LmMemo, rescore_batch
 from ...sample import sample_drafts
 from ...verify import draw_categorical, sampling_distribution
@@ -65,12 +69,23 @@ class LatticeDrafter:
         p: drafts per step (deterministic drafts).
         alpha: LM weight of the p-best rescoring (lattice log-prob + alpha * LM log-prob).
         sample_alpha: LM weight of sampled drafts (0 = the heads' own law).
+        nodes: deterministic drafts as the tree of the lattice's ``nodes`` best prefixes (the
+            root, the known next token, not counted) instead of the ``p`` best drafts; None: the
+            p best. ``p`` still counts the drafts sampled for the "multi" rule.
     """
 
     name = "lattice"
 
-    def __init__(self, lm=None, k: int = 8, p: int = 4, alpha: float = 0.5, sample_alpha: float = 0.2) -> None:
-        for label, value in (("k", k), ("p", p)):
+    def __init__(
+        self,
+        lm=None,
+        k: int = 8,
+        p: int = 4,
+        alpha: float = 0.5,
+        sample_alpha: float = 0.2,
+        nodes: int | None = None,
+    ) -> None:
+        for label, value in (("k", k), ("p", p), ("nodes", 1 if nodes is None else nodes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive int, got {value!r}")
         for label, value in (("alpha", alpha), ("sample_alpha", sample_alpha)):
@@ -78,7 +93,9 @@ class LatticeDrafter:
                 raise ValueError(f"{label} must be a finite number >= 0, got {value!r}")
         if lm is not None and not isinstance(lm, NgramLM):
             raise ValueError(f"lm must be a draftlattice.NgramLM or None, got {type(lm).__name__}")  # noqa: TRY004
-        self.lm, self.k, self.p = lm, k, p
+        self.lm, self.k, self.p, self.nodes = lm, k, p, nodes
+        if nodes is not None:  # a tree of deterministic drafts: greedy, or sampling's tree rule
+            self.sample_rules = ("tree",)
         self.alpha, self.sample_alpha = float(alpha), float(sample_alpha)
         self.memos: list[LmMemo] = []  # one per batch row, kept across one decoding run's steps
 
@@ -87,7 +104,7 @@ class LatticeDrafter:
         k = min(self.k, V)
         if sampling is None or draws == 0:
             ids, logprobs = topk_lattice(head_logits, k)
-            if self.lm is None:
+            if self.lm is None and self.nodes is None:
                 return Proposal([pbest_paths(ids, logprobs, self.p)])
             return Proposal([ids, logprobs])
         q = sampling_distribution(
@@ -113,9 +130,11 @@ class LatticeDrafter:
     ) -> tuple[Tensor, SampledDrafts | None]:
         if proposal.sampled is not None:
             return proposal.sampled.tokens, proposal.sampled
-        if self.lm is None:
+        if self.lm is None and (self.nodes is None or proposal.draws):
             return host[0], None
         contexts = [c[-LM_CONTEXT:] for c in contexts]
+        if proposal.draws == 0 and self.nodes is not None:
+            return torch.from_numpy(self._best_nodes(host[0].numpy(), host[1].numpy(), contexts)), None
         if proposal.draws == 0:
             return torch.from_numpy(self._rescored(host[0].numpy(), host[1].numpy(), contexts)), None
         sampled = self._sampled(host, proposal.rest, proposal.draws, contexts)
@@ -132,6 +151,22 @@ class LatticeDrafter:
             n = len(result)
             drafts[b, :n] = result.tokens
             drafts[b, n:] = result.tokens[0]
+        return drafts
+
+    def _best_nodes(self, ids: np.ndarray, logprobs: np.ndarray, contexts: list[list[int]]) -> np.ndarray:
+        """``[B, leaves, g]`` int64: each row's tree of its lattice's ``nodes`` best prefixes, as
+        its leaves' paths (``-1`` past a shorter path's end); rows with fewer leaves repeat their
+        best path (a repeated draft adds no tree node). A lattice whose every prefix the LM rules
+        out (``-inf``) drafts its heads' 1-best."""
+        B, g, _ = ids.shape
+        self.memos.extend(LmMemo() for _ in range(B - len(self.memos)))
+        memos = self.memos[:B] if self.lm is not None else None
+        trees = best_nodes_batch((ids, logprobs), self.lm, self.nodes, self.alpha, contexts, memos=memos)
+        paths = [tree.paths(g) if len(tree) else ids[b, :, :1].T for b, tree in enumerate(trees)]
+        drafts = np.empty((B, max(len(p) for p in paths), g), dtype=np.int64)
+        for b, rows in enumerate(paths):
+            drafts[b, : len(rows)] = rows
+            drafts[b, len(rows) :] = rows[0]
         return drafts
 
     def _sampled(self, host: list[Tensor], rest: Tensor, n: int, contexts: list[list[int]]) -> SampledDrafts:
