@@ -5,8 +5,8 @@ token tree is worth the sum over its nodes of the chance that each node's prefix
 p best drafts (:func:`draftlattice.rescore`) spend nodes on the tails of unlikely drafts, since
 each runs to the last head; the n best prefixes put every node where the scores say acceptance is
 likeliest (the trees of EAGLE-2 and Sequoia, here over the lattice rescored by an n-gram LM). On
-held-out answers of the default model, at equal node counts, they accept ~0.1 more tokens a call
-(bench/RESULTS.md, "Drafts as the best nodes").
+held-out prompts of the default model, at equal node counts, they accept 0.06-0.15 more tokens a
+call (bench/RESULTS.md, "Trees of the best prefixes").
 
 The score of a prefix ``d_1 .. d_m`` (one candidate for each of the first m heads) is
 

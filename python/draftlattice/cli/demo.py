@@ -18,7 +18,8 @@ from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
 
 DEFAULT_P = 4  #: the sampling rows' drafts a step (and with --p alone, the tree rows' p best)
-DEFAULT_NODES = 8  #: the tree rows' best prefixes when nothing is fitted (bench/RESULTS.md, "best nodes")
+#: the tree rows' best prefixes when nothing is fitted (bench/RESULTS.md, "Trees of the best prefixes")
+DEFAULT_NODES = 8
 
 
 def register(subparsers) -> None:
