@@ -15,8 +15,8 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
 
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
 new heads through the drafts before shipping them (``--copy-tokens`` with no value skips the
-copy rows, which do not read the heads); either needs ``-o``, so that the shipped table stays the
-shipped heads' and whole.
+copy rows, which do not read the heads, ``--nodes`` with none the node budgets); each needs
+``-o``, so that the shipped table stays the shipped heads' and whole.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def main() -> None:
     parser.add_argument("-o", "--output", help=f"where to write the table (default: {SHIPPED_TABLE})")
     args = parser.parse_args()
     if args.output is None:
-        if args.heads is not None or not args.copy_tokens:  # not what fastest_drafting should read
-            parser.error("--heads or an empty --copy-tokens: name the output (-o), not the shipped table")
+        if args.heads is not None or not args.copy_tokens or not args.nodes:  # not what fastest_drafting should read
+            parser.error("--heads or an empty --copy-tokens or --nodes: name the output (-o), not the shipped table")
         args.output = SHIPPED_TABLE
     torch.set_num_threads(args.threads)
     bundle = load_default(weights=args.weights)

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("arguments", [["--heads", "some/heads"], ["--copy-tokens"]])
+@pytest.mark.parametrize("arguments", [["--heads", "some/heads"], ["--copy-tokens"], ["--nodes"]])
 def test_a_partial_or_foreign_table_needs_its_own_output(arguments):
     shipped = ROOT / "lm_models" / "smollm2" / "draft_budget.json"
     before = shipped.read_bytes()
