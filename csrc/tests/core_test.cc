@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "best_nodes.h"
 #include "errors.h"
 #include "lattice.h"
 #include "nbest.h"
@@ -258,6 +259,74 @@ TEST(Rescore, AskingForMoreThanKToTheHGivesAll) {
   options.p = 1000;  // only 27 drafts exist
   options.bos = true;
   EXPECT_EQ(BestDrafts(SmallLattice(), lm, nullptr, 0, options).n, 27);
+}
+
+// Every prefix of the lattice (lengths 1..h) with its total, in the documented order: total desc,
+// then length asc (the brute-force reference of BestNodes).
+std::vector<std::pair<double, std::vector<int32_t>>> AllPrefixes(const Lattice& lattice,
+                                                                 double alpha) {
+  std::vector<std::pair<double, std::vector<int32_t>>> out;
+  for (int m = 1; m <= lattice.h; ++m) {
+    std::vector<int> ranks(m, 0);
+    while (true) {
+      std::vector<int32_t> prefix;
+      double head = 0;
+      for (int t = 0; t < m; ++t)
+        prefix.push_back(lattice.token(t, ranks[t])), head += lattice.logprob(t, ranks[t]);
+      out.emplace_back(head + alpha * DraftLm(prefix), prefix);
+      int t = m - 1;
+      while (t >= 0 && ++ranks[t] == lattice.k) ranks[t--] = 0;
+      if (t < 0) break;
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+TEST(BestNodes, AreTheBestPrefixesAndATree) {
+  const TokenLm lm = BigramLm();
+  const Lattice lattice = SmallLattice();
+  const auto reference = AllPrefixes(lattice, 0.7);
+  for (const int64_t n : {1, 4, 9, 20, 39, 100}) {
+    NodeTreeOptions options;
+    options.n = n;
+    options.alpha = 0.7;
+    options.bos = true;
+    const NodeTree tree = BestNodes(lattice, lm, nullptr, 0, options);
+    ASSERT_EQ(tree.size(), std::min<int64_t>(n, static_cast<int64_t>(reference.size()))) << n;
+    std::vector<std::vector<int32_t>> prefixes;
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      ASSERT_LT(tree.parent[i], i) << "a parent precedes its children";
+      std::vector<int32_t> prefix =
+          tree.parent[i] < 0 ? std::vector<int32_t>{} : prefixes[tree.parent[i]];
+      prefix.push_back(tree.token[i]);
+      EXPECT_EQ(static_cast<int>(prefix.size()), tree.depth[i]);
+      EXPECT_NEAR(tree.score[i], reference[i].first, 1e-4) << n << " " << i;
+      EXPECT_NEAR(
+          tree.score[i],
+          [&] {  // the node's own total, recomputed from its tokens
+            double head = 0;
+            for (size_t t = 0; t < prefix.size(); ++t)
+              for (int r = 0; r < lattice.k; ++r)
+                if (lattice.token(static_cast<int>(t), r) == prefix[t])
+                  head += lattice.logprob(static_cast<int>(t), r);
+            return head + 0.7 * DraftLm(prefix);
+          }(),
+          1e-4);
+      prefixes.push_back(prefix);
+    }
+  }
+}
+
+TEST(BestNodes, RejectsBadCounts) {
+  const TokenLm lm = BigramLm();
+  NodeTreeOptions options;
+  options.n = 0;
+  EXPECT_THROW(BestNodes(SmallLattice(), lm, nullptr, 0, options), InvalidArgument);
+  options.n = 1;
+  options.alpha = -1;
+  EXPECT_THROW(BestNodes(SmallLattice(), lm, nullptr, 0, options), InvalidArgument);
 }
 
 TEST(Sample, ConditionalsSumToOneAndLogZMatchesBruteForce) {

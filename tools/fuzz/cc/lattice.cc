@@ -1,7 +1,9 @@
 // libFuzzer harness: top-k arrays -> Lattice::FromTopk -> the p best drafts under a fixed
 // trigram LM (BestDrafts, nbest.h), checked against brute-force enumeration of all k^h drafts
 // when there are at most 4096: the same number of drafts, the same totals in the same order
-// (within float rounding), each draft a distinct path whose recomputed total is its score.
+// (within float rounding), each draft a distinct path whose recomputed total is its score; and the
+// n best prefixes (BestNodes, best_nodes.h), checked the same way against every prefix, each
+// node's parent before it.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "best_nodes.h"
 #include "harness.h"
 
 namespace {
@@ -72,6 +75,48 @@ void Compare(const dl::Lattice& lattice, const std::vector<int32_t>& context,
   }
 }
 
+void CompareNodes(const dl::Lattice& lattice, const std::vector<int32_t>& context,
+                  const dl::NodeTreeOptions& options, const dl::NodeTree& got) {
+  const dl::TokenLm& lm = Lm();
+  const dl::LmState start = lm.Start(context.data(), context.size(), options.bos);
+  auto total_of = [&](const std::vector<int32_t>& prefix) {
+    double head = 0, lm_ln = 0;
+    dl::LmState state = start;
+    for (size_t t = 0; t < prefix.size(); ++t) {
+      for (int r = 0; r < lattice.k; ++r)
+        if (lattice.token(static_cast<int>(t), r) == prefix[t])
+          head += lattice.logprob(static_cast<int>(t), r);
+      lm_ln += lm.ScoreToken(state, prefix[t], &state);
+    }
+    return head + (options.alpha == 0 ? 0.0 : options.alpha * lm_ln);
+  };
+  std::vector<double> all;
+  std::vector<int32_t> path;
+  std::function<void()> walk = [&] {
+    if (!path.empty()) all.push_back(total_of(path));
+    if (static_cast<int>(path.size()) == lattice.h) return;
+    for (int r = 0; r < lattice.k; ++r)
+      path.push_back(lattice.token(static_cast<int>(path.size()), r)), walk(), path.pop_back();
+  };
+  walk();
+  std::sort(all.rbegin(), all.rend());
+  dl::fuzz::Check(got.size() == std::min<int64_t>(options.n, static_cast<int64_t>(all.size())),
+                  "number of nodes");
+  std::vector<std::vector<int32_t>> prefixes;
+  std::set<std::vector<int32_t>> seen;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    dl::fuzz::Check(got.parent[i] < i, "a parent before its children");
+    std::vector<int32_t> prefix =
+        got.parent[i] < 0 ? std::vector<int32_t>{} : prefixes[got.parent[i]];
+    prefix.push_back(got.token[i]);
+    dl::fuzz::Check(seen.insert(prefix).second, "distinct prefixes");
+    dl::fuzz::Check(std::fabs(got.score[i] - all[i]) <= Tolerance(all[i]), "i-th best total");
+    dl::fuzz::Check(std::fabs(total_of(prefix) - got.score[i]) <= Tolerance(all[i]),
+                    "a node's total is its score");
+    prefixes.push_back(prefix);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -96,10 +141,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.p = in.ConsumeIntegralInRange<int64_t>(0, 40);
   options.alpha = in.ConsumeBool() ? 0.0 : in.ConsumeFloatingPointInRange(0.0, 3.0);
   options.bos = in.ConsumeBool();
+  dl::NodeTreeOptions node_options;
+  node_options.n = in.ConsumeIntegralInRange<int64_t>(0, 60);
+  node_options.alpha = options.alpha;
+  node_options.bos = options.bos;
   dl::fuzz::Guarded([&] {
     const dl::Lattice lattice = dl::Lattice::FromTopk(tokens.data(), logprobs.data(), h, k, vocab);
     const dl::Drafts got = dl::BestDrafts(lattice, Lm(), context.data(), context.size(), options);
     if (std::pow(static_cast<double>(k), h) <= 4096) Compare(lattice, context, options, got);
+  });
+  dl::fuzz::Guarded([&] {
+    const dl::Lattice lattice = dl::Lattice::FromTopk(tokens.data(), logprobs.data(), h, k, vocab);
+    const dl::NodeTree got =
+        dl::BestNodes(lattice, Lm(), context.data(), context.size(), node_options);
+    if (std::pow(static_cast<double>(k), h) <= 4096)
+      CompareNodes(lattice, context, node_options, got);
   });
   return 0;
 }
