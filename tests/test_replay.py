@@ -77,6 +77,14 @@ def test_ngram_replay_equals_live(setup, k, p, alpha):
     assert_identical(replayed, live(setup, lambda i, _: LatticeDrafter(lm, k, p, alpha)))
 
 
+@pytest.mark.parametrize("k,nodes,alpha,with_lm", [(4, 5, 0.5, True), (8, 12, 1.0, True), (3, 4, 0.0, False)])
+def test_best_prefix_replay_equals_live(setup, k, nodes, alpha, with_lm):
+    _, _, _, trace, lm = setup
+    lm = lm if with_lm else None
+    replayed = replay(trace, D.BestPrefixes(lm, k, nodes, alpha), progress=False)
+    assert_identical(replayed, live(setup, lambda i, _: LatticeDrafter(lm, k, alpha=alpha, nodes=nodes)))
+
+
 def test_vanilla_and_oracle_replay_equal_live(setup):
     _, _, ps, trace, _ = setup
     vanilla = replay(trace, D.Vanilla(), progress=False)

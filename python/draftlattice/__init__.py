@@ -11,6 +11,7 @@ from ._core import FormatError
 from .datastore import Datastore
 from .lattice import Lattice
 from .ngram import LmState, NgramLM
+from .node_tree import NodeTree, best_nodes, best_nodes_batch
 from .rescore import LmMemo, RescoreResult, rescore, rescore_batch
 from .sample import DraftSamples, oracle_draft, oracle_drafts, sample_drafts, sample_drafts_batch
 
@@ -29,6 +30,9 @@ __all__ = [
     "LmMemo",
     "rescore",
     "rescore_batch",
+    "NodeTree",
+    "best_nodes",
+    "best_nodes_batch",
     "DraftSamples",
     "sample_drafts",
     "sample_drafts_batch",

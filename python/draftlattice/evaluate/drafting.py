@@ -10,6 +10,9 @@ at that step:
                           threads across the batch). alpha = 0 is the "p-best 0-gram" drafter.
                           The LM context is the live drafter's: the last ``LM_CONTEXT``
                           committed tokens, no ``<s>``, so replay and live give the same drafts.
+* :class:`BestPrefixes`   the tree of the rescored lattice's n best prefixes
+                          (:mod:`draftlattice.node_tree`), as its leaves' paths: the engine's
+                          ``LatticeDrafter(lm, k, nodes=n, alpha=alpha)``.
 * :class:`Oracle`         follows the reference while it is in each head's top-k (upper bound).
 * :class:`Adaptive`       chooses (k, p) per step from the heads' entropies, then rescores.
 * :class:`LiveDrafter`    wraps any engine drafter (:class:`draftlattice.decode.Drafter`): it
@@ -33,6 +36,7 @@ import torch
 from ..decode.drafters import to_host
 from ..decode.drafters.lattice import LM_CONTEXT
 from ..lattice import Lattice
+from ..node_tree import best_nodes_batch
 from ..rescore import rescore_batch
 from .trace import Trace
 
@@ -112,6 +116,38 @@ class NgramRescore:
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
         _check_k(self.k, view)
         return _rescore(view, steps, self.lm, [self.k] * len(steps), [self.p] * len(steps), self.alpha, num_threads)
+
+
+@dataclass(frozen=True)
+class BestPrefixes:
+    """The tree of the n best prefixes of the top-k lattice under lattice log-prob + alpha *
+    n-gram log-prob (``lm`` None: the lattice alone), as its leaves' paths (-1 past a shorter
+    path's end). The LM context is the live drafter's, as for :class:`NgramRescore`."""
+
+    lm: object
+    k: int
+    nodes: int
+    alpha: float = 1.0
+
+    @property
+    def name(self) -> str:
+        return f"best_prefixes(k={self.k},nodes={self.nodes},alpha={self.alpha:g})"
+
+    def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
+        _check_k(self.k, view)
+        lattices = [
+            Lattice.from_topk(
+                view.trace.topk_ids[i][n, 1 : 1 + g, : self.k], view.trace.topk_logprobs[i][n, 1 : 1 + g, : self.k]
+            )
+            for i, n, g in steps
+        ]
+        contexts = [view.context(i, n, LM_CONTEXT) for i, n, _ in steps]
+        trees = best_nodes_batch(lattices, self.lm, self.nodes, self.alpha, contexts, num_threads=num_threads)
+        # a lattice whose every prefix the LM rules out drafts its heads' 1-best, as the engine's drafter
+        return [
+            tree.paths(g) if len(tree) else lattice.tokens[:, :1].T.astype(np.int64)
+            for tree, lattice, (_, _, g) in zip(trees, lattices, steps)
+        ]
 
 
 def _rescore(view, steps, lm, ks, ps, alpha, num_threads) -> list[np.ndarray]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import analyses, metrics
 from .adaptive import compare_adaptive
-from .drafting import LiveDrafter, NgramRescore, Oracle, TraceView, Vanilla
+from .drafting import BestPrefixes, LiveDrafter, NgramRescore, Oracle, TraceView, Vanilla
 from .replay import replay
 
 logger = logging.getLogger(__name__)
@@ -79,6 +79,9 @@ def evaluate_trace(
     table4[f"{lm.order}-gram rescoring"] = be(NgramRescore(lm, k, 1, alpha))
     table4[f"{p}-best 0-gram"] = be(NgramRescore(lm, k, p, 0.0))
     table4[f"{p}-best {lm.order}-gram"] = be(NgramRescore(lm, k, p, alpha))
+    # beyond the paper: a token tree of the rescored lattice's p best prefixes (p nodes, where the
+    # p best drafts verify up to p * (h - 1))
+    table4[f"{p} prefixes {lm.order}-gram"] = be(BestPrefixes(lm, k, p, alpha))
     table4["neural rescoring"] = be(LiveDrafter(neural)) if neural is not None else None
     table4[f"oracle k={k}"] = be(Oracle(k))
     out["table4"] = table4
