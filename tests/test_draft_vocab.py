@@ -102,3 +102,17 @@ def test_greedy_output_equals_generate_and_drafts_stay_in_the_set(setup, layout,
 def test_seeded_sampling_runs_with_a_draft_vocabulary(setup):
     model, (heads, _), _, lm = setup
     assert_seeded_sampling_repeats(model, heads, lm, "multi", temperature=0.9, seed=11)
+
+
+def test_a_trace_of_heads_over_a_draft_vocabulary_has_finite_entropies(setup):
+    """Tokens outside the set have probability 0 (logits -inf): they add nothing to a head's
+    entropy (a trace with NaN entropies would be refused by trace record)."""
+    import numpy as np
+
+    from draftlattice.evaluate.record import record_trace
+
+    model, restricted, vocab, _ = setup
+    trace = record_trace(model, restricted[0], [PROMPTS[0]], 12, top_k=4, progress=False)
+    entropy, ids = trace.entropy[0], trace.topk_ids[0]
+    assert np.isfinite(entropy).all() and (entropy[:, 1:] <= np.log(len(vocab)) + 1e-4).all()
+    assert np.isin(ids[:, 1:], vocab.numpy()).all()  # heads 2..h draft from the set only

@@ -41,7 +41,8 @@ class TraceRecorder(StepObserver):
         chosen = torch.tensor([tokens + [0] * (n - len(tokens)) for tokens in committed], device=hidden.device)
         logits = torch.cat([scores[:, :n].unsqueeze(2), draft_heads(hidden[:, :n], chosen)], dim=2)  # [B, n, h, V]
         logp = torch.log_softmax(logits.float(), dim=-1)
-        entropy = -(logp.exp() * logp).sum(-1)  # [B, n, h] nats
+        # [B, n, h] nats; xlogy: a token outside a head's draft vocabulary (-inf) adds 0, not 0 * -inf
+        entropy = -torch.special.xlogy(logp.exp(), logp.exp()).sum(-1)
         values, ids = logp.topk(self.top_k, dim=-1)
         ids, values, entropy = ids.cpu().numpy(), values.cpu().numpy(), entropy.cpu().numpy()
         for b, tokens in enumerate(committed):
