@@ -97,25 +97,14 @@ def main() -> None:
             "forward_ms": round(forward_ms, 2),
         }
 
-    options, copy_options = [], []
+    # the lattice's tree (its p best drafts, or its best prefixes) with the copy, else the datastore's
+    tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_datastore": bundle.datastore}
+    options, node_options, copy_options = [], [], []
     for p in args.p:
-        lattice = {
-            "draft_heads": bundle.heads,
-            "draft_lm": bundle.lm,
-            "draft_p": p,
-            "draft_datastore": bundle.datastore,
-        }
-        options.append({"p": p, **measure(**lattice)})
+        options.append({"p": p, **measure(**tree, draft_p=p)})
         print(options[-1], flush=True)
-    node_options = []
     for nodes in args.nodes:
-        lattice = {
-            "draft_heads": bundle.heads,
-            "draft_lm": bundle.lm,
-            "draft_nodes": nodes,
-            "draft_datastore": bundle.datastore,
-        }
-        node_options.append({"node_budget": nodes, **measure(**lattice)})
+        node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
         print(node_options[-1], flush=True)
     for length in args.copy_tokens:
         drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}

@@ -39,7 +39,6 @@ py::list BestNodesBatch(const py::object& lattices_obj, const py::object& lm_obj
   options.n = IntArg(nodes, "nodes");
   options.alpha = RealArg(alpha, "alpha");
   options.bos = bos;
-  options.Validate();
   const auto starts = StartsArg(contexts, lattices.size(), bos);
   const int threads = ThreadsArg(num_threads);
   const Memos memos = MemosArg(memos_obj, lattices.size());

@@ -28,10 +28,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._arrays import tokens_in
 from ._core import LmMemo, LmState
 from .lattice import Lattice
-from .rescore import as_lattices
+from .rescore import as_lattices, contexts_in
 
 #: Past a shorter path's end in :meth:`NodeTree.paths`.
 PAD = -1
@@ -77,6 +76,15 @@ class NodeTree:
                 out[row, self.depths[node] - 1] = self.tokens[node]
                 node = int(self.parents[node])
         return out
+
+
+def tree_drafts(tree: NodeTree, candidates: np.ndarray, width: int) -> np.ndarray:
+    """The drafts that verify ``tree``: its leaves' paths ``[leaves, width]`` (:meth:`NodeTree.paths`).
+    A tree the LM emptied (every prefix ``-inf``) drafts the lattice's 1-best instead, the first
+    column of its ``candidates [h, k]``: a step always verifies a draft."""
+    if len(tree):
+        return tree.paths(width)
+    return np.asarray(candidates)[:, :1].T.astype(np.int64)
 
 
 def best_nodes(
@@ -129,11 +137,7 @@ def best_nodes_batch(
             f"got {type(lattices).__name__}"
         )
     built = as_lattices(lattices, None, 1.0, num_threads)
-    contexts = tokens_in(contexts)
-    if isinstance(contexts, (list, tuple)):
-        contexts = [tokens_in(c) for c in contexts]
-    if lm is None:
-        contexts = None
+    contexts = None if lm is None else contexts_in(contexts)
     cores = [lattice._core for lattice in built]
     found = _core.best_nodes_batch(cores, lm, nodes, alpha, contexts, bos, num_threads, memos)
     return [NodeTree(*arrays) for arrays in found]

@@ -143,6 +143,15 @@ def contexts_list(contexts: Any, batch: int) -> list[np.ndarray]:
     return [context_array(c) for c in values]
 
 
+def contexts_in(contexts: Any) -> Any:
+    """B contexts as the batched bindings take them (torch tensors as numpy arrays; None,
+    token sequences and LmStates as they are)."""
+    contexts = tokens_in(contexts)
+    if isinstance(contexts, (list, tuple)):
+        return [tokens_in(c) for c in contexts]
+    return contexts
+
+
 def threads_arg(num_threads: int | None) -> int:
     """num_threads for the sampling bindings: 0 = all hardware threads."""
     return 0 if num_threads is None else num_threads
@@ -177,8 +186,6 @@ def rescore_batch(
         B results, identical to B calls of :func:`rescore`.
     """
     built = as_lattices(lattices, k, temperature, num_threads)
-    contexts = tokens_in(contexts)
-    if isinstance(contexts, (list, tuple)):
-        contexts = [tokens_in(c) for c in contexts]
+    contexts = contexts_in(contexts)
     cores = [lat._core for lat in built]
     return _core.rescore_batch(cores, lm, p, alpha, contexts, bos, num_threads, memos, RescoreResult)

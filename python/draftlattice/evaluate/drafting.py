@@ -36,7 +36,7 @@ import torch
 from ..decode.drafters import to_host
 from ..decode.drafters.lattice import LM_CONTEXT
 from ..lattice import Lattice
-from ..node_tree import best_nodes_batch
+from ..node_tree import best_nodes_batch, tree_drafts
 from ..rescore import rescore_batch
 from .trace import Trace
 
@@ -135,39 +135,28 @@ class BestPrefixes:
 
     def draft(self, view: TraceView, steps: Sequence[Step], num_threads=None) -> list[np.ndarray]:
         _check_k(self.k, view)
-        lattices = [
-            Lattice.from_topk(
-                view.trace.topk_ids[i][n, 1 : 1 + g, : self.k], view.trace.topk_logprobs[i][n, 1 : 1 + g, : self.k]
-            )
-            for i, n, g in steps
-        ]
-        contexts = [view.context(i, n, LM_CONTEXT) for i, n, _ in steps]
-        trees = best_nodes_batch(lattices, self.lm, self.nodes, self.alpha, contexts, num_threads=num_threads)
-        # a lattice whose every prefix the LM rules out drafts its heads' 1-best, as the engine's drafter
-        return [
-            tree.paths(g) if len(tree) else lattice.tokens[:, :1].T.astype(np.int64)
-            for tree, lattice, (_, _, g) in zip(trees, lattices, steps)
-        ]
+        lattices, contexts = zip(*(_step_lattice(view, step, self.k) for step in steps))
+        trees = best_nodes_batch(list(lattices), self.lm, self.nodes, self.alpha, contexts, num_threads=num_threads)
+        return [tree_drafts(tree, lattice.tokens, g) for tree, lattice, (_, _, g) in zip(trees, lattices, steps)]
+
+
+def _step_lattice(view: TraceView, step: Step, k: int) -> tuple[Lattice, np.ndarray]:
+    """The top-k lattice of heads 2..g+1 at a step, and the LM context a live
+    :class:`draftlattice.decode.LatticeDrafter` gives it: the last ``LM_CONTEXT`` tokens of
+    prompt + output, without ``<s>``."""
+    i, n, g = step
+    ids, logprobs = view.trace.topk_ids[i][n, 1 : 1 + g, :k], view.trace.topk_logprobs[i][n, 1 : 1 + g, :k]
+    return Lattice.from_topk(ids, logprobs), view.context(i, n, LM_CONTEXT)
 
 
 def _rescore(view, steps, lm, ks, ps, alpha, num_threads) -> list[np.ndarray]:
-    """Rescored drafts per step; steps with equal p go to one rescore_batch call. Contexts as
-    :class:`draftlattice.decode.LatticeDrafter` forms them: the last ``LM_CONTEXT`` tokens of
-    prompt + output, without ``<s>``."""
+    """Rescored drafts per step; steps with equal p go to one rescore_batch call (lattices and
+    contexts: :func:`_step_lattice`)."""
     out: list[np.ndarray | None] = [None] * len(steps)
     for p in sorted(set(ps)):
         idx = [s for s, q in enumerate(ps) if q == p]
-        lattices, contexts = [], []
-        for s in idx:
-            i, n, g = steps[s]
-            k = ks[s]
-            lattices.append(
-                Lattice.from_topk(
-                    view.trace.topk_ids[i][n, 1 : 1 + g, :k], view.trace.topk_logprobs[i][n, 1 : 1 + g, :k]
-                )
-            )
-            contexts.append(view.context(i, n, LM_CONTEXT))
-        results = rescore_batch(lattices, lm, contexts, p=p, alpha=alpha, num_threads=num_threads)
+        lattices, contexts = zip(*(_step_lattice(view, steps[s], ks[s]) for s in idx))
+        results = rescore_batch(list(lattices), lm, list(contexts), p=p, alpha=alpha, num_threads=num_threads)
         for s, r in zip(idx, results):
             out[s] = r.tokens
     return out  # type: ignore[return-value]

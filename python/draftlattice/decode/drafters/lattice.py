@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ...lattice import Lattice
 from ...ngram import NgramLM
-from ...node_tree import best_nodes_batch
+from ...node_tree import best_nodes_batch, tree_drafts
 from ...rescore import LmMemo, rescore_batch
 from ...sample import sample_drafts
 from ...verify import draw_categorical, sampling_distribution
@@ -159,10 +159,12 @@ class LatticeDrafter:
         best path (a repeated draft adds no tree node). A lattice whose every prefix the LM rules
         out (``-inf``) drafts its heads' 1-best."""
         B, g, _ = ids.shape
-        self.memos.extend(LmMemo() for _ in range(B - len(self.memos)))
-        memos = self.memos[:B] if self.lm is not None else None
+        memos = None
+        if self.lm is not None:
+            self.memos.extend(LmMemo() for _ in range(B - len(self.memos)))
+            memos = self.memos[:B]
         trees = best_nodes_batch((ids, logprobs), self.lm, self.nodes, self.alpha, contexts, memos=memos)
-        paths = [tree.paths(g) if len(tree) else ids[b, :, :1].T for b, tree in enumerate(trees)]
+        paths = [tree_drafts(tree, ids[b], g) for b, tree in enumerate(trees)]
         drafts = np.empty((B, max(len(p) for p in paths), g), dtype=np.int64)
         for b, rows in enumerate(paths):
             drafts[b, : len(rows)] = rows
