@@ -6,7 +6,9 @@
 Each ``--heads`` folder (any :class:`draftlattice.hf.DraftHeads`: plain or reading the next
 token) is scored on each ``--heldout`` distilled corpus (the model's own answers to held-out
 prompts) with :func:`draftlattice.training.head_accuracy`: teacher-forced top-1/4/8 of the
-model's own token t + j for head j, full softmax, from each prompt's last position on. All sets
+model's own token t + j for head j, full softmax, from each prompt's last position on, and
+path-8: how often heads 2..j all hold their tokens in their top 8 (the k = 8 lattice's oracle
+path reaching token t + j; 1 + their sum is its teacher-forced length, bonus token aside). All sets
 are scored in one run on the same trunk forwards' inputs, so the figures compare directly.
 """
 
@@ -39,8 +41,8 @@ def main() -> int:
 
     model = load_default().model
     rows = []
-    print("| heads | reads t+1 | held-out | positions (head 2) | top-1 heads 2/3/4 | top-8 heads 2/3/4 |")
-    print("|---|---|---|---:|---|---|")
+    print("| heads | reads t+1 | held-out | positions (head 2) | top-1 heads 2/3/4 | top-8 heads 2/3/4 | path-8 |")
+    print("|---|---|---|---:|---|---|---|")
     for heldout in args.heldout:
         corpus = DistilledCorpus.load(heldout)
         for folder in args.heads:
@@ -49,9 +51,10 @@ def main() -> int:
             rows.append({"heads": str(folder), "heldout": str(heldout), "scores": scores})
             top1 = " / ".join(f"{s['top1']:.3f}" for s in scores)
             top8 = " / ".join(f"{s['top8']:.3f}" for s in scores)
+            path8 = " / ".join(f"{s['path8']:.3f}" for s in scores)
             print(
                 f"| {folder} | {'yes' if heads.reads_next_token else 'no'} | {heldout.name} | "
-                f"{scores[0]['positions']:,} | {top1} | {top8} |",
+                f"{scores[0]['positions']:,} | {top1} | {top8} | {path8} |",
                 flush=True,
             )
     if args.json:

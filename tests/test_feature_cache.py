@@ -308,3 +308,35 @@ def test_a_lean_step_computes_the_states_the_heads_read_on_it(tmp_path, weights)
     assert FeatureCache.open(tmp_path / "f", corpus, model, step).meta["rows"] == cache.meta["rows"]
     with pytest.raises(ValueError, match="step computes the cached features: it needs features="):
         train_heads(model, corpus, steps=1, feature_step=step)
+
+
+def test_held_out_path_accuracy_counts_positions_every_earlier_head_also_holds(tmp_path):
+    """``path{k}`` of head j: positions where heads 2..j all rank their tokens in their top k,
+    recomputed here from the same batch (one batch holds the whole corpus)."""
+    from draftlattice.hf.heads import DraftHeads
+    from draftlattice.training import head_accuracy
+    from draftlattice.training.batches import RecordBatches
+
+    model, corpus = tiny_model(), tiny_corpus(tmp_path / "corpus", records=12)
+    torch.manual_seed(1)
+    heads = DraftHeads.for_model(model, horizon=4).float()
+    ks = (1, 8, 30)
+    rows = head_accuracy(model, heads, corpus, ks=ks, batch_tokens=4096)
+    tokens, valid = RecordBatches(corpus, 4096, 1024, seed=0).next()
+    T = tokens.shape[1]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        z = model.base_model(input_ids=tokens).last_hidden_state
+        alive = {k: torch.ones(tokens.shape, dtype=torch.bool) for k in ks}
+        for row, head in zip(rows, heads.heads):
+            j = row["head"]
+            keep = valid[:, j:] & valid[:, 1 : T - j + 1]
+            logits = (head(z[:, : T - j][keep]).to(torch.bfloat16) @ model.lm_head.weight.to(torch.bfloat16).T).float()
+            gold = tokens[:, j:][keep]
+            rank = (logits > logits.gather(1, gold[:, None])).sum(1)
+            for k in ks:
+                span = alive[k][:, : T - j]
+                span[keep] &= rank < k
+                assert row[f"path{k}"] == pytest.approx(float(span[keep].float().mean()))
+                assert row[f"path{k}"] <= row[f"top{k}"] + 1e-9  # top-k: a float32 mean
+    assert [row["path1"] for row in rows] == sorted((row["path1"] for row in rows), reverse=True)
+    assert rows[0]["path8"] == pytest.approx(rows[0]["top8"]) and 0 < rows[2]["path30"] < rows[2]["top30"]

@@ -164,3 +164,26 @@ def test_teacher_weight_needs_teacher_states_of_hs_shape(problem):
         chunked_linear_ce(h, weight, targets, teacher=h, teacher_weight=0.0)[0],
         chunked_linear_ce(h, weight, targets)[0],
     )
+
+
+def test_row_weights_scale_each_positions_loss_and_gradient_and_ranks_come_out(problem):
+    h, weight, targets = problem
+    row_weight = torch.rand(N, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x = h.clone().requires_grad_(True)
+    ranks: list = []
+    loss, _ = chunked_linear_ce(x, weight, targets, chunk=7, row_weight=row_weight, ranks=ranks)
+    loss.backward()
+    y = h.clone().requires_grad_(True)
+    want = (F.cross_entropy(y @ weight.T, targets, reduction="none") * row_weight).mean()
+    want.backward()
+    torch.testing.assert_close(loss.double(), want.detach(), rtol=1e-6, atol=0)
+    torch.testing.assert_close(x.grad, y.grad, rtol=1e-5, atol=1e-6)
+    logits = h @ weight.T
+    assert torch.equal(torch.cat(ranks), (logits > logits.gather(1, targets[:, None])).sum(1))
+    columns, log_q = candidate_columns(targets, V, torch.arange(V), 0, torch.Generator().manual_seed(1))
+    z = h.clone().requires_grad_(True)
+    loss, _ = candidate_linear_ce(z, weight, targets, columns, log_q, chunk=9, row_weight=row_weight)
+    loss.backward()
+    torch.testing.assert_close(z.grad, y.grad, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="row_weight must be shaped like targets"):
+        chunked_linear_ce(h, weight, targets, row_weight=row_weight[:3])

@@ -277,3 +277,48 @@ def test_a_heads_teacher_is_the_models_own_law_for_the_same_token(model_dir):
     torch.testing.assert_close(loss, torch.stack(want).mean(), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="teacher_weight must be a number in \\[0, 1\\], got -0.1"):
         train_heads(model, chunks.reshape(-1), steps=1, seq_len=8, teacher_weight=-0.1)
+
+
+@pytest.mark.parametrize("gate_weight", [1.0, 0.4])
+def test_a_prefix_gated_head_learns_only_where_the_earlier_heads_had_their_tokens(model_dir, gate_weight):
+    """Head j's loss at t is weighed by prod over heads i < j of [target rank < k at t] (gated
+    share ``gate_weight``), the mean still over every position: checked against explicit logits."""
+    from draftlattice.training.prefix_gate import PrefixGate
+    from draftlattice.training.trainer import head_losses
+
+    model = load(model_dir[0]).float()
+    heads = dlhf.DraftHeads.for_model(model, horizon=4).float()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in heads.parameters():
+            parameter.normal_(0, 0.05)
+        chunks = torch.randint(0, model.config.vocab_size, (3, 13))
+        z = model.base_model(input_ids=chunks).last_hidden_state
+        k = model.config.vocab_size // 2  # random heads: about half the paths survive each head
+        gate = PrefixGate(k=k, weight=gate_weight)
+        loss, _ = head_losses(heads, model, z, chunks, prefix_gate=gate)
+        lm_head, T, want = model.get_output_embeddings(), chunks.shape[1], []
+        alive = torch.ones(chunks.shape)
+        for i, head in enumerate(heads.heads):
+            j = i + 2
+            logits = lm_head(head(z[:, : T - j]))
+            gold = chunks[:, j:]
+            ce = -torch.log_softmax(logits, -1).gather(-1, gold[..., None]).squeeze(-1)
+            want.append((((1 - gate_weight) + gate_weight * alive[:, : T - j]) * ce).mean())
+            rank = (logits > logits.gather(-1, gold[..., None])).sum(-1)
+            alive[:, : T - j] *= (rank < k).float()
+        assert 0 < alive[:, : T - 4].mean() < 1  # some paths die: the gate is not a no-op here
+    torch.testing.assert_close(loss, torch.stack(want).mean(), rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(loss, head_losses(heads, model, z, chunks)[0])
+
+
+def test_a_prefix_gate_names_its_bad_options(model_dir):
+    from draftlattice.training.prefix_gate import PrefixGate
+
+    with pytest.raises(ValueError, match="prefix gate k must be a positive int, got 0"):
+        PrefixGate(k=0)
+    with pytest.raises(ValueError, match="prefix gate weight must be a number in \\[0, 1\\], got 2"):
+        PrefixGate(weight=2)
+    model = load(model_dir[0])
+    with pytest.raises(ValueError, match="prefix_gate must be a PrefixGate or None, got 8"):
+        train_heads(model, torch.arange(50) % 7, steps=1, seq_len=8, prefix_gate=8)

@@ -77,6 +77,16 @@ def parse_args(argv=None):
         default=0.0,
         help="mix each head's target with the model's own next-token law (0..1; 0 = hard targets)",
     )
+    p.add_argument(
+        "--prefix-gate",
+        type=int,
+        metavar="K",
+        help="weigh each head's loss by whether the earlier heads had their tokens in their top K there "
+        "(trains for the lattice's oracle; default: plain cross-entropy)",
+    )
+    p.add_argument(
+        "--prefix-gate-weight", type=float, default=1.0, help="with --prefix-gate: the gated share of each loss (0..1)"
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     p.add_argument(
@@ -106,6 +116,7 @@ def main(argv=None) -> int:
     from draftlattice.training.distill import distill
     from draftlattice.training.head_accuracy import head_accuracy
     from draftlattice.training.head_loss import CandidateSoftmax
+    from draftlattice.training.prefix_gate import PrefixGate
     from draftlattice.training.trainer import train_heads
 
     tokenizer, model = recipe_setup.load_model(args.model, device)
@@ -175,6 +186,7 @@ def main(argv=None) -> int:
         softmax=CandidateSoftmax(args.frequent, args.negatives) if args.candidate_softmax else None,
         draft_vocab=args.draft_vocab,
         teacher_weight=args.teacher_weight,
+        prefix_gate=PrefixGate(args.prefix_gate, args.prefix_gate_weight) if args.prefix_gate else None,
         feature_step=greedy.get("step") if args.cache_features else None,
     )
     init = DraftHeads.from_pretrained(args.init_heads, model, strict_name=False) if args.init_heads else None

@@ -26,6 +26,9 @@ tokens next to it, which is what a top-k lattice draws on (soft-label distillati
 2015, Medusa-2's self-distillation). The loss is the cross-entropy against that mixture
 (``lse - sum q * logits``; with candidates, the teacher's law over the same corrected columns)
 and its gradient ``(softmax - q) W``.
+
+``row_weight [N]`` weighs each position's loss (the mean stays over all N; :mod:`.prefix_gate`),
+and ``ranks`` (a list) receives each position's rank of its target (tokens strictly above it).
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class ChunkedLinearCE(torch.autograd.Function):
         stats: list,
         teacher: Tensor | None = None,
         teacher_weight: float = 0.0,
+        row_weight: Tensor | None = None,
+        ranks: list | None = None,
     ):
         n = h.shape[0]
         grad = torch.empty(h.shape, dtype=torch.float32, device=h.device)
@@ -85,16 +90,20 @@ class ChunkedLinearCE(torch.autograd.Function):
             hc = h[start : start + chunk].detach().to(w.dtype)
             yc = targets[start : start + chunk]
             logits = (hc @ w.T).float()
-            if ks:
+            if ks or ranks is not None:
                 gold = logits.gather(1, yc[:, None])
                 rank = (logits > gold).sum(dim=1)  # tokens strictly above the gold one
-                hits += torch.stack([(rank < k).sum() for k in ks]).float()
+                if ks:
+                    hits += torch.stack([(rank < k).sum() for k in ks]).float()
+                if ranks is not None:
+                    ranks.append(rank)
             if bias is not None:
                 logits += bias
             lse = torch.logsumexp(logits, dim=-1)
             probs = torch.exp(logits - lse[:, None])
+            rw = None if row_weight is None else row_weight[start : start + chunk].float()
             if teacher is None:
-                total += (lse - logits.gather(1, yc[:, None]).squeeze(1)).sum()
+                row_loss = lse - logits.gather(1, yc[:, None]).squeeze(1)
                 probs.scatter_add_(1, yc[:, None], -torch.ones_like(lse)[:, None])
             else:
                 target = (teacher[start : start + chunk].detach().to(w.dtype) @ w.T).float()
@@ -102,8 +111,12 @@ class ChunkedLinearCE(torch.autograd.Function):
                     target += bias
                 target = torch.softmax(target, dim=-1).mul_(teacher_weight)
                 target.scatter_add_(1, yc[:, None], torch.full_like(lse, 1.0 - teacher_weight)[:, None])
-                total += (lse - (target * logits).sum(-1)).sum()
+                row_loss = lse - (target * logits).sum(-1)
                 probs -= target
+            if rw is not None:
+                row_loss = row_loss * rw
+                probs *= rw[:, None]
+            total += row_loss.sum()
             grad[start : start + chunk] = (probs.to(w.dtype) @ w).float()
         ctx.save_for_backward(grad / max(n, 1))
         ctx.input_dtype = h.dtype
@@ -113,7 +126,7 @@ class ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: Tensor):
         (grad,) = ctx.saved_tensors
-        return (grad * grad_output).to(ctx.input_dtype), None, None, None, None, None, None, None, None
+        return (grad * grad_output).to(ctx.input_dtype), None, None, None, None, None, None, None, None, None, None
 
 
 def check_teacher_weight(teacher_weight) -> float:
@@ -134,6 +147,11 @@ def _teacher_mix(h: Tensor, teacher: Tensor | None, teacher_weight) -> tuple[Ten
     return teacher, weight
 
 
+def _check_row_weight(row_weight: Tensor | None, targets: Tensor) -> None:
+    if row_weight is not None and row_weight.shape != targets.shape:
+        raise ValueError(f"row_weight must be shaped like targets {tuple(targets.shape)}, got {tuple(row_weight.shape)}")
+
+
 def chunked_linear_ce(
     h: Tensor,
     weight: Tensor,
@@ -142,14 +160,18 @@ def chunked_linear_ce(
     ks: tuple[int, ...] = (1,),
     teacher: Tensor | None = None,
     teacher_weight: float = 0.0,
+    row_weight: Tensor | None = None,
+    ranks: list | None = None,
 ) -> tuple[Tensor, list[float]]:
     """``(mean CE, [top-k accuracy for k in ks])`` of logits ``h @ weight.T`` (see module doc),
-    against ``targets`` mixed with the law of ``teacher [N, d]`` by ``teacher_weight``."""
+    against ``targets`` mixed with the law of ``teacher [N, d]`` by ``teacher_weight``, each row
+    weighted by ``row_weight [N]``; ``ranks`` receives the targets' ranks (chunk by chunk)."""
     if h.ndim != 2 or targets.shape != h.shape[:1]:
         raise ValueError(f"h must be [N, d] and targets [N]; got {tuple(h.shape)} and {tuple(targets.shape)}")
+    _check_row_weight(row_weight, targets)
     mix = _teacher_mix(h, teacher, teacher_weight)
     stats: list = []
-    loss = ChunkedLinearCE.apply(h, weight, targets, None, chunk, tuple(ks), stats, *mix)
+    loss = ChunkedLinearCE.apply(h, weight, targets, None, chunk, tuple(ks), stats, *mix, row_weight, ranks)
     return loss, [float(v) for v in stats[0]]
 
 
@@ -189,11 +211,14 @@ def candidate_linear_ce(
     weight_columns: Tensor | None = None,
     teacher: Tensor | None = None,
     teacher_weight: float = 0.0,
+    row_weight: Tensor | None = None,
+    ranks: list | None = None,
 ) -> tuple[Tensor, list[float]]:
     """``(mean sampled-softmax CE, [top-k among the candidates])`` of ``h [N, d]`` over the
     candidate ``columns [C]`` of ``weight [V, d]`` with logits corrected by ``-log_q [C]``,
     against ``targets`` mixed with the law of ``teacher [N, d]`` over the same corrected columns
-    by ``teacher_weight``.
+    by ``teacher_weight``, each row weighted by ``row_weight [N]``; ``ranks`` receives the
+    targets' ranks among the candidates.
 
     Every target must be a candidate (:func:`candidate_columns` makes sure of it).
     ``weight_columns`` is ``weight[columns]`` when the caller has it (heads share it).
@@ -205,8 +230,9 @@ def candidate_linear_ce(
     position = torch.searchsorted(columns, targets).clamp_(max=max(columns.numel() - 1, 0))
     if columns.numel() == 0 or not bool((columns[position] == targets).all()):
         raise ValueError("every target must be a candidate column (columns sorted and holding all targets)")
+    _check_row_weight(row_weight, targets)
     mix = _teacher_mix(h, teacher, teacher_weight)
     w = weight_columns if weight_columns is not None else weight.detach()[columns]
     stats: list = []
-    loss = ChunkedLinearCE.apply(h, w, position, -log_q.float(), chunk, tuple(ks), stats, *mix)
+    loss = ChunkedLinearCE.apply(h, w, position, -log_q.float(), chunk, tuple(ks), stats, *mix, row_weight, ranks)
     return loss, [float(v) for v in stats[0]]

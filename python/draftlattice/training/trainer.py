@@ -57,6 +57,7 @@ from .head_loss import (
     check_teacher_weight,
     chunked_linear_ce,
 )
+from .prefix_gate import PrefixGate
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ def head_losses(
     chunk: int = 1024,
     candidates: tuple[Tensor, Tensor] | None = None,
     teacher_weight: float = 0.0,
+    prefix_gate: PrefixGate | None = None,
 ) -> tuple[Tensor, list[float]]:
     """Mean cross-entropy of heads 2..h and their top-1 accuracies.
 
@@ -123,7 +125,9 @@ def head_losses(
     log_q`` of :func:`candidate_columns`, holding every target) through the candidate-set softmax
     :func:`candidate_linear_ce` instead, its top-1 counted among the candidates. With
     ``teacher_weight`` > 0, head j's target at t is mixed with the model's own law at ``t + j - 1``
-    (``z`` there through the output layer; see :mod:`.head_loss`).
+    (``z`` there through the output layer; see :mod:`.head_loss`). With ``prefix_gate``, head j's
+    loss at t is weighed by whether heads 2..j-1 had their targets in their top k there
+    (:mod:`.prefix_gate`).
     """
     weight = output_embeddings(model).weight
     embed = input_embeddings(model) if heads.reads_next_token else None
@@ -132,6 +136,7 @@ def head_losses(
         weight_columns = weight.detach()[columns]  # gathered once, shared by the heads
     losses, accuracies = [], []
     T = targets.shape[1]
+    alive = prefix_gate.start(targets) if prefix_gate is not None else None
     for i, head in enumerate(heads.heads):
         j = i + 2
         if T <= j:
@@ -147,6 +152,9 @@ def head_losses(
         next_embeds = None if embed is None else embed(targets[:, 1 : T - j + 1][keep])
         states = head(z[:, : T - j][keep], next_embeds)
         mix = {"teacher": z[:, j - 1 : T - 1][keep], "teacher_weight": teacher_weight} if teacher_weight else {}
+        ranks: list = []
+        if alive is not None:
+            mix.update(row_weight=prefix_gate.row_weights(alive, keep), ranks=ranks)
         if candidates is None:
             loss, (top1,) = chunked_linear_ce(states, weight, targets[:, j:][keep], chunk=chunk, **mix)
         else:
@@ -160,6 +168,8 @@ def head_losses(
                 weight_columns=weight_columns,
                 **mix,
             )
+        if alive is not None:
+            prefix_gate.advance(alive, keep, torch.cat(ranks))
         losses.append(loss)
         accuracies.append(top1)
     if not losses:
@@ -212,6 +222,7 @@ def train_heads(
     overwrite_features: bool = False,
     draft_vocab: int | None = None,
     teacher_weight: float = 0.0,
+    prefix_gate: PrefixGate | None = None,
     feature_step=None,
 ) -> TrainResult:
     """Train draft heads of ``model`` (frozen) on ``data``; see the module docstring.
@@ -250,6 +261,9 @@ def train_heads(
         teacher_weight: mix each head's target with the model's own next-token law there
             (0 = hard targets only; see :mod:`.head_loss`): trains the ranking below the top token,
             which a top-k lattice reads.
+        prefix_gate: weigh each head's loss by whether the earlier heads' tokens were in their
+            top k at the same position (:class:`PrefixGate`; None = plain cross-entropy): trains
+            for the lattice's oracle rather than each head alone.
 
     Returns:
         :class:`TrainResult` with the trained heads (in eval mode, on the model's device).
@@ -257,6 +271,8 @@ def train_heads(
     if targets not in TARGETS:
         raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
     check_teacher_weight(teacher_weight)
+    if prefix_gate is not None and not isinstance(prefix_gate, PrefixGate):
+        raise ValueError(f"prefix_gate must be a PrefixGate or None, got {prefix_gate!r}")
     if draft_vocab is not None and (
         isinstance(draft_vocab, bool) or not isinstance(draft_vocab, int) or draft_vocab < 1
     ):
@@ -373,6 +389,7 @@ def train_heads(
                 chunk=chunk,
                 candidates=candidates,
                 teacher_weight=teacher_weight,
+                prefix_gate=prefix_gate,
             )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
