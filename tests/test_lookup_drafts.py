@@ -284,3 +284,85 @@ def test_datastore_is_refused_where_it_cannot_work(setup):
     for extra, message in cases:
         with pytest.raises(ValueError, match=message):
             lookup_generate(model, ids, None, heads, max_new_tokens=4, **extra)
+
+
+def test_a_retrieval_branch_beside_the_copy_keeps_greedy_output(setup):
+    """``draft_retrieval``: where the context has a copy, the datastore's continuation is one more
+    branch of the tree (alone, joined to the lattice, in chains, in left-padded batches)."""
+    from draftlattice import Datastore
+
+    model, heads, lm = setup
+    outputs = {tuple(p): greedy(model, torch.tensor([p]), max_new_tokens=17) for p in PROMPTS}
+    store = Datastore.from_records([out[0].tolist() for out in outputs.values()], min_ngram=1)
+    for prompt in PROMPTS:
+        ids, expected = torch.tensor([prompt]), outputs[tuple(prompt)].tolist()
+        alone = lookup_generate(
+            model, ids, None, None, max_new_tokens=17, draft_lookup=2, draft_datastore=store, draft_retrieval=3
+        )
+        assert alone.sequences.tolist() == expected, prompt
+        for verify in ("tree", "batch"):
+            joined = lookup_generate(
+                model,
+                ids,
+                None,
+                heads,
+                max_new_tokens=17,
+                draft_lm=lm,
+                draft_p=2,
+                draft_lookup=2,
+                draft_datastore=store,
+                draft_retrieval=4,
+                draft_verify=verify,
+            )
+            assert joined.sequences.tolist() == expected, (prompt, verify)
+    ids, mask = left_padded([PROMPTS[0], PROMPTS[2], PROMPTS[3]])
+    out = lookup_generate(
+        model, ids, mask, heads, max_new_tokens=14, draft_lookup=2, draft_datastore=store, draft_retrieval=2
+    )
+    assert out.sequences.tolist() == greedy(model, ids, mask, max_new_tokens=14).tolist()
+
+
+def test_the_retrieval_branch_is_drafted_only_beside_a_copy_and_where_it_differs():
+    from draftlattice import Datastore
+    from draftlattice.decode.drafters.lookup import ContextLookup
+
+    store = Datastore.from_records([[1, 2, 9, 9, 9], [5, 6, 7, 8]] * 2, min_ngram=1)  # min_count 2
+    lookup = ContextLookup(None, 2, 3, store, retrieval=2)
+    assert lookup.p == 2
+    assert lookup.copies([1, 2, 3, 1, 2]) == [[3, 1, 2], [9, 9]]  # the copy, then the retrieval
+    assert lookup.copies([5, 6, 7, 4, 5, 6]) == [[7, 4, 5], [7, 8]]  # they part after one token
+    assert lookup.copies([5, 6, 7, 8, 1, 5, 6]) == [[7, 8, 1]]  # the retrieval is the copy's prefix
+    assert lookup.copies([4, 5, 6]) == [[7, 8]]  # no copy: the retrieval alone, as long as a copy
+    assert lookup.copies([40, 41]) == []
+    plain = ContextLookup(None, 2, 3, store)
+    assert plain.p == 1 and plain.copies([1, 2, 3, 1, 2]) == [[3, 1, 2]]
+    drafts, _ = lookup.finish(None, [], [[1, 2, 3, 1, 2], [40, 41]], torch.device("cpu"))
+    assert drafts.tolist() == [[[3, 1, 2], [9, 9, -1]], [[-1, -1, -1], [-1, -1, -1]]]
+
+
+def test_retrieval_is_refused_where_it_cannot_work(setup):
+    from draftlattice import Datastore
+    from draftlattice.decode.drafters.lookup import ContextLookup
+
+    model, heads, _ = setup
+    ids = torch.tensor([[1, 2, 1, 2]])
+    store = Datastore.from_records([[1, 2, 3]], max_length=4)
+    cases = [
+        ({"draft_lookup": 2, "draft_retrieval": 2}, "draft_retrieval .* it needs draft_datastore"),
+        ({"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": 5, "draft_lookup_tokens": 3}, "fewer than draft_retrieval=5"),
+        (
+            {"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": -1, "draft_lookup_tokens": 3},
+            "draft_retrieval must be a non-negative int",
+        ),
+        (
+            {"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": 2, "do_sample": True, "draft_lookup_tokens": 3},
+            "draft_retrieval adds a deterministic draft: with do_sample=True use draft_sample='tree'",
+        ),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            lookup_generate(model, ids, None, heads, max_new_tokens=4, **extra)
+    with pytest.raises(ValueError, match="retrieval .* it needs a datastore"):
+        ContextLookup(None, 2, 3, retrieval=2)
+    with pytest.raises(ValueError, match="retrieval must be a non-negative int, got True"):
+        ContextLookup(None, 2, 3, store, retrieval=True)

@@ -22,10 +22,10 @@ PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [1, 2, 1, 2, 1], [10, 20, 30, 40
 QUANTIZABLE = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 
 
-def _run(model, step, prompt, new, monkeypatch, fast: bool, eos=(), datastore=None, length: int = 4):
+def _run(model, step, prompt, new, monkeypatch, fast: bool, eos=(), datastore=None, length: int = 4, retrieval=0):
     monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
     ids = torch.tensor([prompt])
-    engine = Engine(model, None, ContextLookup(None, 2, length, datastore), step=step)
+    engine = Engine(model, None, ContextLookup(None, 2, length, datastore, retrieval), step=step)
     stopper = RowStopper(ids, new, set(eos), [], 0)
     tokens, stats = engine.run(ids, stopper, max_length=len(prompt) + new)
     return tokens, stats
@@ -56,15 +56,16 @@ def test_the_row_loop_equals_the_general_loop(monkeypatch, counted, weights):
     records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
     store = Datastore.from_records(records, min_ngram=1)
     for prompt in PROMPTS:
-        for new, eos, datastore, length in (
-            (1, (), None, 4),
-            (17, (), None, 4),
-            (17, (7,), store, 3),
-            (23, (), store, 6),
+        for new, eos, datastore, length, retrieval in (
+            (1, (), None, 4, 0),
+            (17, (), None, 4, 0),
+            (17, (7,), store, 3, 0),
+            (23, (), store, 6, 0),
+            (23, (), store, 6, 3),  # the datastore's draft beside the copy: two branches
         ):
-            general = _run(model, step, prompt, new, monkeypatch, False, eos, datastore, length)
+            general = _run(model, step, prompt, new, monkeypatch, False, eos, datastore, length, retrieval)
             taken = len(counted)
-            fast = _run(model, step, prompt, new, monkeypatch, True, eos, datastore, length)
+            fast = _run(model, step, prompt, new, monkeypatch, True, eos, datastore, length, retrieval)
             assert len(counted) == taken + 1  # the row loop ran
             assert fast[0] == general[0], (prompt, new, eos)
             a = fast[1]

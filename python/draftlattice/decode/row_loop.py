@@ -80,7 +80,7 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
     while not stopper.all_done:
         start = time.perf_counter()
         drafts = (
-            [drafter.copied(context + new[0])] if copy_only else _finish(drafter, proposal, context + new[0], device)
+            drafter.copies(context + new[0]) if copy_only else _finish(drafter, proposal, context + new[0], device)
         )
         stats.drafting_seconds += time.perf_counter() - start
         start = time.perf_counter()

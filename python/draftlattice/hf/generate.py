@@ -66,6 +66,7 @@ def generate(
     draft_lookup: int = 0,
     draft_lookup_tokens: int = LOOKUP_TOKENS,
     draft_datastore=None,
+    draft_retrieval: int = 0,
     draft_streamer=None,
     draft_step=None,
     streamer=None,
@@ -113,6 +114,9 @@ def generate(
         draft_datastore: a :class:`draftlattice.Datastore` of the model's own answers (needs
             ``draft_lookup``): where the context has no copy, the copied draft is what followed
             its last tokens in the datastore (REST-style retrieval) instead.
+        draft_retrieval: with ``draft_datastore``, where the context has a copy, also verify the
+            datastore's continuation of up to this many tokens beside it (0, the default: only
+            where the context has none). Greedy decoding or ``draft_sample="tree"``.
         draft_recorder: a :class:`draftlattice.decode.recording.StepObserver`, e.g. a
             ``StepRecorder`` that records each step's lattice, drafts and accepted tokens
             (greedy decoding; for reports).
@@ -154,6 +158,7 @@ def generate(
         "draft_lookup": draft_lookup,
         "draft_lookup_tokens": draft_lookup_tokens,
         "draft_datastore": draft_datastore,
+        "draft_retrieval": draft_retrieval,
         "draft_streamer": draft_streamer,
         "draft_recorder": draft_recorder,
         "draft_step": draft_step,
@@ -220,7 +225,7 @@ def _drafter(heads, verify, sample_rule, lattice: dict) -> LatticeDrafter:
         raise ValueError(f"draft_{error}") from None
 
 
-def _copy_only(lm, max_ngram, tokens, datastore, verify: str, do_sample: bool) -> ContextLookup:
+def _copy_only(lm, copy: dict, verify: str, do_sample: bool) -> ContextLookup:
     """draft_heads=None: the context's copy is the only draft."""
     if do_sample:
         raise ValueError(
@@ -230,10 +235,12 @@ def _copy_only(lm, max_ngram, tokens, datastore, verify: str, do_sample: bool) -
         raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
     if verify != "tree":
         raise ValueError(f"draft_heads=None verifies the copy as a token tree: draft_verify='tree', not {verify!r}")
-    return _with_lookup(None, max_ngram, tokens, datastore, "tree", False)
+    return _with_lookup(None, copy, "tree", False)
 
 
-def _with_lookup(drafter, max_ngram, tokens, datastore, sample_rule: str, do_sample: bool) -> ContextLookup:
+def _with_lookup(drafter, copy: dict, sample_rule: str, do_sample: bool) -> ContextLookup:
+    """``drafter``'s drafts and the context's copy (``copy``: max_ngram, tokens, datastore, retrieval)."""
+    tokens, datastore = copy["tokens"], copy["datastore"]
     if do_sample and sample_rule not in ("tree", "multi"):
         raise ValueError(
             f"draft_lookup joins several drafts: with do_sample=True use draft_sample='tree' or 'multi' "
@@ -246,10 +253,15 @@ def _with_lookup(drafter, max_ngram, tokens, datastore, sample_rule: str, do_sam
             f"draft_datastore drafts at most {datastore.max_length} tokens (its max_length), "
             f"fewer than draft_lookup_tokens={tokens}"
         )
+    if datastore is not None and isinstance(copy["retrieval"], int) and datastore.max_length < copy["retrieval"]:
+        raise ValueError(
+            f"draft_datastore drafts at most {datastore.max_length} tokens (its max_length), "
+            f"fewer than draft_retrieval={copy['retrieval']}"
+        )
     try:
-        return ContextLookup(drafter, max_ngram, tokens, datastore)
+        return ContextLookup(drafter, copy["max_ngram"], tokens, datastore, copy["retrieval"])
     except ValueError as error:  # name the keywords the user passed
-        message = str(error).replace("max_ngram", "lookup").replace("length", "lookup_tokens")
+        message = str(error).replace("max_ngram", "lookup").replace("length must", "lookup_tokens must")
         raise ValueError(f"draft_{message}") from None
 
 
@@ -313,6 +325,7 @@ def _decode(
     draft_lookup,
     draft_lookup_tokens,
     draft_datastore,
+    draft_retrieval,
     draft_streamer,
     draft_recorder,
     draft_step,
@@ -320,17 +333,25 @@ def _decode(
     do_sample = bool(config.do_sample)
     if draft_datastore is not None and not draft_lookup:
         raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
+    if draft_retrieval and draft_datastore is None:
+        raise ValueError("draft_retrieval drafts the datastore's continuation beside the copy: it needs draft_datastore")
+    if draft_retrieval and do_sample and draft_sample != "tree":
+        raise ValueError(
+            f"draft_retrieval adds a deterministic draft: with do_sample=True use draft_sample='tree' (got {draft_sample!r})"
+        )
+    copy = dict(max_ngram=draft_lookup, tokens=draft_lookup_tokens, datastore=draft_datastore, retrieval=draft_retrieval)
     if draft_heads is None and draft_nodes is not None:
         raise ValueError("draft_nodes shapes the tree of the heads' lattice: it needs draft_heads")
     if draft_heads is None and draft_lookup:
-        drafter = _copy_only(draft_lm, draft_lookup, draft_lookup_tokens, draft_datastore, draft_verify, do_sample)
+        drafter = _copy_only(draft_lm, copy, draft_verify, do_sample)
     elif draft_heads is None and draft_step is not None:
-        drafter = _copy_only(draft_lm, 1, 0, None, draft_verify, do_sample)  # never a copy: plain steps
+        never = dict(max_ngram=1, tokens=0, datastore=None, retrieval=0)  # never a copy: plain steps
+        drafter = _copy_only(draft_lm, never, draft_verify, do_sample)
     else:
         lattice = dict(lm=draft_lm, k=draft_k, p=draft_p, alpha=draft_alpha, sample_alpha=draft_sample_alpha)
         drafter = _drafter(draft_heads, draft_verify, draft_sample, {**lattice, "nodes": draft_nodes})
     if draft_lookup and draft_heads is not None:
-        drafter = _with_lookup(drafter, draft_lookup, draft_lookup_tokens, draft_datastore, draft_sample, do_sample)
+        drafter = _with_lookup(drafter, copy, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")
     engine = Engine(

@@ -13,7 +13,12 @@ node, wherever it is.
 
 With a :class:`~draftlattice.datastore.Datastore` (``datastore=``), a context with no copy of its
 own drafts what followed its last tokens in the datastore's corpus instead (REST's retrieval
-draft; measured on the demo's prompts: ``bench/lookup_drafts.py``), in the same one branch.
+draft; measured on the demo's prompts: ``bench/lookup_drafts.py``), in the same one branch. With
+``retrieval=n`` a context that has a copy also gets the datastore's continuation (up to n tokens)
+as a branch of its own: the two sources draft different text (replayed on the recipe's held-out
+answers, 2.61 tokens a call for the copy-else-retrieval at 6.2 nodes, 2.77 with a 3-token
+retrieval branch beside the copy at 7.3 nodes; ``bench/RESULTS.md``), worth its nodes where
+verifying a few more tokens is nearly free.
 
 Without another drafter (``ContextLookup(None)``) the copy is the only draft: no heads run, and a
 step whose context has no copy verifies the root alone, a plain decoding step. Where a step's
@@ -70,10 +75,13 @@ class ContextLookup:
         length: longest copied draft, in tokens (may exceed the heads' horizon).
         datastore: where a context has no copy, the draft retrieved from this datastore (its
             ``max_length`` at least ``length``); None: none.
+        retrieval: with a datastore, where the context has a copy, also the datastore's
+            continuation of up to this many tokens as one more draft (0: only where it has none).
 
     The copied draft is deterministic: greedy decoding (tree or chains), sampling with the tree
     rule (any fixed tree of drafts is verified exactly), or sampled drafts with recursive
-    rejection (``draws``), where its law is one-hot. Drafts of different lengths are
+    rejection (``draws``), where its law is one-hot (one copy only: the retrieval branch joins
+    deterministic drafts, not sampled ones). Drafts of different lengths are
     ``-1``-padded; joined to sampled drafts, the copy has their length (a row whose context has
     no copy that long keeps one more sampled draft instead: the drafter samples p + 1).
 
@@ -87,7 +95,12 @@ class ContextLookup:
     layouts = ("tree", "batch")  #: verification layouts the drafts fit (see drafter=None)
 
     def __init__(
-        self, drafter: Drafter | None, max_ngram: int = 3, length: int = LOOKUP_TOKENS, datastore=None
+        self,
+        drafter: Drafter | None,
+        max_ngram: int = 3,
+        length: int = LOOKUP_TOKENS,
+        datastore=None,
+        retrieval: int = 0,
     ) -> None:
         for label, value in (("max_ngram", max_ngram), ("length", length)):
             if label == "length" and drafter is None and value == 0:
@@ -98,13 +111,23 @@ class ContextLookup:
             raise ValueError(
                 f"the datastore drafts at most {datastore.max_length} tokens (max_length), fewer than length={length}"
             )
+        if isinstance(retrieval, bool) or not isinstance(retrieval, int) or retrieval < 0:
+            raise ValueError(f"retrieval must be a non-negative int, got {retrieval!r}")
+        if retrieval and datastore is None:
+            raise ValueError("retrieval drafts the datastore's continuation beside the copy: it needs a datastore")
+        if retrieval and datastore.max_length < retrieval:
+            raise ValueError(
+                f"the datastore drafts at most {datastore.max_length} tokens (max_length), fewer than retrieval={retrieval}"
+            )
         self.drafter, self.max_ngram, self.length, self.datastore = drafter, max_ngram, length, datastore
+        self.retrieval = retrieval
         self.reads_heads = drafter is not None
+        branches = 2 if retrieval else 1  # the copy (else the retrieval), and the retrieval beside a copy
         if drafter is None:
             # An empty draft is a tree of the root alone; chains have no room for one.
-            self.p, self.lm, self.sample_rules, self.layouts = 1, None, (), ("tree",)
+            self.p, self.lm, self.sample_rules, self.layouts = branches, None, (), ("tree",)
             return
-        self.p = drafter.p + 1
+        self.p = drafter.p + branches
         self.lm = getattr(drafter, "lm", None)  # the engine reports whether drafts were rescored
         # The copy joins several drafts: the one-draft rules ("block", "token") have no room for it.
         inner = getattr(drafter, "sample_rules", JOINING_RULES)
@@ -119,30 +142,41 @@ class ContextLookup:
         self, proposal: Proposal, host: list[Tensor], contexts: list[list[int]], device: torch.device
     ) -> tuple[Tensor, SampledDrafts | None]:
         if self.drafter is None:
-            copies = [self._copy(context, self.length) for context in contexts]
-            out = torch.full((len(contexts), 1, max(1, *(len(c) for c in copies))), PAD, dtype=torch.int64)
-            for b, copy in enumerate(copies):
-                out[b, 0, : len(copy)] = torch.tensor(copy, dtype=torch.int64)
+            copies = [self.copies(context) for context in contexts]
+            width = max([1, *(len(c) for row in copies for c in row)])
+            out = torch.full((len(contexts), self.p, width), PAD, dtype=torch.int64)
+            for b, row in enumerate(copies):
+                for i, copy in enumerate(row):
+                    out[b, i, : len(copy)] = torch.tensor(copy, dtype=torch.int64)
             return out, None
         drafts, sampled = self.drafter.finish(proposal, host, contexts, device)
         if sampled is not None:
             return self._join_sampled(sampled, contexts)
         B, p, g = drafts.shape
-        copies = [self._copy(context, self.length) for context in contexts]
-        width = max(g, *(len(c) for c in copies))
-        out = torch.full((B, p + 1, width), PAD, dtype=torch.int64)
+        copies = [self.copies(context) for context in contexts]
+        width = max([g, *(len(c) for row in copies for c in row)])
+        out = torch.full((B, self.p, width), PAD, dtype=torch.int64)
         out[:, :p, :g] = drafts.cpu()
-        for b, copy in enumerate(copies):
-            # No match: repeat the best draft (a repeated draft adds no tree node).
-            if copy:
-                out[b, p, : len(copy)] = torch.tensor(copy)
-            else:
-                out[b, p, :g] = drafts[b, 0].cpu()
+        out[:, p:, :g] = drafts[:, :1].cpu()  # no copy: the best draft again (a repeat adds no tree node)
+        for b, row in enumerate(copies):
+            for i, copy in enumerate(row):
+                out[b, p + i, :g] = PAD
+                out[b, p + i, : len(copy)] = torch.tensor(copy)
         return out, sampled
 
     def copied(self, context: list[int]) -> list[int]:
         """The draft copied for ``context`` (up to ``length`` tokens; ``[]`` if none)."""
         return self._copy(context, self.length)
+
+    def copies(self, context: list[int]) -> list[list[int]]:
+        """Every non-empty draft of this source for ``context``: the copy (else the datastore's
+        continuation), and with ``retrieval`` beside a copy the datastore's continuation too."""
+        copy = continuation(context, self.max_ngram, self.length)
+        if not copy:
+            retrieved = self.datastore.continuation(context, self.length) if self.datastore is not None else []
+            return [retrieved] if retrieved else []
+        retrieved = self.datastore.continuation(context, self.retrieval) if self.retrieval else []
+        return [copy, retrieved] if retrieved and retrieved != copy[: len(retrieved)] else [copy]
 
     def _copy(self, context: list[int], length: int) -> list[int]:
         """The context's own copy, else (with a datastore) the datastore's continuation."""
@@ -157,6 +191,8 @@ class ContextLookup:
         are drawn independently of each other, so dropping a draw and adding a fixed draft, in
         an order fixed before the draws, keeps recursive rejection exact."""
         tokens, q = sampled.tokens, sampled.q  # [B, p + 1, g], [B, p + 1, g, V]
+        if self.retrieval:  # the draw drawn for the retrieval branch, which joins no sampled drafts
+            tokens, q = tokens[:, :-1], q[:, :-1]
         g = tokens.shape[-1]
         copies = [self._copy(context, g) for context in contexts]
         rows = [b for b, copy in enumerate(copies) if len(copy) == g]
