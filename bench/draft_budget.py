@@ -51,6 +51,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--lookup", type=int, default=3)
+    parser.add_argument(
+        "--retrieval", type=int, default=0, help="the datastore's draft beside the copy, up to this many tokens"
+    )
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
@@ -98,7 +101,8 @@ def main() -> None:
         }
 
     # the lattice's tree (its p best drafts, or its best prefixes) with the copy, else the datastore's
-    tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_datastore": bundle.datastore}
+    retrieved = {"draft_datastore": bundle.datastore, "draft_retrieval": args.retrieval}
+    tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, **retrieved}
     options, node_options, copy_options = [], [], []
     for p in args.p:
         options.append({"p": p, **measure(**tree, draft_p=p)})
@@ -107,7 +111,7 @@ def main() -> None:
         node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
         print(node_options[-1], flush=True)
     for length in args.copy_tokens:
-        drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
+        drafting = {"draft_heads": None, "draft_lookup_tokens": length, **retrieved}
         copy_options.append({"copy_tokens": length, **measure(**drafting)})
         print(copy_options[-1], flush=True)
     # plain decoding on the same step and loop (no drafts): its host time a token, for the choice
@@ -116,7 +120,13 @@ def main() -> None:
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
         # what draftlattice.default_model.fastest_drafting passes to generate() for these options
-        "settings": {"k": args.k, "alpha": args.alpha, "lookup": args.lookup, "copy_tokens": LOOKUP_TOKENS},
+        "settings": {
+            "k": args.k,
+            "alpha": args.alpha,
+            "lookup": args.lookup,
+            "copy_tokens": LOOKUP_TOKENS,
+            "retrieval": args.retrieval,
+        },
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
         "heads": str(args.heads) if args.heads else "shipped",

@@ -62,6 +62,9 @@ def main() -> int:
     parser.add_argument("--lm", type=Path, help="an n-gram LM for the ngram rows (default: the shipped one)")
     parser.add_argument("--lookup", type=int, default=3, help="ngram_lookup_tree: longest context n-gram matched")
     parser.add_argument("--lookup-tokens", type=int, default=6, help="ngram_lookup_tree: longest copied draft")
+    parser.add_argument(
+        "--retrieval", type=int, default=0, help="ngram_lookup_tree: the datastore's draft beside the copy (tokens)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -86,14 +89,22 @@ def main() -> int:
         "ngram": lambda: LatticeDrafter(b.lm, k=args.k, p=1, alpha=args.alpha),
         "ngram_tree": lambda: LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha),
         "ngram_lookup_tree": lambda: ContextLookup(
-            LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha), args.lookup, args.lookup_tokens, b.datastore
+            LatticeDrafter(b.lm, k=args.k, p=args.p, alpha=args.alpha),
+            args.lookup,
+            args.lookup_tokens,
+            b.datastore,
+            args.retrieval,
         ),
     }
     for n in args.nodes:
         rows[f"heads_tree nodes={n}"] = lambda n=n: LatticeDrafter(k=args.k, nodes=n)
         rows[f"ngram_tree nodes={n}"] = lambda n=n: LatticeDrafter(b.lm, k=args.k, alpha=args.alpha, nodes=n)
         rows[f"ngram_lookup_tree nodes={n}"] = lambda n=n: ContextLookup(
-            LatticeDrafter(b.lm, k=args.k, alpha=args.alpha, nodes=n), args.lookup, args.lookup_tokens, b.datastore
+            LatticeDrafter(b.lm, k=args.k, alpha=args.alpha, nodes=n),
+            args.lookup,
+            args.lookup_tokens,
+            b.datastore,
+            args.retrieval,
         )
     results = {}
     h = b.heads.horizon

@@ -315,6 +315,10 @@ def test_a_retrieval_branch_beside_the_copy_keeps_greedy_output(setup):
                 draft_verify=verify,
             )
             assert joined.sequences.tolist() == expected, (prompt, verify)
+        prefixes = lookup_generate(  # a tree of the lattice's best prefixes: as many drafts as leaves
+            model, ids, None, heads, max_new_tokens=17, draft_nodes=5, draft_lookup=2, draft_datastore=store, draft_retrieval=3
+        )
+        assert prefixes.sequences.tolist() == expected, prompt
     ids, mask = left_padded([PROMPTS[0], PROMPTS[2], PROMPTS[3]])
     out = lookup_generate(
         model, ids, mask, heads, max_new_tokens=14, draft_lookup=2, draft_datastore=store, draft_retrieval=2

@@ -39,7 +39,7 @@ class Drafting:
     predicted: float  #: tokens/s predicted (held-out prompts' tokens a call over this step's cost)
     plain: float  #: plain decoding's predicted tokens/s on the same step
     candidates: tuple[tuple[str, float], ...]  #: every setting weighed and its predicted tokens/s
-    settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
+    settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched), retrieval
     nodes: int | None = None  #: the tree of the lattice's best prefixes, this many (None: the p best)
 
     def generate_kwargs(self, bundle) -> dict:
@@ -54,6 +54,7 @@ class Drafting:
             draft_lookup=self.settings["lookup"],
             draft_lookup_tokens=self.copy_tokens,
             draft_datastore=bundle.datastore,
+            draft_retrieval=self.settings.get("retrieval", 0),
         )
         if self.drafter == COPY:
             return {**kwargs, "draft_heads": None}
@@ -140,6 +141,8 @@ def _settings(path: Path) -> dict:
             "alpha": float(settings["alpha"]),
             "lookup": int(settings["lookup"]),
             "copy_tokens": int(settings["copy_tokens"]),
+            # the datastore's draft beside the copy (tables from before it: none)
+            "retrieval": int(settings.get("retrieval", 0)),
         }
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(

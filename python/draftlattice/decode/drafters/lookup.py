@@ -155,7 +155,8 @@ class ContextLookup:
         B, p, g = drafts.shape
         copies = [self.copies(context) for context in contexts]
         width = max([g, *(len(c) for row in copies for c in row)])
-        out = torch.full((B, self.p, width), PAD, dtype=torch.int64)
+        # p: the drafts this step (a tree of best prefixes has as many as it has leaves)
+        out = torch.full((B, p + self.p - self.drafter.p, width), PAD, dtype=torch.int64)
         out[:, :p, :g] = drafts.cpu()
         out[:, p:, :g] = drafts[:, :1].cpu()  # no copy: the best draft again (a repeat adds no tree node)
         for b, row in enumerate(copies):
