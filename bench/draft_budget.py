@@ -4,13 +4,14 @@ tokens per target call and the tokens verified per call of the demo's best draft
 datastore's, one tree), on held-out prompts (chat questions after the demo's, WikiText-2 *valid*
 openings), greedy, through the lean step; and, for the ``lookup`` row (one copied draft alone, no
 heads: the context's copy, else the shipped datastore's), the same per longest copy
-(``--copy-tokens``); the same tree with the lattice's n best prefixes in place of its p best drafts
+(``--copy-tokens``) and per retrieval branch beside the copy (``--retrieval``: the datastore's
+draft of up to n tokens as a second branch, 0 for none); the same tree with the lattice's n best prefixes in place of its p best drafts
 (``--nodes``, :mod:`draftlattice.node_tree`); and plain decoding on the same step (no drafts). The table it writes is
 what ``draftlattice demo`` reads to choose p and the copy's length on each machine, and
 ``fastest_drafting`` to choose between the copy, the tree and no drafts.
 
     python bench/draft_budget.py [--p 1 2 3 4 6 8 12 16] [--nodes 3 5 8 12 16 24] [--copy-tokens 2 3 4 6 8] \\
-        [--chat 6] [--text 6] \\
+        [--retrieval 0 3] [--chat 6] [--text 6] \\
         [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
 
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
@@ -52,7 +53,11 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--lookup", type=int, default=3)
     parser.add_argument(
-        "--retrieval", type=int, default=0, help="the datastore's draft beside the copy, up to this many tokens"
+        "--retrieval",
+        type=int,
+        nargs="+",
+        default=[0, 3],
+        help="the copy alone: the datastore's draft beside the copy, up to this many tokens (0: none)",
     )
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
@@ -101,8 +106,7 @@ def main() -> None:
         }
 
     # the lattice's tree (its p best drafts, or its best prefixes) with the copy, else the datastore's
-    retrieved = {"draft_datastore": bundle.datastore, "draft_retrieval": args.retrieval}
-    tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, **retrieved}
+    tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_datastore": bundle.datastore}
     options, node_options, copy_options = [], [], []
     for p in args.p:
         options.append({"p": p, **measure(**tree, draft_p=p)})
@@ -110,23 +114,19 @@ def main() -> None:
     for nodes in args.nodes:
         node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
         print(node_options[-1], flush=True)
-    for length in args.copy_tokens:
-        drafting = {"draft_heads": None, "draft_lookup_tokens": length, **retrieved}
-        copy_options.append({"copy_tokens": length, **measure(**drafting)})
-        print(copy_options[-1], flush=True)
+    for retrieval in args.retrieval:
+        for length in args.copy_tokens:
+            drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
+            option = {"copy_tokens": length, "retrieval": retrieval}
+            copy_options.append({**option, **measure(**drafting, draft_retrieval=retrieval)})
+            print(copy_options[-1], flush=True)
     # plain decoding on the same step and loop (no drafts): its host time a token, for the choice
     plain = measure(draft_heads=None, draft_lookup=0)
     print({"plain": plain}, flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
         # what draftlattice.default_model.fastest_drafting passes to generate() for these options
-        "settings": {
-            "k": args.k,
-            "alpha": args.alpha,
-            "lookup": args.lookup,
-            "copy_tokens": LOOKUP_TOKENS,
-            "retrieval": args.retrieval,
-        },
+        "settings": {"k": args.k, "alpha": args.alpha, "lookup": args.lookup, "copy_tokens": LOOKUP_TOKENS},
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
         "heads": str(args.heads) if args.heads else "shipped",
@@ -134,7 +134,8 @@ def main() -> None:
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
         "node_options": node_options,
-        "copy_drafter": f"lookup (the context's copy, else the datastore's) lookup={args.lookup}",
+        "copy_drafter": f"lookup (the context's copy, else the datastore's; with retrieval, "
+        f"the datastore's beside the copy too) lookup={args.lookup}",
         "copy_options": copy_options,
         "plain": plain,
     }

@@ -3,6 +3,8 @@ printed table, the JSON and the HTML report's rows and notes."""
 
 from __future__ import annotations
 
+import pytest
+
 from draftlattice.apps.demo import DemoSettings, Row, RowSpec
 from draftlattice.apps.demo_html import html_run
 from draftlattice.apps.demo_prompts import DemoPrompt
@@ -50,3 +52,9 @@ def test_rows_on_the_lean_step_are_said_to_equal_the_lean_row_not_generate():
     report = DemoReport(DemoSettings(), prompts, [generate, lean, row], str, "m", "lm", "bfloat16")
     note = report.agreement_note()
     assert "its reference's (lean" in note and "generate()'s" not in note
+
+
+@pytest.mark.parametrize("bad", [-1, True, 2.5])
+def test_demo_settings_name_a_bad_retrieval_branch(bad):
+    with pytest.raises(ValueError, match=f"retrieval must be an int >= 0, got {bad!r}"):
+        DemoSettings(retrieval=bad)

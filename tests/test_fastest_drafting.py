@@ -162,3 +162,25 @@ def test_a_drafting_within_the_margin_of_plain_decoding_is_not_chosen():
         ratios.append(best_drafted / choice.plain)
         assert (choice.drafter == PLAIN) == (best_drafted < DRAFTS_MARGIN * choice.plain), slope
     assert min(ratios) < DRAFTS_MARGIN < max(ratios)  # both sides of the margin were seen
+
+
+def test_the_retrieval_branch_is_chosen_where_its_extra_nodes_are_nearly_free(tmp_path):
+    """Copy options with and without the datastore's branch beside the copy (more tokens a call,
+    more nodes): the flat step takes the branch, the one whose nodes cost takes none; the
+    chosen arguments pass it to generate()."""
+    table = json.loads(SHIPPED.read_text())
+    table["options"], table["node_options"] = [], []
+    table["copy_options"] = [
+        {"copy_tokens": 6, "retrieval": 0, "tokens_per_call": 1.77, "nodes": 5.6, "host_ms": 0.26},
+        {"copy_tokens": 6, "retrieval": 3, "tokens_per_call": 1.86, "nodes": 6.34, "host_ms": 0.37},
+    ]
+    path = tmp_path / "budget.json"
+    path.write_text(json.dumps(table))
+    costly = CostCurve((1, 4, 8, 16), (4.0, 4.2, 8.0, 16.0))
+    for curve, retrieval in ((FLAT, 3), (costly, 0)):
+        choice = fastest_drafting(_Bundle(), path, curve)
+        assert (choice.drafter, choice.retrieval) == (COPY, retrieval)
+        bundle = _Bundle()
+        bundle.datastore = object()
+        assert choice.generate_kwargs(bundle)["draft_retrieval"] == retrieval
+    assert "lookup <= 6 + the datastore's <= 3" in choice.describe()

@@ -316,7 +316,15 @@ def test_a_retrieval_branch_beside_the_copy_keeps_greedy_output(setup):
             )
             assert joined.sequences.tolist() == expected, (prompt, verify)
         prefixes = lookup_generate(  # a tree of the lattice's best prefixes: as many drafts as leaves
-            model, ids, None, heads, max_new_tokens=17, draft_nodes=5, draft_lookup=2, draft_datastore=store, draft_retrieval=3
+            model,
+            ids,
+            None,
+            heads,
+            max_new_tokens=17,
+            draft_nodes=5,
+            draft_lookup=2,
+            draft_datastore=store,
+            draft_retrieval=3,
         )
         assert prefixes.sequences.tolist() == expected, prompt
     ids, mask = left_padded([PROMPTS[0], PROMPTS[2], PROMPTS[3]])
@@ -353,13 +361,22 @@ def test_retrieval_is_refused_where_it_cannot_work(setup):
     store = Datastore.from_records([[1, 2, 3]], max_length=4)
     cases = [
         ({"draft_lookup": 2, "draft_retrieval": 2}, "draft_retrieval .* it needs draft_datastore"),
-        ({"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": 5, "draft_lookup_tokens": 3}, "fewer than draft_retrieval=5"),
+        (
+            {"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": 5, "draft_lookup_tokens": 3},
+            "fewer than draft_retrieval=5",
+        ),
         (
             {"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": -1, "draft_lookup_tokens": 3},
             "draft_retrieval must be a non-negative int",
         ),
         (
-            {"draft_lookup": 2, "draft_datastore": store, "draft_retrieval": 2, "do_sample": True, "draft_lookup_tokens": 3},
+            {
+                "draft_lookup": 2,
+                "draft_datastore": store,
+                "draft_retrieval": 2,
+                "do_sample": True,
+                "draft_lookup_tokens": 3,
+            },
             "draft_retrieval adds a deterministic draft: with do_sample=True use draft_sample='tree'",
         ),
     ]

@@ -50,6 +50,8 @@ class DemoSettings:
     lookup_tokens: int = LOOKUP_TOKENS  #: longest copied draft
     seed: int = 0
     copy_tokens: int | None = None  #: the lookup row's longest copied draft (None: lookup_tokens)
+    #: the lookup row: the datastore's draft of up to this many tokens beside the copy (0: none)
+    retrieval: int = 0
     #: the tree rows' trees as the lattice's ``nodes`` best prefixes (None: its p best drafts)
     nodes: int | None = None
 
@@ -60,6 +62,8 @@ class DemoSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if isinstance(self.retrieval, bool) or not isinstance(self.retrieval, int) or self.retrieval < 0:
+            raise ValueError(f"retrieval must be an int >= 0, got {self.retrieval!r}")
         if not self.alpha >= 0 or not self.sample_alpha >= 0:
             raise ValueError(f"alpha and sample_alpha must be >= 0, got {self.alpha} / {self.sample_alpha}")
         if self.temperature is not None and not self.temperature > 0:
@@ -163,8 +167,11 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
         copy_tokens = st.copy_tokens or st.lookup_tokens
+        retrieval = st.retrieval if store is not None else 0
         alone = {**draft, "draft_heads": None, **copy, "draft_lookup_tokens": copy_tokens, "draft_datastore": store}
+        alone["draft_retrieval"] = retrieval
         source = "a context copy" + ("" if store is None else ", else the datastore's")
+        source += f" (+ the datastore's <= {retrieval} beside it)" if retrieval else ""
         drafted = [
             RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..default_model.fastest import BUDGET_TABLE
+from ..default_model.fastest import BUDGET_TABLE, retrieval_label
 from ..pairing import ALLOW_MISMATCH_HELP
 from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
@@ -175,12 +175,13 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     fitted = None
     if bundle.step is not None and ((args.p is None and args.nodes is None) or len(formats) > 1):
-        bundle.step, tree, copy_tokens, fitted = _fit(
+        bundle.step, tree, copy, fitted = _fit(
             bundle, args.models, formats, args.p, args.nodes, args.kernel, fit_copy=args.lookup_tokens is None
         )
         if tree is not None:
             settings = dataclasses.replace(settings, p=tree.p, nodes=tree.node_budget)
-        settings = dataclasses.replace(settings, copy_tokens=copy_tokens)
+        if copy is not None:
+            settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
@@ -239,12 +240,13 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
 
 def _fit(
     bundle, models, formats: list[str], p: int | None, nodes: int | None, kernel: str, fit_copy: bool
-) -> tuple[object, object, int | None, str | None]:
+) -> tuple[object, object, object, str | None]:
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
     p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
-    lookup row's longest copy fitted to this machine (each candidate format's cost against nodes
-    measured once and cached, the drafters' gains measured once per drafter), with a line saying
-    why; without a gains table, the first format, no fitted tree (None) and the default copy."""
+    lookup row's copy option (its longest copy and retrieval branch) fitted to this machine (each
+    candidate format's cost against nodes measured once and cached, the drafters' gains measured
+    once per drafter), with a line saying why; without a gains table, the first format, no fitted
+    tree (None) and the default copy (None)."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (
@@ -275,15 +277,18 @@ def _fit(
     copy_line = (
         ""
         if copy is None
-        else f"; lookup row: copies of <= {copy.copy_tokens} tokens (predicted "
+        else f"; lookup row: copies of <= {copy.copy_tokens} tokens{retrieval_label(copy.retrieval)} (predicted "
         f"{predicted_tokens_per_s(curves[name], copy):.0f} tokens/s; by length: "
-        + ", ".join(f"{o.copy_tokens} {predicted_tokens_per_s(curves[name], o):.0f}" for o in copies)
+        + ", ".join(
+            f"{o.copy_tokens}{retrieval_label(o.retrieval)} {predicted_tokens_per_s(curves[name], o):.0f}"
+            for o in copies
+        )
         + ")"
     )
     return (
         steps[name],
         best,
-        None if copy is None else copy.copy_tokens,
+        copy,
         (
             f"{name} weights, tree {best.tree} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain "
             f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "

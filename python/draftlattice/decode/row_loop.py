@@ -79,9 +79,7 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
     cache, lowest = target.cache, torch.finfo(target.dtype).min
     while not stopper.all_done:
         start = time.perf_counter()
-        drafts = (
-            drafter.copies(context + new[0]) if copy_only else _finish(drafter, proposal, context + new[0], device)
-        )
+        drafts = drafter.copies(context + new[0]) if copy_only else _finish(drafter, proposal, context + new[0], device)
         stats.drafting_seconds += time.perf_counter() - start
         start = time.perf_counter()
         trie, past = _Trie(root, drafts), cache.get_seq_length()

@@ -39,8 +39,9 @@ class Drafting:
     predicted: float  #: tokens/s predicted (held-out prompts' tokens a call over this step's cost)
     plain: float  #: plain decoding's predicted tokens/s on the same step
     candidates: tuple[tuple[str, float], ...]  #: every setting weighed and its predicted tokens/s
-    settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched), retrieval
+    settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
     nodes: int | None = None  #: the tree of the lattice's best prefixes, this many (None: the p best)
+    retrieval: int = 0  #: the copy alone: the datastore's draft beside the copy, up to this many tokens
 
     def generate_kwargs(self, bundle) -> dict:
         """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``."""
@@ -54,10 +55,9 @@ class Drafting:
             draft_lookup=self.settings["lookup"],
             draft_lookup_tokens=self.copy_tokens,
             draft_datastore=bundle.datastore,
-            draft_retrieval=self.settings.get("retrieval", 0),
         )
         if self.drafter == COPY:
-            return {**kwargs, "draft_heads": None}
+            return {**kwargs, "draft_heads": None, "draft_retrieval": self.retrieval}
         tree = {"draft_p": self.p} if self.nodes is None else {"draft_nodes": self.nodes}
         heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, **tree)
         return {**kwargs, **heads, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
@@ -71,7 +71,7 @@ class Drafting:
                 f"tokens/s; weighed: {others}"
             )
         if self.drafter == COPY:
-            chosen = f"{self.drafter} (copies of <= {self.copy_tokens})"
+            chosen = f"{self.drafter} (copies of <= {self.copy_tokens}{retrieval_label(self.retrieval)})"
         else:
             chosen = f"{self.drafter} " + (f"p={self.p}" if self.nodes is None else f"nodes={self.nodes}")
         return (
@@ -97,7 +97,10 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
     settings = _settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
     weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
-    weighed += [(f"{COPY} <= {o.copy_tokens}", COPY, o) for o in load_options(path, "copy_options")]
+    weighed += [
+        (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
+        for o in load_options(path, "copy_options")
+    ]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
     plain = DraftOption(1, 1.0, 1.0, _plain_host_ms(path))
@@ -117,7 +120,13 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
         candidates=tuple((label, tokens) for label, _, _, tokens in predictions),
         settings=settings,
         nodes=option.node_budget if drafter == TREE else None,
+        retrieval=option.retrieval if drafter == COPY else 0,
     )
+
+
+def retrieval_label(retrieval: int) -> str:
+    """What a copy option's retrieval branch adds to its label ("" for none)."""
+    return f" + the datastore's <= {retrieval}" if retrieval else ""
 
 
 def _plain_host_ms(path: Path) -> float:
@@ -141,8 +150,6 @@ def _settings(path: Path) -> dict:
             "alpha": float(settings["alpha"]),
             "lookup": int(settings["lookup"]),
             "copy_tokens": int(settings["copy_tokens"]),
-            # the datastore's draft beside the copy (tables from before it: none)
-            "retrieval": int(settings.get("retrieval", 0)),
         }
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(

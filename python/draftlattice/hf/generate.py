@@ -334,12 +334,16 @@ def _decode(
     if draft_datastore is not None and not draft_lookup:
         raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
     if draft_retrieval and draft_datastore is None:
-        raise ValueError("draft_retrieval drafts the datastore's continuation beside the copy: it needs draft_datastore")
+        raise ValueError(
+            "draft_retrieval drafts the datastore's continuation beside the copy: it needs draft_datastore"
+        )
     if draft_retrieval and do_sample and draft_sample != "tree":
         raise ValueError(
             f"draft_retrieval adds a deterministic draft: with do_sample=True use draft_sample='tree' (got {draft_sample!r})"
         )
-    copy = dict(max_ngram=draft_lookup, tokens=draft_lookup_tokens, datastore=draft_datastore, retrieval=draft_retrieval)
+    copy = dict(
+        max_ngram=draft_lookup, tokens=draft_lookup_tokens, datastore=draft_datastore, retrieval=draft_retrieval
+    )
     if draft_heads is None and draft_nodes is not None:
         raise ValueError("draft_nodes shapes the tree of the heads' lattice: it needs draft_heads")
     if draft_heads is None and draft_lookup:

@@ -66,6 +66,8 @@ class DraftOption:
     copy_tokens: int | None = None  #: the copy's longest draft, for the copy drafting alone
     #: the tree of the lattice's best prefixes (draft_nodes) instead of its p best drafts
     node_budget: int | None = None
+    #: the copy alone: the datastore's draft beside the context's copy, up to this many tokens
+    retrieval: int = 0
 
     @property
     def tree(self) -> str:
@@ -202,8 +204,8 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
 def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[DraftOption]:
     """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
     drafter's by p (``kind="options"``), by the tree's node budget (``kind="node_options"``:
-    its best prefixes), or the context copy's alone by its longest draft (``kind="copy_options"``;
-    the last two none in an older table)."""
+    its best prefixes), or the context copy's alone by its longest draft and its retrieval branch
+    (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch)."""
     try:
         table = json.loads(Path(path).read_text())
         if kind in ("copy_options", "node_options") and kind not in table:
@@ -216,6 +218,7 @@ def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[Dr
                 float(o["host_ms"]),
                 int(o["copy_tokens"]) if kind == "copy_options" else None,
                 int(o["node_budget"]) if kind == "node_options" else None,
+                int(o.get("retrieval", 0)) if kind == "copy_options" else 0,
             )
             for o in table[kind]
         ]

@@ -149,7 +149,9 @@ def _teacher_mix(h: Tensor, teacher: Tensor | None, teacher_weight) -> tuple[Ten
 
 def _check_row_weight(row_weight: Tensor | None, targets: Tensor) -> None:
     if row_weight is not None and row_weight.shape != targets.shape:
-        raise ValueError(f"row_weight must be shaped like targets {tuple(targets.shape)}, got {tuple(row_weight.shape)}")
+        raise ValueError(
+            f"row_weight must be shaped like targets {tuple(targets.shape)}, got {tuple(row_weight.shape)}"
+        )
 
 
 def chunked_linear_ce(
