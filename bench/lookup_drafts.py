@@ -8,10 +8,11 @@ copied draft for several match lengths n and copy lengths, and, for the default 
 ways of choosing among a suffix's occurrences (the library's rule against always the most recent
 and always the earliest, transformers' prompt lookup's choice); then the copy alone (no heads,
 the demo's ``lookup`` row) without and with the datastore's draft where the context has none
-(several datastore settings), and the lattice plus that copy. Block efficiency is exact and does
-not depend on the machine's load; seconds are shown for orientation only.
+(several datastore settings), and the lattice plus that copy; last, both with the datastore's
+draft of 2 / 3 / 4 tokens also beside a copy (a second branch, ``retrieval``). Block efficiency is
+exact and does not depend on the machine's load; seconds are shown for orientation only.
 
-    python bench/lookup_drafts.py [--max-new-tokens 64] [--dtype bfloat16] [--weights int4]
+    python bench/lookup_drafts.py [--max-new-tokens 64] [--dtype bfloat16] [--weights int4] [--rows TEXT]
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--weights", choices=["int8", "int4"], help="decode with the lean step in this format")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rows", help="run only the rows whose label holds this text")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bundle = load_default(getattr(torch, args.dtype), weights=args.weights)
@@ -98,6 +100,13 @@ def main() -> None:
     rows.append(
         ("+ copy n<=3, <=6 tokens, else the datastore's", LIBRARY_RULE, lambda: ContextLookup(lattice(), 3, 6, shipped))
     )
+    for retrieval in (2, 3, 4):  # the datastore's draft beside a copy too: a second branch
+        beside = f"else the datastore's, and its <={retrieval} beside a copy"
+        alone = lambda r=retrieval: ContextLookup(None, 3, 6, shipped, r)  # noqa: E731
+        joined = lambda r=retrieval: ContextLookup(lattice(), 3, 6, shipped, r)  # noqa: E731
+        rows += [(f"copy alone n<=3, <=6 tokens, {beside}", LIBRARY_RULE, alone)]
+        rows += [(f"+ copy n<=3, <=6 tokens, {beside}", LIBRARY_RULE, joined)]
+    rows = [row for row in rows if args.rows is None or args.rows in row[0]]
     target = args.dtype if args.weights is None else f"lean step, {args.weights} weights"
     print(
         f"default model ({target}), {len(prompts)} demo prompts x {args.max_new_tokens} tokens, h={bundle.heads.horizon}"
