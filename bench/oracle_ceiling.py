@@ -14,9 +14,11 @@ verify against); ``--heads DIR`` scores other heads than the shipped ones (a Dra
 ``ngram_lookup_tree`` adds the context's copy, else the shipped datastore's draft, to the tree.
 ``--nodes N ...`` adds the tree rows again with the lattice's N best prefixes in place of its p
 best drafts (``heads_tree nodes=N`` and so on; :mod:`draftlattice.node_tree`). Each row reports
-its mean tree size (nodes a verification call, the root included).
+its mean tree size (nodes a verification call, the root included). ``--heldout`` decodes the
+held-out prompts of ``bench/draft_budget.py`` instead (chat questions after the demo's,
+WikiText-2 *valid* openings; ``--chat``/``--text`` of them).
 
-    python bench/oracle_ceiling.py [--chat 4] [--text 4] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
+    python bench/oracle_ceiling.py [--chat 4] [--text 4] [--heldout] [--max-new-tokens 64] [--ks 1 2 4 8 16 32]
                                    [--nodes 8 16 24] [--weights int4] [--heads DIR] [--threads 2] [--json FILE]
 """
 
@@ -30,6 +32,11 @@ from pathlib import Path
 import torch
 
 from _default_model import demo_set
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOutPrompt:
+    ids: list[int]
 
 
 def run_rows(b, prompts, max_new: int, make_drafter, references=None, step=None):
@@ -65,6 +72,7 @@ def main() -> int:
     parser.add_argument(
         "--retrieval", type=int, default=0, help="ngram_lookup_tree: the datastore's draft beside the copy (tokens)"
     )
+    parser.add_argument("--heldout", action="store_true", help="the held-out prompts of bench/draft_budget.py")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -75,6 +83,10 @@ def main() -> int:
     from draftlattice.lean import LeanLlama
 
     b, prompts = demo_set(args.chat, args.text, torch.bfloat16 if args.weights else torch.float32, args.threads)
+    if args.heldout:
+        from tune_sample_alpha import calibration_prompts
+
+        prompts = [HeldOutPrompt(ids) for ids in calibration_prompts(b, args.chat, args.text)]
     if args.heads is not None:
         heads = DraftHeads.from_pretrained(args.heads, b.model, strict_name=False)
         b = dataclasses.replace(b, heads=heads.to(b.model.dtype).eval())
