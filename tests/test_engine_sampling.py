@@ -141,6 +141,29 @@ def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout, store)
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
+@pytest.mark.parametrize("rule", ["multi", "tree"])
+def test_the_datastores_draft_beside_the_copy_keeps_the_law(lm, rule):
+    """``retrieval``: the tree rule verifies the copy and the datastore's draft beside it as fixed
+    branches; recursive rejection ("multi") drops the draw drawn for that branch (the copy alone
+    joins sampled drafts). Either way the output law is the target's."""
+    from draftlattice import Datastore
+
+    model, heads = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    rng = torch.Generator().manual_seed(6)
+    records = [torch.randint(0, V, (40,), generator=rng).tolist() for _ in range(8)]
+    datastore = Datastore.from_records(records, min_ngram=1, min_count=1)
+    beside = []
+    inner = LatticeDrafter(lm, k=4, p=2, alpha=1.0, sample_alpha=1.0)
+    drafter = ContextLookup(inner, max_ngram=2, length=3, datastore=datastore, retrieval=2)
+    copies = drafter.copies
+    drafter.copies = lambda context: beside.append(len(copies(context)) == 2) or copies(context)
+    counts, stats = engine_counts(model, heads, drafter, rule, sampling, seed=31, layout="tree")
+    assert rule == "multi" or sum(beside) > 100  # the tree rule verified the second branch
+    assert stats.new_tokens == ROWS * NEW
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
 def test_a_copied_draft_replaces_the_extra_sampled_draft_where_the_context_has_one():
     q = torch.full((2, 3, 2, 5), 0.2).expand(2, 3, 2, 5)  # a view, as the heads' own law is
     sampled = SampledDrafts(torch.tensor([[[0, 1], [2, 3], [4, 0]], [[1, 1], [2, 2], [3, 3]]]), q)
