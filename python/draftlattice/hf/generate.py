@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from ..datastore import Datastore
-from ..decode.drafters import ContextLookup, LatticeDrafter, Sampling
+from ..decode.drafters import LatticeDrafter, Sampling
+from ..decode.drafters.copy_keywords import NO_COPY, CopyKeywords
 from ..decode.drafters.lookup import LOOKUP_TOKENS
 from ..decode.engine import Engine
 from ..decode.forward import LAYOUTS
@@ -225,46 +225,6 @@ def _drafter(heads, verify, sample_rule, lattice: dict) -> LatticeDrafter:
         raise ValueError(f"draft_{error}") from None
 
 
-def _copy_only(lm, copy: dict, verify: str, do_sample: bool) -> ContextLookup:
-    """draft_heads=None: the context's copy is the only draft."""
-    if do_sample:
-        raise ValueError(
-            "draft_heads=None drafts the context's copy alone, or nothing: greedy decoding only (do_sample=False)"
-        )
-    if lm is not None:
-        raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
-    if verify != "tree":
-        raise ValueError(f"draft_heads=None verifies the copy as a token tree: draft_verify='tree', not {verify!r}")
-    return _with_lookup(None, copy, "tree", False)
-
-
-def _with_lookup(drafter, copy: dict, sample_rule: str, do_sample: bool) -> ContextLookup:
-    """``drafter``'s drafts and the context's copy (``copy``: max_ngram, tokens, datastore, retrieval)."""
-    tokens, datastore = copy["tokens"], copy["datastore"]
-    if do_sample and sample_rule not in ("tree", "multi"):
-        raise ValueError(
-            f"draft_lookup joins several drafts: with do_sample=True use draft_sample='tree' or 'multi' "
-            f"(got {sample_rule!r})"
-        )
-    if datastore is not None and not isinstance(datastore, Datastore):
-        raise ValueError(f"draft_datastore must be a draftlattice.Datastore, got {type(datastore).__name__}")
-    if datastore is not None and isinstance(tokens, int) and datastore.max_length < tokens:
-        raise ValueError(
-            f"draft_datastore drafts at most {datastore.max_length} tokens (its max_length), "
-            f"fewer than draft_lookup_tokens={tokens}"
-        )
-    if datastore is not None and isinstance(copy["retrieval"], int) and datastore.max_length < copy["retrieval"]:
-        raise ValueError(
-            f"draft_datastore drafts at most {datastore.max_length} tokens (its max_length), "
-            f"fewer than draft_retrieval={copy['retrieval']}"
-        )
-    try:
-        return ContextLookup(drafter, copy["max_ngram"], tokens, datastore, copy["retrieval"])
-    except ValueError as error:  # name the keywords the user passed
-        message = str(error).replace("max_ngram", "lookup").replace("length must", "lookup_tokens must")
-        raise ValueError(f"draft_{message}") from None
-
-
 def _sampling_settings(processors) -> tuple[float, int | None, float | None]:
     """Temperature / top-k / top-p of generate()'s warpers, for the heads' proposal law."""
     from transformers.generation.logits_process import (
@@ -331,31 +291,19 @@ def _decode(
     draft_step,
 ):
     do_sample = bool(config.do_sample)
-    if draft_datastore is not None and not draft_lookup:
-        raise ValueError("draft_datastore fills in the copied draft where the context has none: it needs draft_lookup")
-    if draft_retrieval and draft_datastore is None:
-        raise ValueError(
-            "draft_retrieval drafts the datastore's continuation beside the copy: it needs draft_datastore"
-        )
-    if draft_retrieval and do_sample and draft_sample != "tree":
-        raise ValueError(
-            f"draft_retrieval adds a deterministic draft: with do_sample=True use draft_sample='tree' (got {draft_sample!r})"
-        )
-    copy = dict(
-        max_ngram=draft_lookup, tokens=draft_lookup_tokens, datastore=draft_datastore, retrieval=draft_retrieval
-    )
+    copy = CopyKeywords(draft_lookup, draft_lookup_tokens, draft_datastore, draft_retrieval)
+    copy.check(do_sample, draft_sample)
     if draft_heads is None and draft_nodes is not None:
         raise ValueError("draft_nodes shapes the tree of the heads' lattice: it needs draft_heads")
     if draft_heads is None and draft_lookup:
-        drafter = _copy_only(draft_lm, copy, draft_verify, do_sample)
+        drafter = copy.alone(draft_lm, draft_verify, do_sample)
     elif draft_heads is None and draft_step is not None:
-        never = dict(max_ngram=1, tokens=0, datastore=None, retrieval=0)  # never a copy: plain steps
-        drafter = _copy_only(draft_lm, never, draft_verify, do_sample)
+        drafter = NO_COPY.alone(draft_lm, draft_verify, do_sample)  # plain steps on draft_step
     else:
         lattice = dict(lm=draft_lm, k=draft_k, p=draft_p, alpha=draft_alpha, sample_alpha=draft_sample_alpha)
         drafter = _drafter(draft_heads, draft_verify, draft_sample, {**lattice, "nodes": draft_nodes})
     if draft_lookup and draft_heads is not None:
-        drafter = _with_lookup(drafter, copy, draft_sample, do_sample)
+        drafter = copy.joined(drafter, draft_sample, do_sample)
     if draft_streamer is not None and input_ids.shape[0] > 1:
         raise ValueError(f"a streamer supports batch size 1 only, got batch size {input_ids.shape[0]}")
     engine = Engine(
