@@ -144,3 +144,16 @@ def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tm
     code = main(["demo", "--model-dir", str(other), "--models", str(models), "--quick"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "tokenizer" in err
+
+
+def test_the_lookup_rows_retrieval_branch_can_be_forced(tiny, tmp_path, capsys):
+    """``--retrieval N`` puts the datastore's draft beside the copy in the lookup row (instead of
+    the fit's choice); the row still decodes the lean step's greedy output. A bad N is one line."""
+    code, out = run_demo(tiny, tmp_path, capsys, "--dtype", "float32", "--retrieval", "2")
+    assert code == 0, out
+    assert "else the datastore's (+ the datastore's <= 2 beside it)" in out
+    assert "Checked: all 12 drafted outputs (6 rows x 2 prompts) equal the lean step's plain greedy outputs" in out
+    model_dir, models = tiny
+    code = main(["demo", "--model-dir", str(model_dir), "--models", str(models), "--quick", "--retrieval", "-1"])
+    captured = capsys.readouterr()
+    assert code != 0 and "retrieval must be an int >= 0, got -1" in captured.out + captured.err

@@ -66,6 +66,12 @@ def register(subparsers) -> None:
         "row, fitted to this machine with --p's fit)",
     )
     p.add_argument(
+        "--retrieval",
+        type=int,
+        help="lookup row: also verify the datastore's draft of up to this many tokens beside a context copy "
+        "(0: only where the context has none; default: fitted to this machine with the copy's length)",
+    )
+    p.add_argument(
         "--dtype",
         choices=["bfloat16", "float32"],
         default="bfloat16",
@@ -152,6 +158,7 @@ def _demo(args: argparse.Namespace) -> int:
         lookup=args.lookup,
         seed=args.seed,
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
+        **({} if args.retrieval is None else {"retrieval": args.retrieval}),
     )
     formats = _formats(args)
     llama_row = _llama_row_available(args)
@@ -176,7 +183,7 @@ def _demo(args: argparse.Namespace) -> int:
     fitted = None
     if bundle.step is not None and ((args.p is None and args.nodes is None) or len(formats) > 1):
         bundle.step, tree, copy, fitted = _fit(
-            bundle, args.models, formats, args.p, args.nodes, args.kernel, fit_copy=args.lookup_tokens is None
+            bundle, args.models, formats, args.p, args.nodes, args.kernel, args.lookup_tokens is None, args.retrieval
         )
         if tree is not None:
             settings = dataclasses.replace(settings, p=tree.p, nodes=tree.node_budget)
@@ -239,11 +246,19 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
 
 
 def _fit(
-    bundle, models, formats: list[str], p: int | None, nodes: int | None, kernel: str, fit_copy: bool
+    bundle,
+    models,
+    formats: list[str],
+    p: int | None,
+    nodes: int | None,
+    kernel: str,
+    fit_copy: bool,
+    retrieval: int | None = None,
 ) -> tuple[object, object, object, str | None]:
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
     p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
-    lookup row's copy option (its longest copy and retrieval branch) fitted to this machine (each
+    lookup row's copy option (its longest copy and retrieval branch, only ``retrieval``'s when
+    given) fitted to this machine (each
     candidate format's cost against nodes measured once and cached, the drafters' gains measured
     once per drafter), with a line saying why; without a gains table, the first format, no fitted
     tree (None) and the default copy (None)."""
@@ -273,6 +288,7 @@ def _fit(
     )
     costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
     copies = load_options(table, "copy_options") if fit_copy else []
+    copies = [o for o in copies if retrieval is None or o.retrieval == retrieval]
     copy = best_option(curves[name], copies) if copies else None
     copy_line = (
         ""
@@ -293,7 +309,7 @@ def _fit(
             f"{name} weights, tree {best.tree} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain "
             f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "
             f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / --nodes / "
-            "--lookup-tokens to override)"
+            "--lookup-tokens / --retrieval to override)"
         ),
     )
 
