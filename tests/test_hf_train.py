@@ -254,19 +254,27 @@ def test_the_models_tokenizer_hash_reads_the_file_once_per_version(model_dir, tm
     assert changed == tokenizer_sha256(copy / "tokenizer.json") != first
 
 
-def test_a_heads_teacher_is_the_models_own_law_for_the_same_token(model_dir):
-    """With teacher_weight = 1, head j at t learns the model's law at t + j - 1 (the state that
-    predicts token t + j), through the same output layer."""
-    from draftlattice.training.trainer import head_losses
-
+def _random_heads_on_random_tokens(model_dir, shape):
+    """(float32 model, h = 4 heads with small random weights, random token ids ``shape``, their
+    trunk states), seeded."""
     model = load(model_dir[0]).float()
     heads = dlhf.DraftHeads.for_model(model, horizon=4).float()
     torch.manual_seed(0)
     with torch.no_grad():
         for parameter in heads.parameters():
             parameter.normal_(0, 0.05)
-        chunks = torch.randint(0, model.config.vocab_size, (2, 11))
+        chunks = torch.randint(0, model.config.vocab_size, shape)
         z = model.base_model(input_ids=chunks).last_hidden_state
+    return model, heads, chunks, z
+
+
+def test_a_heads_teacher_is_the_models_own_law_for_the_same_token(model_dir):
+    """With teacher_weight = 1, head j at t learns the model's law at t + j - 1 (the state that
+    predicts token t + j), through the same output layer."""
+    from draftlattice.training.trainer import head_losses
+
+    model, heads, chunks, z = _random_heads_on_random_tokens(model_dir, (2, 11))
+    with torch.no_grad():
         loss, _ = head_losses(heads, model, z, chunks, teacher_weight=1.0)
         lm_head, T, want = model.get_output_embeddings(), chunks.shape[1], []
         for i, head in enumerate(heads.heads):
@@ -286,14 +294,8 @@ def test_a_prefix_gated_head_learns_only_where_the_earlier_heads_had_their_token
     from draftlattice.training.prefix_gate import PrefixGate
     from draftlattice.training.trainer import head_losses
 
-    model = load(model_dir[0]).float()
-    heads = dlhf.DraftHeads.for_model(model, horizon=4).float()
-    torch.manual_seed(0)
+    model, heads, chunks, z = _random_heads_on_random_tokens(model_dir, (3, 13))
     with torch.no_grad():
-        for parameter in heads.parameters():
-            parameter.normal_(0, 0.05)
-        chunks = torch.randint(0, model.config.vocab_size, (3, 13))
-        z = model.base_model(input_ids=chunks).last_hidden_state
         k = model.config.vocab_size // 2  # random heads: about half the paths survive each head
         gate = PrefixGate(k=k, weight=gate_weight)
         loss, _ = head_losses(heads, model, z, chunks, prefix_gate=gate)

@@ -258,10 +258,9 @@ def _fit(
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
     p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
     lookup row's copy option (its longest copy and retrieval branch, only ``retrieval``'s when
-    given) fitted to this machine (each
-    candidate format's cost against nodes measured once and cached, the drafters' gains measured
-    once per drafter), with a line saying why; without a gains table, the first format, no fitted
-    tree (None) and the default copy (None)."""
+    given) fitted to this machine (each candidate format's cost against nodes measured once and
+    cached, the drafters' gains measured once per drafter), with a line saying why; without a
+    gains table, the first format, no fitted tree (None) and the default copy (None)."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (

@@ -16,6 +16,7 @@ from ..distilled_corpus import DistilledCorpus
 from ..hf.heads import DraftHeads, input_embeddings, output_embeddings
 from .batches import RecordBatches
 from .head_loss import chunked_linear_ce
+from .prefix_gate import drop_missed
 
 
 @torch.no_grad()
@@ -42,7 +43,7 @@ def head_accuracy(
             tokens, valid = tokens.to(device), valid.to(device)
             z = model.base_model(input_ids=tokens).last_hidden_state
             T = tokens.shape[1]
-            alive = torch.ones((len(ks), *tokens.shape), dtype=torch.bool, device=device)  # paths still in
+            alive = torch.ones((len(ks), *tokens.shape), device=device)  # the top-k lattices' paths still in
             for i, head in enumerate(heads.heads):
                 j = i + 2
                 if T <= j:
@@ -60,9 +61,8 @@ def head_accuracy(
                 sums[i]["loss"] += float(loss) * n
                 for m, (k, hit) in enumerate(zip(ks, hits)):
                     sums[i][f"top{k}"] += hit * n
-                    span = alive[m, :, : T - j]  # a view: the write below reaches ``alive``
-                    span[keep] = span[keep] & (rank < k)
-                    sums[i][f"path{k}"] += float(span[keep].sum())
+                    drop_missed(alive[m], keep, rank, k)
+                    sums[i][f"path{k}"] += float(alive[m, :, : T - j][keep].sum())
     results = []
     for i, s in enumerate(sums):
         n = max(1, s["positions"])

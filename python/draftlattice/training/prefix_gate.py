@@ -47,7 +47,13 @@ class PrefixGate:
         return (1.0 - self.weight) + self.weight * reached
 
     def advance(self, alive: Tensor, keep: Tensor, ranks: Tensor) -> None:
-        """Kill, in place, the paths whose head missed: ``ranks [rows]`` (tokens above the
-        target's) of the head's rows at ``keep [B, T']``."""
-        head_span = alive[:, : keep.shape[1]]  # a view: writes reach ``alive``
-        head_span[keep] = head_span[keep] * (ranks < self.k).float()
+        """Kill, in place, the paths whose head missed (:func:`drop_missed` at this gate's k)."""
+        drop_missed(alive, keep, ranks, self.k)
+
+
+def drop_missed(alive: Tensor, keep: Tensor, ranks: Tensor, k: int) -> None:
+    """Kill, in place, the paths of ``alive [B, T]`` (1 = still in the lattice) whose head missed:
+    ``ranks [rows]`` (tokens above the target's) of the head's rows at ``keep [B, T']``, a miss
+    being rank >= k."""
+    head_span = alive[:, : keep.shape[1]]  # a view: writes reach ``alive``
+    head_span[keep] = head_span[keep] * (ranks < k).to(alive.dtype)

@@ -174,17 +174,18 @@ class ContextLookup:
         continuation), and with ``retrieval`` beside a copy the datastore's continuation too."""
         copy = continuation(context, self.max_ngram, self.length)
         if not copy:
-            retrieved = self.datastore.continuation(context, self.length) if self.datastore is not None else []
+            retrieved = self._retrieved(context, self.length)
             return [retrieved] if retrieved else []
-        retrieved = self.datastore.continuation(context, self.retrieval) if self.retrieval else []
-        return [copy, retrieved] if retrieved and retrieved != copy[: len(retrieved)] else [copy]
+        beside = self._retrieved(context, self.retrieval)
+        return [copy, beside] if beside and beside != copy[: len(beside)] else [copy]
 
     def _copy(self, context: list[int], length: int) -> list[int]:
         """The context's own copy, else (with a datastore) the datastore's continuation."""
-        copy = continuation(context, self.max_ngram, length)
-        if not copy and self.datastore is not None:
-            copy = self.datastore.continuation(context, length)
-        return copy
+        return continuation(context, self.max_ngram, length) or self._retrieved(context, length)
+
+    def _retrieved(self, context: list[int], length: int) -> list[int]:
+        """The datastore's continuation of up to ``length`` tokens (``[]`` without one, or for 0)."""
+        return self.datastore.continuation(context, length) if self.datastore is not None and length else []
 
     def _join_sampled(self, sampled: SampledDrafts, contexts: list[list[int]]) -> tuple[Tensor, SampledDrafts]:
         """The last of the p + 1 sampled drafts replaced, in each row whose context has one, by
