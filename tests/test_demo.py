@@ -31,6 +31,7 @@ GREEDY_ROWS = [
 ]
 SAMPLING_ROWS = [
     "generate",
+    "lean",
     "heads",
     "heads_multi",
     "ngram_multi",
@@ -111,10 +112,16 @@ def test_greedy_rows_json_and_html(tiny, tmp_path, capsys):
 
 
 def test_sampling_rows(tiny, tmp_path, capsys):
-    code, out = run_demo(tiny, tmp_path, capsys, "--temperature", "1.0")
+    """Sampling rows beside plain sampling on the same lean step (their reference, a column of
+    its own); the sampling rows keep --p's drafts where the fitted tree is a node budget."""
+    code, out = run_demo(tiny, tmp_path, capsys, "--temperature", "1.0", "--nodes", "3")
     assert code == 0, out
     assert rows_of(out) == SAMPLING_ROWS
-    assert "sampling at T=1.0" in out
+    assert "sampling at T=1.0" in out and "| vs lean |" in out
+    assert "their reference is its own plain sampling row (lean)" in out
+    lean = next(line for line in out.splitlines() if line.startswith("| lean |"))
+    assert "plain sampling, lean step" in lean and "| 1.00x |" in lean  # itself, in the vs-lean column
+    assert "h=4 p=4 sampled drafts" in out and "nodes=3" in out
 
 
 def test_demo_on_the_default_model(default_folder, capsys):
@@ -129,6 +136,12 @@ def test_demo_on_the_default_model(default_folder, capsys):
     assert "Checked: all 12 drafted outputs" in out
     assert ("no llama_cpp row" in out) != llama
     assert "fastest drafting here: " in out  # the fit over drafters, on the step it fitted
+    if llama:  # llama.cpp's own sampler, seeded per prompt from the demo's seed
+        assert main(["demo", "--quick", "--temperature", "0.7", "--no-llama-cpp"]) == 0
+        assert "llama_cpp" not in capsys.readouterr().out
+        assert main(["demo", "--quick", "--temperature", "0.7"]) == 0
+        row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| llama_cpp |"))
+        assert "llama.cpp sampling (its own sampler)" in row
 
 
 def test_a_model_whose_tokenizer_differs_from_the_shipped_lm_is_refused(tiny, tmp_path, capsys):

@@ -132,7 +132,8 @@ def test_bad_input_is_refused_with_a_line_that_names_it(tmp_path):
 
 def test_no_drafts_on_the_step_decode_its_greedy_output_in_batches_too():
     """draft_step alone (draft_heads=None, no draft_lookup): plain greedy decoding on the step,
-    one token a call, left-padded batches through the general loop; greedy only."""
+    one token a call, left-padded batches through the general loop (plain sampling on it:
+    tests/test_plain_loop.py)."""
     from _hf_models import left_padded
     from draftlattice.hf import generate
 
@@ -145,8 +146,6 @@ def test_no_drafts_on_the_step_decode_its_greedy_output_in_batches_too():
     assert out.sequences.tolist() == expected.tolist()
     stats = out.draft_stats
     assert (stats.mean_nodes, stats.tokens_per_call, stats.target_calls) == (1.0, 1.0, 10)  # a token a call
-    with pytest.raises(ValueError, match="greedy decoding only"):
-        model.generate(ids[:1], max_new_tokens=4, do_sample=True, **kwargs)
 
 
 def test_a_drafting_within_the_margin_of_plain_decoding_is_not_chosen():

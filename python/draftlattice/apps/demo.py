@@ -200,8 +200,7 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
             plain.append(
                 RowSpec(
                     "lean",
-                    f"plain greedy, lean step, {step.weights} weights"
-                    + ("" if step.weights == "dense" else f" ({step.kernel})"),
+                    f"plain greedy, {_step_label(step)}",
                     "-",
                     {},
                     runner=step_runner(step, bundle.model),
@@ -211,8 +210,10 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
         return plain + list(extra_rows) + drafted
     heads = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": None}
     ngram = {**draft, "draft_heads": bundle.sampling_heads, "draft_lm": bundle.lm}
-    return [
-        RowSpec("generate", "plain sampling generate()", "-", {}),
+    plain = [RowSpec("generate", "plain sampling generate()", "-", {})]
+    if step is not None:  # plain sampling on the same step: what a drafted row must beat
+        plain.append(RowSpec("lean", f"plain sampling, {_step_label(step)}", "-", {**draft, "draft_heads": None}))
+    drafted = [
         RowSpec("heads", f"h={h} one sampled draft", "block", {**heads, "draft_p": 1, "draft_sample": "block"}),
         RowSpec(
             "heads_multi",
@@ -239,6 +240,13 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
             {**ngram, **st.tree, "draft_sample": "tree", "draft_alpha": st.alpha, **copy},
         ),
     ]
+    if step is not None:
+        drafted = [replace(spec, reference="lean") for spec in drafted]
+    return plain + list(extra_rows) + drafted
+
+
+def _step_label(step) -> str:
+    return f"lean step, {step.weights} weights" + ("" if step.weights == "dense" else f" ({step.kernel})")
 
 
 class TrunkCalls:
@@ -262,6 +270,7 @@ def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSetting
     """``(new token ids, serial target calls, seconds, accepted per call)`` of one generate()
     call (or the row's own runner)."""
     model = bundle.model
+    torch.manual_seed(seed)  # a runner that samples draws its seed from torch's generator
     if spec.runner is not None:
         start = time.perf_counter()
         tokens, calls = spec.runner(prompt.ids, max_new_tokens)
@@ -272,7 +281,6 @@ def decode_once(bundle, spec: RowSpec, prompt: DemoPrompt, settings: DemoSetting
         if settings.sampling
         else {"do_sample": False}
     )
-    torch.manual_seed(seed)
     with TrunkCalls(model) as calls:
         start = time.perf_counter()
         out = model.generate(

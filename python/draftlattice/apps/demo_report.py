@@ -71,11 +71,15 @@ class DemoReport:
         return row.tokens_per_s / base if base else 0.0
 
     def table(self) -> str:
+        """The rows' table: tokens/s against generate() and, where those rows ran, against plain
+        llama.cpp and plain decoding on the lean step (the reference a drafted row must beat)."""
         sampling = self.settings.sampling
+        others = [r for r in self.rows if r.name in ("llama_cpp", "lean")]
         lines = [
             "| row | settings | verifier | block efficiency | tokens/s | speedup | "
+            + "".join(f"vs {r.name} | " for r in others)
             + ("calls | tokens |" if sampling else "= generate |"),
-            "|---|---|---|---:|---:|---:|" + ("---:|---:|" if sampling else "---|"),
+            "|---|---|---|---:|---:|---:|" + "---:|" * len(others) + ("---:|---:|" if sampling else "---|"),
         ]
         for row in self.rows:
             last = (
@@ -83,9 +87,10 @@ class DemoReport:
                 if sampling
                 else ("(reference) |" if self.reference_of(row) is row else f"{self._agreement_cell(row)} |")
             )
+            ratios = "".join(f"{row.tokens_per_s / r.tokens_per_s if r.tokens_per_s else 0.0:.2f}x | " for r in others)
             lines.append(
                 f"| {row.name} | {row.spec.settings} | {row.spec.verifier} | {row.block_efficiency:.3f} "
-                f"| {row.tokens_per_s:.1f} | {self.speedup(row):.2f}x | {last}"
+                f"| {row.tokens_per_s:.1f} | {self.speedup(row):.2f}x | {ratios}{last}"
             )
         return "\n".join(lines)
 

@@ -27,10 +27,12 @@ def register(subparsers) -> None:
         "demo",
         help="the default model: generate() vs prompt lookup vs heads vs n-gram rescored drafts",
         description="Decode chat questions and WikiText-2 raw test openings with the default model "
-        "(fetched on first use) once per row: generate, prompt_lookup, lookup (a context copy, else the "
-        "datastore's retrieved draft, no heads), heads, heads_tree, ngram, ngram_tree, ngram_lookup_tree (with --temperature: generate, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree). "
-        "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate() "
-        "and how many outputs equal generate()'s.",
+        "(fetched on first use) once per row: generate, prompt_lookup, lean (plain decoding on the lean step), "
+        "llama_cpp (with llama-cpp-python), lookup (a context copy, else the datastore's retrieved draft, no "
+        "heads), heads, heads_tree, ngram, ngram_tree, ngram_lookup_tree (with --temperature: generate, lean, "
+        "llama_cpp, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree). "
+        "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate(), llama.cpp "
+        "and the lean step's plain decoding, and how many outputs equal their reference's.",
     )
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (CI smoke run)")
     p.add_argument("--chat", type=int, default=4, help="chat questions (default 4)")
@@ -185,8 +187,9 @@ def _demo(args: argparse.Namespace) -> int:
         bundle.step, tree, copy, fitted = _fit(
             bundle, args.models, formats, args.p, args.nodes, args.kernel, args.lookup_tokens is None, args.retrieval
         )
-        if tree is not None:
-            settings = dataclasses.replace(settings, p=tree.p, nodes=tree.node_budget)
+        if tree is not None:  # the sampling rows' p drafts stay --p's unless the tree is the p best
+            p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
+            settings = dataclasses.replace(settings, p=p, nodes=tree.node_budget)
         if copy is not None:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
@@ -209,7 +212,7 @@ def _demo(args: argparse.Namespace) -> int:
         report.notes.append(
             f"drafted rows run the lean step with {bundle.step.weights} weights"
             + ("" if bundle.step.weights == "dense" else f" on the {bundle.step.kernel} kernel")
-            + "; their reference is its own plain greedy row (lean)"
+            + f"; their reference is its own plain {'sampling' if settings.sampling else 'greedy'} row (lean)"
         )
     if not llama_row and not args.no_llama_cpp:
         report.notes.append(
@@ -347,8 +350,8 @@ def _formats(args: argparse.Namespace) -> list[str]:
 
 
 def _llama_row_available(args: argparse.Namespace) -> bool:
-    """Whether the llama_cpp row runs: llama-cpp-python installed, the default model, greedy."""
-    if args.no_llama_cpp or args.temperature is not None or args.model_dir is not None:
+    """Whether the llama_cpp row runs: llama-cpp-python installed, the default model."""
+    if args.no_llama_cpp or args.model_dir is not None:
         return False
     from importlib.util import find_spec
 
@@ -359,7 +362,7 @@ def _llama_cpp_row(args: argparse.Namespace, progress):
     from ..apps.llama_row import llama_cpp_row
     from ..default_model.gguf import default_gguf
 
-    return llama_cpp_row(default_gguf(progress=progress), threads=args.threads)
+    return llama_cpp_row(default_gguf(progress=progress), args.threads, args.temperature, args.top_p)
 
 
 def _write_html(bundle, report, path: Path) -> None:

@@ -48,6 +48,15 @@ def check_parts(model, heads, drafter, sample_rule: str | None, processors) -> N
         raise TypeError(f"processors must be callable (input_ids, scores) -> scores, got {type(processors).__name__}")
 
 
+def check_step(step, model) -> None:
+    """A lean step (``draftlattice.lean.LeanLlama``) built from ``model`` or its twin."""
+    if not step.fits(model):
+        raise ValueError(
+            f"step was built for another model ({len(step.layers)} layers, hidden {step.hidden_size}, "
+            f"vocab {step.vocab_size}): build it with LeanLlama(model, weights)"
+        )
+
+
 def check_inputs(model, input_ids, stopper, attention_mask: Tensor | None, position_ids: Tensor | None) -> None:
     """``input_ids [B, P]``: a non-empty batch of the model's token ids, every row with a token,
     none past the position table; the mask, positions and stopper of the same rows."""

@@ -34,7 +34,7 @@ from ..verify import accept_chains, accept_tree, verify_sampled
 from ..verify.path import accept_tree_chains, chain_nodes
 from ..verify.sampled import SAMPLE_RULES
 from . import row_loop
-from .arguments import check_inputs, check_parts
+from .arguments import check_inputs, check_parts, check_step
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
 from .forward import LAYOUTS, chain_forward, fill_padding, tree_forward
@@ -103,11 +103,8 @@ class Engine:
         if self.heads is None and self.observer is not None:
             raise ValueError("an observer records the heads' drafts: these steps run no heads")
         self._lm_head = self.model.get_output_embeddings()
-        if self.step is not None and not self.step.fits(self.model):
-            raise ValueError(
-                f"step was built for another model ({len(self.step.layers)} layers, hidden {self.step.hidden_size}, "
-                f"vocab {self.step.vocab_size}): build it with LeanLlama(model, weights)"
-            )
+        if self.step is not None:
+            check_step(self.step, self.model)
 
     def head_logits(self, hidden: Tensor, next_ids: Tensor) -> Tensor:
         """Logits of heads 2..h ``[..., h-1, V]`` at ``hidden [..., d]``, where the target chose

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
+from ..decode import plain_loop
 from ..decode.drafters import LatticeDrafter, Sampling
 from ..decode.drafters.copy_keywords import NO_COPY, CopyKeywords
 from ..decode.drafters.lookup import LOOKUP_TOKENS
@@ -82,8 +83,9 @@ def generate(
         draft_heads: :class:`DraftHeads` of this model; horizon h gives drafts of h - 1 tokens.
             None with ``draft_lookup``: the draft copied from the context alone (greedy, tree
             layout), no heads run; a step without a copy is a plain decoding step. None without
-            ``draft_lookup`` but with ``draft_step``: no drafts, plain greedy decoding on that
-            step (where no draft pays on the CPU).
+            ``draft_lookup`` but with ``draft_step``: no drafts, plain greedy decoding or plain
+            sampling on that step (where no draft pays on the CPU; sampling draws as generate()
+            draws, :mod:`draftlattice.decode.plain_loop`).
         draft_lm: a :class:`draftlattice.NgramLM` over the model's token ids, or None: the
             drafts are then the p best paths of the heads' own top-k lattice.
         draft_k: candidates per head in the lattice (top-k).
@@ -212,7 +214,7 @@ def _drafter(heads, verify, sample_rule, lattice: dict) -> LatticeDrafter:
     if not isinstance(heads, DraftHeads):
         raise ValueError(  # noqa: TRY004 (the project's convention: ValueError for bad arguments)
             "draft_heads is required (or draft_lookup, to draft copies of the context alone, or draft_step alone, "
-            "for plain greedy decoding on it): DraftHeads.for_model(model, horizon=4) or "
+            "for plain decoding on it): DraftHeads.for_model(model, horizon=4) or "
             f"DraftHeads.from_pretrained(folder, model); got {type(heads).__name__}"
         )
     if verify not in LAYOUTS:
@@ -295,6 +297,13 @@ def _decode(
     copy.check(do_sample, draft_sample)
     if draft_heads is None and draft_nodes is not None:
         raise ValueError("draft_nodes shapes the tree of the heads' lattice: it needs draft_heads")
+    if draft_heads is None and not draft_lookup and draft_step is not None and do_sample:
+        input_ids = input_ids.to(output_embeddings(model).weight.device)
+        stopper = _stopper(criteria, config, input_ids)
+        new_tokens, stats = plain_loop.run(
+            draft_step, model, input_ids, stopper, processors, model_kwargs, draft_streamer
+        )
+        return _output(config, stopper.output(input_ids, new_tokens), stats)
     if draft_heads is None and draft_lookup:
         drafter = copy.alone(draft_lm, draft_verify, do_sample)
     elif draft_heads is None and draft_step is not None:
@@ -328,7 +337,10 @@ def _decode(
         model_kwargs.get("cache", model_kwargs.get("past_key_values")),
         config.max_length,
     )
-    sequences = stopper.output(input_ids, new_tokens)
+    return _output(config, stopper.output(input_ids, new_tokens), stats)
+
+
+def _output(config, sequences: Tensor, stats: DecodeStats):
     logger.debug("draftlattice.hf.generate: %s", stats.summary())
     if config.return_dict_in_generate:
         return DraftGenerateOutput(sequences=sequences, draft_stats=stats)

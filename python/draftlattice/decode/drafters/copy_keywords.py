@@ -44,7 +44,8 @@ class CopyKeywords:
         """draft_heads=None: the context's copy is the only draft."""
         if do_sample:
             raise ValueError(
-                "draft_heads=None drafts the context's copy alone, or nothing: greedy decoding only (do_sample=False)"
+                "draft_heads=None with draft_lookup drafts the context's copy alone: greedy decoding only "
+                "(do_sample=False); plain sampling on a lean step: draft_step without draft_lookup"
             )
         if lm is not None:
             raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
