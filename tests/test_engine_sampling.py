@@ -105,11 +105,15 @@ def test_several_drafts_keep_the_law_verified_as_a_tree_or_as_chains(lm, rule, l
 @pytest.mark.parametrize("layout", ["tree", "batch"])
 @pytest.mark.parametrize("use_lm", [True, False])
 def test_a_tree_of_the_best_prefixes_keeps_the_law_with_the_tree_rule(lm, layout, use_lm):
-    """The tree rule on the lattice's best prefixes (paths of different lengths, -1 padded)."""
+    """The tree rule on the lattice's best prefixes (paths of different lengths, -1 padded): as
+    chains, padded by repeating their last token; as their trie, as short as drafted (the root
+    and at most 5 prefix nodes a row)."""
     model, heads = peaked_model()
     sampling = Sampling(temperature=0.9, top_k=5)
     drafter = LatticeDrafter(lm if use_lm else None, k=4, alpha=1.0, nodes=5)
     counts, stats = engine_counts(model, heads, drafter, "tree", sampling, seed=29, layout=layout)
+    steps = stats.target_calls - stats.prefill_calls
+    assert (stats.nodes <= 6 * steps) == (layout == "tree")
     assert stats.new_tokens == ROWS * NEW
     assert 0 < stats.mean_accepted < 2
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3

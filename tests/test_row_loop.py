@@ -188,3 +188,47 @@ def _count_moves(monkeypatch, step) -> list:
 def _counters(stats) -> tuple:
     """What a run counted (its timings aside)."""
     return stats.target_calls, stats.prefill_calls, stats.accepted, stats.nodes, stats.new_tokens
+
+
+@pytest.mark.parametrize("weights", ["dense", "int4"])
+def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted, tmp_path, weights):
+    """One row sampled by the tree rule (the p best paths, the best prefixes, the copy joined),
+    temperature and top-k applied at every node: the same seed gives the general loop's tokens,
+    acceptances and calls (the same laws, walked with the same draws)."""
+    from draftlattice.decode import Sampling
+
+    model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
+    step = LeanLlama(model, weights)
+    lm = own_ngram(model, tmp_path, PROMPTS)
+    records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
+    store = Datastore.from_records(records, min_ngram=1)
+    sampling = Sampling(temperature=0.6, top_k=6)
+    drafters = [
+        lambda: LatticeDrafter(lm, k=4, p=3),
+        lambda: LatticeDrafter(lm, k=4, nodes=4),
+        lambda: ContextLookup(LatticeDrafter(lm, k=4, p=2), 2, 5, store),
+    ]
+    accepted = 0
+    for make in drafters:
+        for seed, prompt in enumerate(PROMPTS):
+            runs = []
+            for fast in (False, True):
+                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
+                ids = torch.tensor([prompt])
+                engine = Engine(
+                    model,
+                    heads,
+                    make(),
+                    sample_rule="tree",
+                    sampling=sampling,
+                    processors=sampling.processors(),
+                    step=step,
+                )
+                torch.manual_seed(seed)
+                runs.append(engine.run(ids, RowStopper(ids, 17, {9}, [], 0), max_length=len(prompt) + 17))
+            (tokens_a, a), (tokens_b, b) = runs
+            assert tokens_a == tokens_b, (prompt, make)
+            assert _counters(a) == _counters(b), (prompt, make)
+            accepted += sum(map(sum, b.accepted))
+    assert len(counted) == len(drafters) * len(PROMPTS)
+    assert accepted > 15  # drafts were accepted: the walk went down the trees

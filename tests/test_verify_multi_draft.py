@@ -39,6 +39,25 @@ def deterministic_tree(s: tuple, V: int, p: int, g: int, seed: int) -> list[list
     return rows
 
 
+def short_tree(s: tuple, V: int, p: int, g: int, seed: int) -> list[list[int]]:
+    """:func:`deterministic_tree` with some rows ending early (-1 past their length), as a tree
+    of a lattice's best prefixes: branches of different depths, a row of no token at times."""
+    rng = random.Random(f"short:{seed}:{s}")
+    rows = deterministic_tree(s, V, p, g, seed)
+    for row in rows[1:] if rng.random() < 0.5 else rows:
+        if rng.random() < 0.6:
+            end = rng.randrange(g)
+            row[end:] = [-1] * (g - end)
+    return rows
+
+
+def tree_drafts(rule: str, s: tuple, V: int, p: int, g: int, seed: int) -> list[list[int]]:
+    return (short_tree if rule == "short" else deterministic_tree)(s, V, p, g, seed)
+
+
+TREE_RULES = ("tree", "short")  # deterministic drafts, full length or ending early
+
+
 def iid_drafts(model: ContextModel, s: tuple, p: int, g: int):
     """Every p-tuple of drafts drawn i.i.d. from q, with its probability."""
     V = model.V
@@ -97,16 +116,22 @@ def wor_drafts(model: ContextModel, s: tuple, p: int, g: int):
 
 
 def tensors(model: ContextModel, s: tuple, drafts: list[list[int]]):
+    """Drafts, the target's laws after each row's prefixes and the drafter's; past a row's end
+    (-1) the law at its end, which the rule never reads."""
     g = len(drafts[0])
-    tp = [[model.p(s + tuple(X[:j])) for j in range(g + 1)] for X in drafts]
-    q = [[model.q(s + tuple(X[:j])) for j in range(g)] for X in drafts]
+
+    def prefix(X, j):
+        return s + tuple(t for t in X[:j] if t >= 0)
+
+    tp = [[model.p(prefix(X, j)) for j in range(g + 1)] for X in drafts]
+    q = [[model.q(prefix(X, j)) for j in range(g)] for X in drafts]
     return torch.tensor(drafts), torch.tensor(tp, dtype=F64), torch.tensor(q, dtype=F64)
 
 
 def step_cases(model, s, rule, p, g, seed):
     """(drafts [p, g], probability) of every draft set the drafter can propose after s."""
-    if rule == "tree":
-        return [(deterministic_tree(s, model.V, p, g, seed), 1.0)]
+    if rule in TREE_RULES:
+        return [(tree_drafts(rule, s, model.V, p, g, seed), 1.0)]
     if rule == "wor":
         return list(wor_drafts(model, s, p, g))
     if rule == "copy":  # p - 1 i.i.d. rows and, last, a fixed row (as a draft copied from the context)
@@ -119,10 +144,10 @@ def law_of(rule, X, tp, q):
     if rule == "copy":  # the fixed row's law is one-hot on its tokens
         q = q.clone()
         q[:, -1] = torch.nn.functional.one_hot(X[:, -1], q.shape[-1]).to(q.dtype)
-    return multi_draft_verify_distribution(X, tp, None if rule == "tree" else q, without_replacement=rule == "wor")
+    return multi_draft_verify_distribution(X, tp, None if rule in TREE_RULES else q, without_replacement=rule == "wor")
 
 
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
+@pytest.mark.parametrize("rule", ["tree", "short", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("V,p,g,N,seed", [(3, 2, 2, 4, 0), (3, 3, 2, 3, 1), (4, 2, 1, 3, 2), (2, 3, 3, 4, 3)])
 def test_speculative_loop_is_exact(rule, V, p, g, N, seed):
     """Draft p rows, verify, append, repeat until N tokens: the law of the first N tokens is the
@@ -212,7 +237,7 @@ def _walk(monkeypatch, walk: str, device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
+@pytest.mark.parametrize("rule", ["tree", "short", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("walk", ["batched", "host"])
 def test_monte_carlo_matches_exact_law(device, rule, dtype, walk, monkeypatch):
@@ -224,8 +249,8 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype, walk, monkeypatch):
     for c in range(5):
         model = PositiveQ(V, 30 + c, same_prob=0.1)
         rng = random.Random(c)
-        if rule == "tree":
-            drafts = deterministic_tree((), V, p, g, c)
+        if rule in TREE_RULES:
+            drafts = tree_drafts(rule, (), V, p, g, c)
         elif rule == "wor":
             trees = list(wor_drafts(model, (), p, g))
             drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
@@ -240,7 +265,7 @@ def test_monte_carlo_matches_exact_law(device, rule, dtype, walk, monkeypatch):
                 drafts.append(deterministic_tree((), V, 1, g, c)[0])
         cases.append(tensors(model, (), drafts))
     X, tp, q = (torch.stack(t) for t in zip(*cases))
-    q = None if rule == "tree" else q
+    q = None if rule in TREE_RULES else q
     if rule == "copy":  # the fixed row's law is one-hot on its tokens
         q[:, -1] = torch.nn.functional.one_hot(X[:, -1], V).to(q.dtype)
     wor = rule == "wor"
@@ -285,7 +310,7 @@ def per_node_laws(drafts: torch.Tensor, tp: torch.Tensor) -> tuple[torch.Tensor,
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor"])
+@pytest.mark.parametrize("rule", ["tree", "short", "rrs", "wor"])
 def test_laws_per_tree_node_give_the_same_draws(device, rule):
     """target_probs given once per tree node (with ``nodes``) is the same rule as the per-row
     copies: same generator, same outputs, draw for draw."""
@@ -298,10 +323,10 @@ def test_laws_per_tree_node_give_the_same_draws(device, rule):
         if rule == "wor":
             drafts = rng.choices([t for t, _ in trees], [w for _, w in trees])[0]
         else:
-            drafts = deterministic_tree((), V, p, g, c)
+            drafts = tree_drafts(rule, (), V, p, g, c)
         cases.append(tensors(model, (), drafts))
     X, tp, q = (torch.stack(t).to(device) for t in zip(*cases))
-    q = None if rule == "tree" else q
+    q = None if rule in TREE_RULES else q
     laws, nodes = (t.to(device) for t in per_node_laws(X.cpu(), tp.cpu()))
     wor = rule == "wor"
     rows = multi_draft_verify(X, tp, torch.Generator(device=device).manual_seed(3), q, wor)
@@ -311,7 +336,7 @@ def test_laws_per_tree_node_give_the_same_draws(device, rule):
     assert int(rows.num_accepted.max()) > 0  # the drafts were accepted at times
 
 
-@pytest.mark.parametrize("rule", ["tree", "rrs", "wor", "copy"])
+@pytest.mark.parametrize("rule", ["tree", "short", "rrs", "wor", "copy"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("per_node", [False, True])
 def test_the_host_walk_draws_as_the_batched_walk(rule, dtype, per_node):
@@ -327,10 +352,10 @@ def test_the_host_walk_draws_as_the_batched_walk(rule, dtype, per_node):
         if rule == "wor":
             drafts = rng.choices([t for t, _ in model_trees], [w for _, w in model_trees])[0]
         else:
-            drafts = deterministic_tree((), V, p, g, c)
+            drafts = tree_drafts(rule, (), V, p, g, c)
         cases.append(tensors(model, (), drafts))
     X, tp, q = (torch.stack(t) for t in zip(*cases))
-    tp, q = tp.to(dtype), (None if rule == "tree" else q.to(dtype))
+    tp, q = tp.to(dtype), (None if rule in TREE_RULES else q.to(dtype))
     if rule == "copy":
         q[:, -1] = torch.nn.functional.one_hot(X[:, -1], V).to(dtype)
     laws, nodes = per_node_laws(X, tp) if per_node else (tp, None)
@@ -365,6 +390,12 @@ def test_bad_inputs_raise():
         multi_draft_verify(X, tp[:, 0], nodes=torch.zeros(1, 2, 2, dtype=torch.int64))
     with pytest.raises(ValueError, match="one per tree node"):
         multi_draft_verify(X, tp, nodes=torch.zeros(1, 2, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match="a token follows a -1"):
+        multi_draft_verify(torch.tensor([[[0, 1], [-1, 2]]]), tp)
+    with pytest.raises(ValueError, match=r"\[0, 4\), got range \[-1"):  # sampled drafts have every token
+        multi_draft_verify(torch.tensor([[[0, 1], [1, -1]]]), tp, q=torch.full((1, 2, 2, 4), 0.25))
+    with pytest.raises(ValueError, match=r"or -1 past .*got range \[-2"):
+        multi_draft_verify(torch.tensor([[[0, 1], [1, -2]]]), tp)
 
 
 def test_without_replacement_accepts_more_than_with():

@@ -8,7 +8,7 @@ general loop would spend ~1 ms a token on a tree of one node; this loop spends a
 Each step applies generate()'s processors to the step's float32 logits over the sequence so far
 and draws every row from their softmax, finished rows then taking the pad token, as
 ``generate(do_sample=True)`` does: the same law. The draw is by inversion, one uniform a row
-(:func:`draftlattice.verify._common.draw_categorical`, as the verifiers draw), not
+(:func:`draftlattice.verify.draw_categorical`, as the verifiers draw), not
 ``torch.multinomial``, which costs ~1 ms a draw over a 49,152-token vocabulary on one CPU thread
 (a fifth of the default model's int4 step) against ~0.05: so the tokens are not generate()'s
 for the same seed, but those of its law drawn from the same generator
@@ -22,7 +22,7 @@ import time
 import torch
 from torch import Tensor
 
-from ..verify._common import draw_categorical
+from ..verify import draw_categorical
 from .arguments import check_inputs, check_step
 from .cache import additive_mask
 from .stats import DecodeStats

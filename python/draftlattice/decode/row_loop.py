@@ -1,5 +1,5 @@
-"""The engine's loop for one greedy row on a lean step: its drafts as a chain or a small tree,
-kept lean.
+"""The engine's loop for one row on a lean step, greedy or sampled by the tree rule: its drafts
+as a chain or a small tree, kept lean.
 
 Why: on a CPU the lean step verifies 2-4 tokens for 5-15% more than one (bench/RESULTS.md), so a
 draft pays only if the step around the forward costs about what plain decoding's does. The
@@ -10,14 +10,16 @@ after a forward has flushed the caches. One row needs none of it: its few drafts
 Python lists, acceptance a walk down it (``verify.tree_host.accepted_walk``), and the cache moves the accepted path's slots into
 place only where the path leaves the first branch (a chain's accepted prefix is already there).
 
-The engine takes it where it applies (:func:`applies`): greedy decoding of one row without
-padding, processors, extra stopping criteria, observer or streamer, on a lean step, on the
+The engine takes it where it applies (:func:`applies`): greedy decoding, or sampling by the tree
+rule (``sample_rule="tree"``: the same drafts, the rule's walk on each node's law, processors that
+read the scores alone), of one row without padding, processors (greedy), extra stopping criteria,
+observer or streamer, on a lean step, on the
 "tree" layout, drafted by the context's copy alone (``ContextLookup(None)``), by the heads'
 lattice (``LatticeDrafter``: the p best paths, rescored by an LM or not) or by both
 (``ContextLookup(LatticeDrafter)``). Its trie numbers nodes as the general loop's
 (:func:`draftlattice.verify.tree_host.host_tree_fields`: by depth, then by the first draft
 through a node), and its forwards, head projections and drafter calls are the general loop's,
-input for input, so its outputs and statistics are the general loop's
+input for input (and, sampling, its draws), so its outputs and statistics are the general loop's
 (``tests/test_row_loop.py``).
 """
 
@@ -29,11 +31,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..verify import draw_categorical, multi_draft_verify
 from ..verify.greedy import target_tokens
 from ..verify.tree_host import accepted_walk
 from .drafters.base import to_host
 from .drafters.lattice import LatticeDrafter
 from .drafters.lookup import ContextLookup
+from .processors import needs_context, process_scores_only
 from .stats import DecodeStats
 from .stopping import RowStopper
 
@@ -44,13 +48,15 @@ def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_i
     copy = isinstance(drafter, ContextLookup)
     lattice = drafter.drafter if copy else drafter
     known_drafter = (copy and lattice is None) or (type(lattice) is LatticeDrafter and engine.heads is not None)
+    # Sampling with the tree rule: its drafts are the greedy ones, its walk reads each node's law
+    # (processors that look at the scores alone apply to all nodes at once)
+    sampled = engine.sample_rule == "tree" and not needs_context(engine.processors)
     return (
         known_drafter
         and input_ids.shape[0] == 1
         and engine.step is not None
-        and engine.sample_rule is None
+        and (sampled or (engine.sample_rule is None and not engine.processors))
         and engine.layout == "tree"
-        and not engine.processors
         and engine.observer is None
         and engine.streamer is None
         and (attention_mask is None or bool(attention_mask.all()))
@@ -61,15 +67,21 @@ def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_i
 
 
 def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list[list[int]], DecodeStats]:
-    """Greedy decoding of ``input_ids [1, P]`` with ``engine.drafter``'s drafts a step."""
+    """Greedy decoding (or sampling by the tree rule) of ``input_ids [1, P]`` with
+    ``engine.drafter``'s drafts a step."""
     stats, drafter, device = DecodeStats(), engine.drafter, input_ids.device
     copy_only = isinstance(drafter, ContextLookup) and drafter.drafter is None
+    sampling = engine.sample_rule is not None
     new: list[list[int]] = [[]]
     P = input_ids.shape[1]
     start = time.perf_counter()
     hidden = target.hidden(input_ids, torch.arange(P, device=device).unsqueeze(0), None)
     scores = target.logits(hidden[:, -1])  # [1, V]
-    root = int(target_tokens(scores)[0])
+    if sampling:  # as the general loop's prefill draws it
+        scores = engine.processors(input_ids, scores) if engine.processors else scores
+        root = int(draw_categorical(scores.softmax(-1))[0])
+    else:
+        root = int(target_tokens(scores)[0])
     proposal = None if copy_only else _propose(engine, engine.head_logits(hidden[:, -1], _ids(root, device)))
     stats.target_calls, stats.prefill_calls = 1, 1
     stats.prefill_seconds = time.perf_counter() - start
@@ -79,7 +91,10 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
     cache, lowest = target.cache, torch.finfo(target.dtype).min
     while not stopper.all_done:
         start = time.perf_counter()
-        drafts = drafter.copies(context + new[0]) if copy_only else _finish(drafter, proposal, context + new[0], device)
+        if copy_only:
+            drafts, width = drafter.copies(context + new[0]), 0
+        else:
+            drafts, width = _finish(drafter, proposal, context + new[0], device)
         stats.drafting_seconds += time.perf_counter() - start
         start = time.perf_counter()
         trie, past = _Trie(root, drafts), cache.get_seq_length()
@@ -92,10 +107,15 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
             mask[0, 0, :, past:].masked_fill_(trie.hidden_from(device), lowest)
         hidden = target.hidden(torch.tensor([trie.tokens], device=device), positions, mask)  # [1, T, d]
         scores, fused_heads = target.node_logits(hidden)
-        chosen = target_tokens(scores[0]).tolist()
-        path = accepted_walk(trie.tokens, trie.parent, chosen)
+        if sampling:
+            if engine.processors:
+                scores = process_scores_only(engine.processors, scores)
+            path, root = _tree_rule(trie, drafts, width, scores)
+        else:
+            chosen = target_tokens(scores[0]).tolist()
+            path = accepted_walk(trie.tokens, trie.parent, chosen)
+            root = chosen[path[-1]]
         end = path[-1]
-        root = chosen[end]
         if not copy_only:  # the heads at the last accepted node, as the general loop reads them
             heads = fused_heads[:, end] if fused_heads is not None else None
             if heads is None:
@@ -128,7 +148,8 @@ class _Trie:
 
     def __init__(self, root: int, drafts: list[list[int]]) -> None:
         self.tokens, self.parent, self.depth = [root], [-1], [0]
-        node_of: dict[tuple[int, ...], int] = {(): 0}
+        self.node_of: dict[tuple[int, ...], int] = {(): 0}  #: each draft prefix's node
+        node_of = self.node_of
         for j in range(max(map(len, drafts), default=0)):
             for draft in drafts:
                 if j < len(draft) and (key := tuple(draft[: j + 1])) not in node_of:
@@ -154,10 +175,25 @@ def _propose(engine, head_logits: Tensor):
     return proposal, to_host(proposal.to_host)
 
 
-def _finish(drafter, proposal, context: list[int], device) -> list[list[int]]:
-    """The step's drafts from the drafter's host half (their ``-1`` padding dropped)."""
+def _finish(drafter, proposal, context: list[int], device) -> tuple[list[list[int]], int]:
+    """The step's drafts from the drafter's host half (their ``-1`` padding dropped), and the
+    width of the drafter's tensor of them (the tree rule draws a uniform per depth of it)."""
     drafts, _ = drafter.finish(proposal[0], proposal[1], [context], device)
-    return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()]
+    return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()], drafts.shape[-1]
+
+
+def _tree_rule(trie: _Trie, drafts: list[list[int]], width: int, scores: Tensor) -> tuple[list[int], int]:
+    """The tree rule's walk down ``trie`` (:func:`draftlattice.verify.multi_draft_verify`, as the
+    general loop calls it, on the same laws and the same draws): the accepted path's nodes and
+    the next token."""
+    node_of, drafts = trie.node_of, drafts or [[]]
+    rows = [draft + [-1] * (width - len(draft)) for draft in drafts]
+    nodes = [[node_of[tuple(draft[:j])] if j <= len(draft) else -1 for j in range(width + 1)] for draft in drafts]
+    best, num, token = multi_draft_verify(
+        torch.tensor([rows]), scores.softmax(-1), None, None, nodes=torch.tensor([nodes])
+    )
+    chosen = drafts[int(best[0])]
+    return [node_of[tuple(chosen[:j])] for j in range(int(num[0]) + 1)], int(token[0])
 
 
 def _ids(token: int, device) -> Tensor:

@@ -15,7 +15,9 @@ Three rules, one function, :func:`multi_draft_verify`:
   if ``y`` is a child of the node (the next token of some row through it) the walk descends,
   otherwise ``y`` is the next token; at depth ``g`` the draw is the next token.  The output is a
   plain sample of the target, for any fixed tree; the expected number of accepted tokens is the
-  target mass the tree covers.
+  target mass the tree covers. Drafts may end early (``-1`` past a draft's length, e.g. a tree of
+  a lattice's best prefixes): a node no live row continues has no child, so its draw is the next
+  token, and a law past a row's length is never read.
 * ``q [B, p, g, V]`` -- the rows are independent samples of the drafter's law:
   row ``i``'s token ``j`` was drawn from ``q[b, i, j]``, the drafter's law given row ``i``'s first
   ``j`` tokens (with replacement: rows may coincide). Rows may come from different laws, as long
@@ -104,8 +106,15 @@ def _check(
         raise ValueError(f"q must be [B, p, g, V] = [{B}, {p}, {g}, {V}], got {tuple(q.shape)}")
     if drafts.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"drafts must hold integer token ids, got {drafts.dtype}")
-    if drafts.numel() and (int(drafts.min()) < 0 or int(drafts.max()) >= V):
-        raise ValueError(f"draft token ids must be in [0, {V}), got range [{int(drafts.min())}, {int(drafts.max())}]")
+    low = -1 if q is None else 0  # the tree rule's drafts may end early: -1 past their length
+    if drafts.numel() and (int(drafts.min()) < low or int(drafts.max()) >= V):
+        raise ValueError(
+            f"draft token ids must be in [0, {V})"
+            + (" (or -1 past a deterministic draft's end)" if q is None else "")
+            + f", got range [{int(drafts.min())}, {int(drafts.max())}]"
+        )
+    if q is None and drafts.numel() and bool((drafts[..., 1:] >= 0).logical_and(drafts[..., :-1] < 0).any()):
+        raise ValueError("a draft's -1 padding must come after its tokens (a token follows a -1)")
     return B, p, g, V
 
 
@@ -167,7 +176,7 @@ def multi_draft_verify(
     """Verifies ``p`` drafts per batch row losslessly (see the module docstring for both rules).
 
     Args:
-        drafts: [B, p, g] int token ids.
+        drafts: [B, p, g] int token ids (with ``q=None``, -1 past a draft's length).
         target_probs: [B, p, g+1, V] target's law after each row's first j tokens; with
             ``nodes``, [B, N, V]: one law per node of the drafts' token tree.
         generator: ``torch.Generator`` on the tensors' device (None: the global one).
@@ -291,6 +300,8 @@ def _node_law(out: Tensor, rows: list, tp: Tensor, q: Tensor | None, live: list[
     if q is None:  # the target's draw picks the child; a non-child draw is the next token
         rest = law.clone()
         for x, sub in through.items():
+            if x < 0:  # drafts that end here: no child
+                continue
             _node_law(out, rows, tp, q, sub, j + 1, mass * law[x], wor)
             rest[x] = 0
         out[first, j] += mass * rest

@@ -89,7 +89,7 @@ def accept_chains(
 
 def chain_nodes(tree: TokenTree) -> Tensor:
     """``[B, p, g+1]``: the tree node of each draft's prefix of length 0..g (the root, then the
-    draft's tokens), for drafts that all have ``g`` tokens. A chain's view of a tree forward:
+    draft's tokens), -1 past a draft's end. A chain's view of a tree forward:
     ``scores[rows, chain_nodes(tree)]`` are the scores ``p`` chains would give, each shared
     prefix computed once."""
     B, p, _ = tree.draft_nodes.shape
@@ -107,14 +107,16 @@ def accept_tree_chains(
     best: Tensor | None,
 ) -> AcceptedPath:
     """A sampling rule's ``num``/``next_token`` on draft ``best`` (None = draft 0) of ``drafts
-    [B, p, g]`` (all ``g`` tokens long), verified as their token ``tree``: ``scores [B, T, V]`` and
+    [B, p, g]`` (-1 past a deterministic draft's end), verified as their token ``tree``: ``scores [B, T, V]`` and
     ``hidden [B, T, d]`` at the tree's nodes."""
     B, p, g = drafts.shape
     device = hidden.device
     rows = torch.arange(B, device=device)
     if best is None:
         best = torch.zeros(B, dtype=torch.int64, device=device)
-    slots = chain_nodes(tree)[rows, best]  # [B, g+1] the chosen draft's nodes, by depth
+    # [B, g+1] the chosen draft's nodes by depth; past a draft's end (-1) the root's, never kept
+    # (the cache keeps a row's first num + 1 slots), only a valid index
+    slots = chain_nodes(tree)[rows, best].clamp(min=0)
     tokens = _committed(drafts.to(device)[rows, best], num, next_token)
     last = (rows, slots.gather(1, num.unsqueeze(1)).squeeze(1))
     flat = _flat_nodes(slots, tree.size)
