@@ -14,6 +14,12 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
         [--retrieval 0 3] [--chat 6] [--text 6] \\
         [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
 
+``--temperature T`` measures sampling instead: the same tree of best prefixes (``--nodes``) verified
+by the tree rule (``draft_sample="tree"``, lossless) and plain sampling on the same step, at
+temperature T, seeded per prompt, and adds them to the existing table (``-o``, default the shipped
+one) as its ``sampled`` entry, the greedy entries kept: what ``fastest_drafting(b, temperature=T)``
+reads.
+
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
 new heads through the drafts before shipping them (``--copy-tokens`` with no value skips the
 copy rows, which do not read the heads, ``--nodes`` with none the node budgets); each needs
@@ -32,6 +38,7 @@ from pathlib import Path
 import torch
 
 import draftlattice.hf as dlhf
+from draftlattice.cli._output import atomic_file
 from draftlattice.decode.drafters.lookup import LOOKUP_TOKENS
 from draftlattice.default_model import load_default
 from draftlattice.hf.heads import DraftHeads
@@ -62,10 +69,15 @@ def main() -> None:
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
+    parser.add_argument("--temperature", type=float, help="measure sampling at this temperature (see above)")
     parser.add_argument("-o", "--output", help=f"where to write the table (default: {SHIPPED_TABLE})")
     args = parser.parse_args()
+    if args.temperature is not None and not args.temperature > 0:
+        parser.error(f"--temperature must be > 0, got {args.temperature}")
+    if args.temperature is not None and not args.nodes:
+        parser.error("--temperature measures the tree of best prefixes: give --nodes")
     if args.output is None:
-        if args.heads is not None or not args.copy_tokens or not args.nodes:  # not what fastest_drafting should read
+        if args.heads is not None or ((not args.copy_tokens or not args.nodes) and args.temperature is None):
             parser.error("--heads or an empty --copy-tokens or --nodes: name the output (-o), not the shipped table")
         args.output = SHIPPED_TABLE
     torch.set_num_threads(args.threads)
@@ -76,16 +88,21 @@ def main() -> None:
     prompts = calibration_prompts(bundle, args.chat, args.text)
     curve = measure_cost_curve(bundle.step)  # the table's reference: the forward's cost by nodes
 
+    sampling = {"do_sample": False} if args.temperature is None else {"do_sample": True, "top_k": 0}
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+
     def measure(**drafting) -> dict:
         total, warm = None, False
-        for prompt in [prompts[0]] + prompts:  # the first call warms up (allocations, kernels), uncounted
+        for i, prompt in enumerate([prompts[0]] + prompts):  # the first call warms up, uncounted
             ids = torch.tensor([prompt])
             settings = dict(draft_k=args.k, draft_alpha=args.alpha, draft_lookup=args.lookup, draft_step=bundle.step)
+            torch.manual_seed(i)
             out = bundle.model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 max_new_tokens=args.max_new_tokens if warm else 8,
-                do_sample=False,
+                **sampling,
                 custom_generate=dlhf.generate,
                 return_dict_in_generate=True,
                 **{**settings, **drafting},
@@ -107,6 +124,10 @@ def main() -> None:
 
     # the lattice's tree (its p best drafts, or its best prefixes) with the copy, else the datastore's
     tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_datastore": bundle.datastore}
+    if args.temperature is not None:
+        tree["draft_sample"] = "tree"
+        add_sampled(args, bundle, tree, measure)
+        return
     options, node_options, copy_options = [], [], []
     for p in args.p:
         options.append({"p": p, **measure(**tree, draft_p=p)})
@@ -130,7 +151,7 @@ def main() -> None:
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
         "heads": str(args.heads) if args.heads else "shipped",
-        "measured": f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads",
+        "measured": measured(args),
         "cost_curve_ms": dict(zip(curve.nodes, [round(ms, 2) for ms in curve.ms])),
         "options": options,
         "node_options": node_options,
@@ -139,10 +160,39 @@ def main() -> None:
         "copy_options": copy_options,
         "plain": plain,
     }
-    with open(args.output, "w") as f:
-        json.dump(table, f, indent=1)
-        f.write("\n")
+    write(table, args.output)
     print(f"wrote {args.output}")
+
+
+def measured(args) -> str:
+    return f"{date.today()} {platform.processor() or platform.machine()}, {args.threads} threads"
+
+
+def write(table: dict, path: str) -> None:
+    """Whole or not at all: an interrupted run leaves the table as it was."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(table, indent=1) + "\n")
+
+
+def add_sampled(args, bundle, tree: dict, measure) -> None:
+    """The ``sampled`` entry: the tree rule's node budgets and plain sampling, into the table at
+    ``args.output`` (its other entries kept)."""
+    table = json.loads(Path(args.output).read_text())
+    node_options = []
+    for nodes in args.nodes:
+        node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
+        print(node_options[-1], flush=True)
+    plain = measure(draft_heads=None, draft_lookup=0)  # plain sampling on the same step
+    print({"plain": plain}, flush=True)
+    table["sampled"] = {
+        "temperature": args.temperature,
+        "rule": "tree",
+        "measured": measured(args),
+        "node_options": node_options,
+        "plain": plain,
+    }
+    write(table, args.output)
+    print(f"added the sampled entry (T = {args.temperature}) to {args.output}")
 
 
 if __name__ == "__main__":

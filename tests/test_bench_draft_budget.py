@@ -14,8 +14,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("arguments", [["--heads", "some/heads"], ["--copy-tokens"], ["--nodes"]])
-def test_a_partial_or_foreign_table_needs_its_own_output(arguments):
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--heads", "some/heads"], "name the output (-o), not the shipped table"),
+        (["--copy-tokens"], "name the output (-o), not the shipped table"),
+        (["--nodes"], "name the output (-o), not the shipped table"),
+        (["--temperature", "0"], "--temperature must be > 0, got 0.0"),
+        (["--temperature", "0.7", "--nodes"], "--temperature measures the tree of best prefixes: give --nodes"),
+    ],
+)
+def test_a_partial_or_foreign_table_needs_its_own_output(arguments, message):
     shipped = ROOT / "lm_models" / "smollm2" / "draft_budget.json"
     before = shipped.read_bytes()
     run = subprocess.run(
@@ -25,5 +34,5 @@ def test_a_partial_or_foreign_table_needs_its_own_output(arguments):
         timeout=300,
     )
     assert run.returncode == 2
-    assert "name the output (-o), not the shipped table" in run.stderr
+    assert message in run.stderr
     assert shipped.read_bytes() == before

@@ -126,7 +126,8 @@ def test_sampling_rows(tiny, tmp_path, capsys):
 
 def test_demo_on_the_default_model(default_folder, capsys):
     """The main job in reduced form, float32: every drafted row equals generate(); with
-    llama-cpp-python installed (the llama extra), llama.cpp's row too, else a note on it."""
+    llama-cpp-python installed (the llama extra), llama.cpp's row too, else a note on it; its
+    sampling mode fitted from the shipped sampled gains."""
     from importlib.util import find_spec
 
     assert main(["demo", "--quick", "--dtype", "float32"]) == 0
@@ -136,9 +137,12 @@ def test_demo_on_the_default_model(default_folder, capsys):
     assert "Checked: all 12 drafted outputs" in out
     assert ("no llama_cpp row" in out) != llama
     assert "fastest drafting here: " in out  # the fit over drafters, on the step it fitted
+    # sampling: the tree rows fitted from the tree rule's own gains, and the fastest sampling
+    assert main(["demo", "--quick", "--temperature", "0.7", "--no-llama-cpp"]) == 0
+    out = capsys.readouterr().out
+    assert "llama_cpp" not in out and "fitted to this CPU from the tree rule's gains at T = 0.7" in out
+    assert "fastest sampling here: " in out and "fastest_drafting(b, sampling=True)" in out
     if llama:  # llama.cpp's own sampler, seeded per prompt from the demo's seed
-        assert main(["demo", "--quick", "--temperature", "0.7", "--no-llama-cpp"]) == 0
-        assert "llama_cpp" not in capsys.readouterr().out
         assert main(["demo", "--quick", "--temperature", "0.7"]) == 0
         row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| llama_cpp |"))
         assert "llama.cpp sampling (its own sampler)" in row

@@ -59,7 +59,9 @@ def test_no_drafts_win_where_every_token_costs_a_step():
     assert "fastest drafting here: none (plain decoding on the lean step)" in choice.describe()
 
 
-def test_its_generate_arguments_decode_exactly(tmp_path):
+def _tiny_default(tmp_path, datastore: bool):
+    """``(model, heads, bundle, table)``: a DefaultModel of the tiny model on a dense step, and the
+    shipped gains table with settings that fit it."""
     model, heads = trained(next_token=True)
     records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
     bundle = DefaultModel(
@@ -70,12 +72,17 @@ def test_its_generate_arguments_decode_exactly(tmp_path):
         lm=own_ngram(model, tmp_path, PROMPTS),
         folder=tmp_path,
         step=LeanLlama(model, "dense"),
-        datastore=Datastore.from_records(records, min_ngram=1),
+        datastore=Datastore.from_records(records, min_ngram=1) if datastore else None,
     )
     table = json.loads(SHIPPED.read_text())
     table["settings"] = {"k": 4, "alpha": 0.5, "lookup": 2, "copy_tokens": 5}
     path = tmp_path / "budget.json"
     path.write_text(json.dumps(table))
+    return model, heads, bundle, path
+
+
+def test_its_generate_arguments_decode_exactly(tmp_path):
+    model, heads, bundle, path = _tiny_default(tmp_path, datastore=True)
     for curve, drafter in ((STEEP, COPY), (FLAT, TREE), (LINEAR, PLAIN)):
         choice = fastest_drafting(bundle, path, curve)
         assert choice.drafter == drafter
@@ -183,3 +190,44 @@ def test_the_retrieval_branch_is_chosen_where_its_extra_nodes_are_nearly_free(tm
         bundle.datastore = object()
         assert choice.generate_kwargs(bundle)["draft_retrieval"] == retrieval
     assert "lookup <= 6 + the datastore's <= 3" in choice.describe()
+
+
+def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
+    """sampling=True: the table's sampled gains (the tree of best prefixes under the tree rule)
+    against plain sampling on the step; plain where every token costs a step, a tree where tokens
+    are nearly free; a table without them is refused with a line that says how to measure them."""
+    table = json.loads(SHIPPED.read_text())
+    sampled = table["sampled"]
+    steep = fastest_drafting(_Bundle(), SHIPPED, LINEAR, sampling=True)
+    assert steep.drafter == PLAIN and steep.sampled_at == sampled["temperature"]
+    assert "fastest sampling here: none (plain sampling on the lean step)" in steep.describe()
+    flat = fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True)
+    assert flat.drafter == TREE and flat.nodes is not None and flat.p is None
+    assert len(flat.candidates) == len(sampled["node_options"]) + 1  # and plain sampling
+    assert f"the tree rule's gains measured at T = {sampled['temperature']:g}" in flat.describe()
+    assert flat.plain == pytest.approx(1e3 / (FLAT(1) + sampled["plain"]["host_ms"]))
+    del table["sampled"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(table))
+    with pytest.raises(ValueError, match="old.json: no sampled gains: measure them with bench/draft_budget.py"):
+        fastest_drafting(_Bundle(), old, FLAT, sampling=True)
+    old.write_text(json.dumps({**table, "sampled": {"temperature": 0.7, "node_options": []}}))
+    with pytest.raises(ValueError, match="no temperature or plain host_ms"):
+        fastest_drafting(_Bundle(), old, FLAT, sampling=True)
+
+
+def test_its_sampling_arguments_run_the_tree_rule_or_plain_sampling(tmp_path):
+    model, _, bundle, path = _tiny_default(tmp_path, datastore=False)
+    for curve, drafter in ((FLAT, TREE), (LINEAR, PLAIN)):
+        choice = fastest_drafting(bundle, path, curve, sampling=True)
+        kwargs = choice.generate_kwargs(bundle)
+        assert choice.drafter == drafter and kwargs.get("draft_sample") == ("tree" if drafter == TREE else None)
+        for seed, prompt in enumerate(PROMPTS):
+            torch.manual_seed(seed)
+            ids = torch.tensor([prompt])
+            out = model.generate(
+                ids, max_new_tokens=15, do_sample=True, temperature=0.7, return_dict_in_generate=True, **kwargs
+            )
+            assert out.sequences.shape == (1, len(prompt) + 15)
+        stats = out.draft_stats
+        assert stats.mean_nodes > 1 if drafter == TREE else stats.mean_nodes == 1

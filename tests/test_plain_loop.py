@@ -118,6 +118,7 @@ def test_one_row_streams_and_counts_a_call_a_token(model):
     assert [t for part in streamer.parts[1:-1] for t in part] == new
     stats = out.draft_stats
     assert (stats.target_calls, stats.prefill_calls, stats.new_tokens, stats.tokens_per_call) == (9, 1, 9, 1.0)
+    assert stats.mean_nodes == 1.0
     assert _reference(model, ids, torch.ones_like(ids), 3, 9, temperature=0.7).tolist() == out.sequences.tolist()
 
 

@@ -184,8 +184,9 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     fitted = None
     if bundle.step is not None and ((args.p is None and args.nodes is None) or len(formats) > 1):
+        fit_copy = args.lookup_tokens is None and not settings.sampling  # no lookup row when sampling
         bundle.step, tree, copy, fitted = _fit(
-            bundle, args.models, formats, args.p, args.nodes, args.kernel, args.lookup_tokens is None, args.retrieval
+            bundle, args.models, formats, args.p, args.nodes, args.kernel, fit_copy, args.retrieval, settings.sampling
         )
         if tree is not None:  # the sampling rows' p drafts stay --p's unless the tree is the p best
             p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
@@ -206,8 +207,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     if fitted is not None:
         report.notes.append(fitted)
-        if not settings.sampling:
-            report.notes.append(_fastest_line(bundle, args.models))
+        report.notes.append(_fastest_line(bundle, args.models, settings.sampling))
     if bundle.step is not None:
         report.notes.append(
             f"drafted rows run the lean step with {bundle.step.weights} weights"
@@ -257,13 +257,15 @@ def _fit(
     kernel: str,
     fit_copy: bool,
     retrieval: int | None = None,
+    sampling: bool = False,
 ) -> tuple[object, object, object, str | None]:
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
     p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
     lookup row's copy option (its longest copy and retrieval branch, only ``retrieval``'s when
     given) fitted to this machine (each candidate format's cost against nodes measured once and
     cached, the drafters' gains measured once per drafter), with a line saying why; without a
-    gains table, the first format, no fitted tree (None) and the default copy (None)."""
+    gains table, the first format, no fitted tree (None) and the default copy (None). ``sampling``:
+    the tree from the table's sampled gains (the tree rule's), where it has them."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (
@@ -277,8 +279,14 @@ def _fit(
     table = artifacts_dir(models) / BUDGET_TABLE
     if not table.is_file():
         return bundle.step, None, None, None
-    options = [o for o in load_options(table) if nodes is None and (p is None or o.p == p)]
-    options += [o for o in load_options(table, "node_options") if p is None and nodes in (None, o.node_budget)]
+    sampled_at = json.loads(table.read_text()).get("sampled", {}).get("temperature") if sampling else None
+    if sampled_at is not None:
+        options = [
+            o for o in load_options(table, "node_options", "sampled") if p is None and nodes in (None, o.node_budget)
+        ]
+    else:
+        options = [o for o in load_options(table) if nodes is None and (p is None or o.p == p)]
+        options += [o for o in load_options(table, "node_options") if p is None and nodes in (None, o.node_budget)]
     if not options:
         return bundle.step, None, None, None
     steps = {bundle.step.weights: bundle.step}
@@ -308,7 +316,9 @@ def _fit(
         best,
         copy,
         (
-            f"{name} weights, tree {best.tree} fitted to this CPU (predicted {predicted:.0f} tokens/s, plain "
+            f"{name} weights, tree {best.tree} fitted to this CPU"
+            + ("" if sampled_at is None else f" from the tree rule's gains at T = {sampled_at:g}")
+            + f" (predicted {predicted:.0f} tokens/s, plain "
             f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "
             f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / --nodes / "
             "--lookup-tokens / --retrieval to override)"
@@ -316,18 +326,20 @@ def _fit(
     )
 
 
-def _fastest_line(bundle, models) -> str:
-    """Which drafting of the demo's rows the fit predicts fastest on this machine, and how to get it."""
+def _fastest_line(bundle, models, sampling: bool) -> str:
+    """Which drafting of the demo's rows (greedy or sampled) the fit predicts fastest on this
+    machine, and how to get it."""
     from ..default_model.fastest import fastest_drafting
     from ..default_model.load import artifacts_dir
 
     try:
-        choice = fastest_drafting(bundle, artifacts_dir(models) / BUDGET_TABLE)
+        choice = fastest_drafting(bundle, artifacts_dir(models) / BUDGET_TABLE, sampling=sampling)
     except ValueError as error:
-        return f"fastest drafting not fitted: {error}"
+        return f"fastest {'sampling' if sampling else 'drafting'} not fitted: {error}"
+    call = "fastest_drafting(b, sampling=True)" if sampling else "fastest_drafting(b)"
     return (
         choice.describe()
-        + "; draftlattice.default_model.fastest.fastest_drafting(b).generate_kwargs(b) gives its generate() arguments"
+        + f"; draftlattice.default_model.fastest.{call}.generate_kwargs(b) gives its generate() arguments"
     )
 
 

@@ -73,36 +73,42 @@ def sample(
     with step.session():
         start = time.perf_counter()
         hidden = step.hidden(sequences, positions, valid.long(), cache)
+        logits = step.logits(hidden[:, -1])
         stats.target_calls, stats.prefill_calls = 1, 1
+        tokens, sequences = _draw(processors, sequences, logits, stopper, new, streamer)
         stats.prefill_seconds = time.perf_counter() - start
         position, keys = positions[:, -1], valid
-        while True:
+        while not stopper.all_done:  # one target call: the last token's forward, then its draw
             start = time.perf_counter()
-            scores = processors(sequences, step.logits(hidden[:, -1]))
-            tokens = draw_categorical(torch.softmax(scores, dim=-1))
             running = [b for b in range(B) if not stopper.done[b]]
-            if stopper.eos:  # generate() gives finished rows the pad token
-                finished = torch.tensor(stopper.done, device=device)
-                tokens = torch.where(finished, torch.full_like(tokens, stopper.pad), tokens)
-            sequences = torch.cat([sequences, tokens[:, None]], dim=1)
-            chosen = tokens.tolist()
-            before = len(new[0])
-            for b in running:
-                stopper.commit(b, [chosen[b]], new, scores[b : b + 1])
-            if streamer is not None and len(new[0]) > before:
-                streamer.put(torch.tensor(new[0][before:]))
-            stats.verification_seconds += time.perf_counter() - start
-            if stopper.all_done:
-                break
-            start = time.perf_counter()
             mask = additive_mask(keys, torch.ones(B, 1, 1, dtype=torch.bool, device=device), step.dtype)
             keys = torch.cat([keys, torch.ones(B, 1, dtype=torch.bool, device=device)], dim=1)
             position = position + 1
             hidden = step.hidden(tokens[:, None], position[:, None], mask, cache)
+            logits = step.logits(hidden[:, -1])
             stats.forward_seconds += time.perf_counter() - start
+            tokens, sequences = _draw(processors, sequences, logits, stopper, new, streamer)
             stats.verification_seconds += time.perf_counter() - start
             stats.record_step([0] * len(running))
+            stats.nodes += 1  # a token a sequence
     if streamer is not None:
         streamer.end()
     stats.new_tokens = sum(len(row) for row in new)
     return new, stats
+
+
+def _draw(processors, sequences: Tensor, logits: Tensor, stopper: RowStopper, new: list[list[int]], streamer):
+    """Each row's next token from ``logits [B, V]`` under ``processors``, committed (finished rows
+    take the pad token, as in generate()): ``(tokens [B], sequences with them)``."""
+    scores = processors(sequences, logits)
+    tokens = draw_categorical(torch.softmax(scores, dim=-1))
+    running = [b for b in range(len(new)) if not stopper.done[b]]
+    if stopper.eos:
+        tokens = torch.where(torch.tensor(stopper.done, device=tokens.device), stopper.pad, tokens)
+    before = len(new[0])
+    chosen = tokens.tolist()
+    for b in running:
+        stopper.commit(b, [chosen[b]], new, scores[b : b + 1])
+    if streamer is not None and len(new[0]) > before:
+        streamer.put(torch.tensor(new[0][before:]))
+    return tokens, torch.cat([sequences, tokens[:, None]], dim=1)

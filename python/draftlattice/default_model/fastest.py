@@ -10,7 +10,9 @@ step does. Every choice is exact (greedy decoding equals the step's own), so the
 only speed: the one of the most predicted tokens/s, from the drafters' gains and host times
 measured once on held-out prompts (``draft_budget.json``, ``bench/draft_budget.py``; plain
 decoding's host time too) and the step's cost against nodes measured once per machine
-(:func:`draftlattice.lean.fit.cached_cost_curve`).
+(:func:`draftlattice.lean.fit.cached_cost_curve`). For sampling, the same choice between the
+lattice's trees under the tree rule (lossless) and plain sampling on the step, from gains measured
+at one temperature (the table's ``sampled`` entry).
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ class Drafting:
     settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
     nodes: int | None = None  #: the tree of the lattice's best prefixes, this many (None: the p best)
     retrieval: int = 0  #: the copy alone: the datastore's draft beside the copy, up to this many tokens
+    #: for sampling: the temperature the gains were measured at (the tree rule, lossless); None: greedy
+    sampled_at: float | None = None
 
     def generate_kwargs(self, bundle) -> dict:
-        """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``."""
+        """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``
+        (for a sampled drafting, ``do_sample=True`` with the temperature)."""
         from ..hf import generate
 
         if self.drafter == PLAIN:
@@ -60,34 +65,43 @@ class Drafting:
             return {**kwargs, "draft_heads": None, "draft_retrieval": self.retrieval}
         tree = {"draft_p": self.p} if self.nodes is None else {"draft_nodes": self.nodes}
         heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, **tree)
-        return {**kwargs, **heads, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
+        sample = {} if self.sampled_at is None else {"draft_sample": "tree"}
+        return {**kwargs, **heads, **sample, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
 
     def describe(self) -> str:
         """One line: the choice, its prediction and the others'."""
         others = ", ".join(f"{label} {tokens:.0f}" for label, tokens in self.candidates)
+        sampled = self.sampled_at is not None
+        if sampled:
+            others += f" (the tree rule's gains measured at T = {self.sampled_at:g})"
+        head = "fastest sampling here" if sampled else "fastest drafting here"
         if self.drafter == PLAIN:
             return (
-                f"fastest drafting here: none (plain decoding on the lean step), predicted {self.predicted:.0f} "
-                f"tokens/s; weighed: {others}"
+                f"{head}: none (plain {'sampling' if sampled else 'decoding'} on the lean step), predicted "
+                f"{self.predicted:.0f} tokens/s; weighed: {others}"
             )
         if self.drafter == COPY:
             chosen = f"{self.drafter} (copies of <= {self.copy_tokens}{retrieval_label(self.retrieval)})"
         else:
             chosen = f"{self.drafter} " + (f"p={self.p}" if self.nodes is None else f"nodes={self.nodes}")
         return (
-            f"fastest drafting here: {chosen}, predicted {self.predicted:.0f} tokens/s against plain decoding's "
-            f"{self.plain:.0f}; weighed: {others}"
+            f"{head}: {chosen}, predicted {self.predicted:.0f} tokens/s against plain "
+            f"{'sampling' if sampled else 'decoding'}'s {self.plain:.0f}; weighed: {others}"
         )
 
 
-def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=None) -> Drafting:
+def fastest_drafting(
+    bundle, table: str | os.PathLike[str] | None = None, curve=None, sampling: bool = False
+) -> Drafting:
     """The drafting of the most predicted tokens/s for ``bundle`` (a :class:`DefaultModel` loaded
     with ``weights=``: its lean step is what is timed) on this machine; plain decoding unless a
     drafting predicts :data:`DRAFTS_MARGIN` times its tokens/s.
 
     ``table``: the drafters' gains (default: the shipped ``draft_budget.json``); ``curve``: the
     step's :class:`~draftlattice.lean.fit.CostCurve` (default: measured once per machine, a few
-    seconds, then cached)."""
+    seconds, then cached); ``sampling``: for ``do_sample=True``: the lattice's tree of best
+    prefixes and the copy under the tree rule, or plain sampling, from the table's ``sampled``
+    gains (measured at one temperature, ``Drafting.sampled_at``; acceptance falls as it rises)."""
     from ..lean.fit import DraftOption, cached_cost_curve, load_options, predicted_tokens_per_s
     from .load import artifacts_dir
 
@@ -96,14 +110,19 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
     path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
     settings = _settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
-    weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
-    weighed += [
-        (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
-        for o in load_options(path, "copy_options")
-    ]
+    if sampling:
+        sampled_at, plain_host = _sampled_entry(path)
+        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path, "node_options", "sampled")]
+    else:
+        sampled_at, plain_host = None, _plain_host_ms(path)
+        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
+        weighed += [
+            (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
+            for o in load_options(path, "copy_options")
+        ]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
-    plain = DraftOption(1, 1.0, 1.0, _plain_host_ms(path))
+    plain = DraftOption(1, 1.0, 1.0, plain_host)
     weighed.append((PLAIN, PLAIN, plain))
     predictions = [
         (label, drafter, option, predicted_tokens_per_s(curve, option)) for label, drafter, option in weighed
@@ -121,6 +140,7 @@ def fastest_drafting(bundle, table: str | os.PathLike[str] | None = None, curve=
         settings=settings,
         nodes=option.node_budget if drafter == TREE else None,
         retrieval=option.retrieval if drafter == COPY else 0,
+        sampled_at=sampled_at,
     )
 
 
@@ -139,6 +159,18 @@ def _plain_host_ms(path: Path) -> float:
         return float(entry["host_ms"])
     except (TypeError, KeyError, ValueError):
         raise ValueError(f"{path}: plain decoding's entry has no host_ms number: {entry!r}") from None
+
+
+def _sampled_entry(path: Path) -> tuple[float, float]:
+    """The table's sampled gains: ``(the temperature they were measured at, plain sampling's host
+    time a token)``."""
+    entry = json.loads(path.read_text()).get("sampled")
+    if entry is None:
+        raise ValueError(f"{path}: no sampled gains: measure them with bench/draft_budget.py --temperature 0.7")
+    try:
+        return float(entry["temperature"]), float(entry["plain"]["host_ms"])
+    except (TypeError, KeyError, ValueError):
+        raise ValueError(f"{path}: its sampled entry has no temperature or plain host_ms number") from None
 
 
 def _settings(path: Path) -> dict:

@@ -201,13 +201,16 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
     return curve
 
 
-def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[DraftOption]:
+def load_options(path: str | os.PathLike[str], kind: str = "options", section: str | None = None) -> list[DraftOption]:
     """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
     drafter's by p (``kind="options"``), by the tree's node budget (``kind="node_options"``:
     its best prefixes), or the context copy's alone by its longest draft and its retrieval branch
-    (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch)."""
+    (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch).
+    ``section``: a part of the table measured otherwise (``"sampled"``: sampling by the tree rule)."""
     try:
         table = json.loads(Path(path).read_text())
+        if section is not None:
+            table = table[section]
         if kind in ("copy_options", "node_options") and kind not in table:
             return []
         return [
