@@ -14,8 +14,9 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
         [--retrieval 0 3] [--chat 6] [--text 6] \\
         [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
 
-``--temperature T`` measures sampling instead: the same tree of best prefixes (``--nodes``) verified
-by the tree rule (``draft_sample="tree"``, lossless) and plain sampling on the same step, at
+``--temperature T`` measures sampling instead: the same tree of best prefixes (``--nodes``) and the
+copy alone (``--copy-tokens``, no retrieval branch) verified by the tree rule
+(``draft_sample="tree"``, lossless) and plain sampling on the same step, at
 temperature T, seeded per prompt, and adds them to the existing table (``-o``, default the shipped
 one) as its ``sampled`` entry, the greedy entries kept: what ``fastest_drafting(b, temperature=T)``
 reads.
@@ -175,13 +176,19 @@ def write(table: dict, path: str) -> None:
 
 
 def add_sampled(args, bundle, tree: dict, measure) -> None:
-    """The ``sampled`` entry: the tree rule's node budgets and plain sampling, into the table at
+    """The ``sampled`` entry: the tree rule's node budgets, the copy alone by length and plain
+    sampling, into the table at
     ``args.output`` (its other entries kept)."""
     table = json.loads(Path(args.output).read_text())
     node_options = []
     for nodes in args.nodes:
         node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
         print(node_options[-1], flush=True)
+    copy_options = []
+    for length in args.copy_tokens:  # the copy alone, a fixed tree: the tree rule too
+        drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
+        copy_options.append({"copy_tokens": length, **measure(**drafting, draft_sample="tree")})
+        print(copy_options[-1], flush=True)
     plain = measure(draft_heads=None, draft_lookup=0)  # plain sampling on the same step
     print({"plain": plain}, flush=True)
     table["sampled"] = {
@@ -189,6 +196,7 @@ def add_sampled(args, bundle, tree: dict, measure) -> None:
         "rule": "tree",
         "measured": measured(args),
         "node_options": node_options,
+        "copy_options": copy_options,
         "plain": plain,
     }
     write(table, args.output)

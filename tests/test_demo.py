@@ -32,6 +32,7 @@ GREEDY_ROWS = [
 SAMPLING_ROWS = [
     "generate",
     "lean",
+    "lookup",
     "heads",
     "heads_multi",
     "ngram_multi",

@@ -145,6 +145,18 @@ def test_sampled_drafts_joined_by_a_copied_draft_keep_the_law(lm, layout, store)
     assert law_p_value(exact_law(model, sampling), counts) > 1e-3
 
 
+def test_the_copy_alone_keeps_the_law_with_the_tree_rule():
+    """The context's copy as the only draft (no heads), sampled by the tree rule: a fixed tree a
+    step, the root alone where the context has no copy. Prompts that repeat themselves, so that
+    copies are drafted and taken."""
+    model, _ = peaked_model()
+    sampling = Sampling(temperature=0.9, top_k=5)
+    counts, stats = engine_counts(model, None, ContextLookup(None, max_ngram=2, length=2), "tree", sampling, seed=37)
+    assert stats.new_tokens == ROWS * NEW
+    assert 0 < stats.mean_accepted < 2  # copies were drafted and some taken
+    assert law_p_value(exact_law(model, sampling), counts) > 1e-3
+
+
 @pytest.mark.parametrize("rule", ["multi", "tree"])
 def test_the_datastores_draft_beside_the_copy_keeps_the_law(lm, rule):
     """``retrieval``: the tree rule verifies the copy and the datastore's draft beside it as fixed

@@ -27,6 +27,7 @@ SHIPPED = artifacts_dir() / "draft_budget.json"
 STEEP = CostCurve((1, 2, 4, 8, 16, 32), (4.1, 4.3, 6.2, 7.9, 14.1, 25.9))
 FLAT = CostCurve((1, 8, 16, 32), (10.0, 10.2, 10.4, 10.8))
 LINEAR = CostCurve((1, 2, 4, 8, 16, 32), (4.0, 8.0, 16.0, 32.0, 64.0, 128.0))  # every token costs one step's
+CHEAP_FEW = CostCurve((1, 4, 8, 16, 32), (4.0, 4.1, 12.0, 24.0, 48.0))  # a few tokens cost one, then each a lot
 PROMPTS = [[3, 4, 5, 6, 3, 4], [7, 8, 9, 7, 8], [10, 20, 30, 40, 10, 20, 30]]
 
 
@@ -193,9 +194,10 @@ def test_the_retrieval_branch_is_chosen_where_its_extra_nodes_are_nearly_free(tm
 
 
 def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
-    """sampling=True: the table's sampled gains (the tree of best prefixes under the tree rule)
-    against plain sampling on the step; plain where every token costs a step, a tree where tokens
-    are nearly free; a table without them is refused with a line that says how to measure them."""
+    """sampling=True: the table's sampled gains (the tree of best prefixes with the copy, and the
+    copy alone, under the tree rule) against plain sampling on the step; plain where every token
+    costs a step, a tree where tokens are nearly free, the copy alone where a few cost little more
+    than one; a table without them is refused with a line that says how to measure them."""
     table = json.loads(SHIPPED.read_text())
     sampled = table["sampled"]
     steep = fastest_drafting(_Bundle(), SHIPPED, LINEAR, sampling=True)
@@ -203,9 +205,11 @@ def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
     assert "fastest sampling here: none (plain sampling on the lean step)" in steep.describe()
     flat = fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True)
     assert flat.drafter == TREE and flat.nodes is not None and flat.p is None
-    assert len(flat.candidates) == len(sampled["node_options"]) + 1  # and plain sampling
+    assert len(flat.candidates) == len(sampled["node_options"]) + len(sampled["copy_options"]) + 1  # and plain
     assert f"the tree rule's gains measured at T = {sampled['temperature']:g}" in flat.describe()
     assert flat.plain == pytest.approx(1e3 / (FLAT(1) + sampled["plain"]["host_ms"]))
+    few = fastest_drafting(_Bundle(), SHIPPED, CHEAP_FEW, sampling=True)
+    assert few.drafter == COPY and "fastest sampling here: lookup" in few.describe()
     del table["sampled"]
     old = tmp_path / "old.json"
     old.write_text(json.dumps(table))
@@ -217,11 +221,11 @@ def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
 
 
 def test_its_sampling_arguments_run_the_tree_rule_or_plain_sampling(tmp_path):
-    model, _, bundle, path = _tiny_default(tmp_path, datastore=False)
-    for curve, drafter in ((FLAT, TREE), (LINEAR, PLAIN)):
+    model, _, bundle, path = _tiny_default(tmp_path, datastore=True)
+    for curve, drafter in ((FLAT, TREE), (CHEAP_FEW, COPY), (LINEAR, PLAIN)):
         choice = fastest_drafting(bundle, path, curve, sampling=True)
         kwargs = choice.generate_kwargs(bundle)
-        assert choice.drafter == drafter and kwargs.get("draft_sample") == ("tree" if drafter == TREE else None)
+        assert choice.drafter == drafter and kwargs.get("draft_sample") == (None if drafter == PLAIN else "tree")
         for seed, prompt in enumerate(PROMPTS):
             torch.manual_seed(seed)
             ids = torch.tensor([prompt])
@@ -230,4 +234,4 @@ def test_its_sampling_arguments_run_the_tree_rule_or_plain_sampling(tmp_path):
             )
             assert out.sequences.shape == (1, len(prompt) + 15)
         stats = out.draft_stats
-        assert stats.mean_nodes > 1 if drafter == TREE else stats.mean_nodes == 1
+        assert stats.mean_nodes > 1 if drafter != PLAIN else stats.mean_nodes == 1

@@ -228,7 +228,7 @@ def test_the_copy_alone_is_refused_where_it_cannot_work(setup):
     model, _, lm = setup
     ids = torch.tensor([[1, 2, 1, 2]])
     cases = [
-        ({"do_sample": True}, "greedy decoding only"),
+        ({"do_sample": True}, r"with do_sample=True use draft_sample='tree' \(got 'multi'\)"),
         ({"draft_lm": lm}, "draft_lm rescores the heads' lattice: it needs draft_heads"),
         ({"draft_verify": "batch"}, "draft_verify='tree', not 'batch'"),
         ({"draft_lookup": 0}, "draft_heads is required"),

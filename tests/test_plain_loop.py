@@ -149,7 +149,7 @@ def test_bad_input_is_refused(model):
         _sampled(llama(seed=5, num_hidden_layers=1), ids, None, 0, max_new_tokens=3, **plug)
     with pytest.raises(ValueError, match="outside the model's vocabulary"):
         _sampled(model, torch.tensor([[3, 999]]), None, 0, max_new_tokens=3, **plug)
-    with pytest.raises(ValueError, match="greedy decoding only"):  # the copy alone does not sample
+    with pytest.raises(ValueError, match="use draft_sample=.tree."):  # the copy alone samples by the tree rule only
         _sampled(model, ids, None, 0, max_new_tokens=3, draft_lookup=2, **plug)
 
 

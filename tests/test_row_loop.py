@@ -192,7 +192,8 @@ def _counters(stats) -> tuple:
 
 @pytest.mark.parametrize("weights", ["dense", "int4"])
 def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted, tmp_path, weights):
-    """One row sampled by the tree rule (the p best paths, the best prefixes, the copy joined),
+    """One row sampled by the tree rule (the p best paths, the best prefixes, the copy joined, the
+    copy alone),
     temperature and top-k applied at every node: the same seed gives the general loop's tokens,
     acceptances and calls (the same laws, walked with the same draws)."""
     from draftlattice.decode import Sampling
@@ -207,6 +208,7 @@ def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted,
         lambda: LatticeDrafter(lm, k=4, p=3),
         lambda: LatticeDrafter(lm, k=4, nodes=4),
         lambda: ContextLookup(LatticeDrafter(lm, k=4, p=2), 2, 5, store),
+        lambda: ContextLookup(None, 2, 3, store, retrieval=2),  # the copy alone (no heads run)
     ]
     accepted = 0
     for make in drafters:

@@ -7,7 +7,8 @@ copied draft, no heads: from the context, else from the datastore of the model's
 lattice rescored by the n-gram LM, 1-best), ``ngram_tree`` (its p best as a tree) and
 ``ngram_lookup_tree`` (that tree plus one draft copied from the context, prompt lookup's, else
 the datastore's). With ``nodes``, the three trees are the lattice's ``nodes`` best prefixes
-instead of its p best drafts (:mod:`draftlattice.node_tree`). Sampling rows (``temperature``): ``generate``, ``heads`` (one head draft, block
+instead of its p best drafts (:mod:`draftlattice.node_tree`). Sampling rows (``temperature``): ``generate``, ``lean`` (plain sampling on
+the lean step), ``lookup`` (the copy alone, tree rule), ``heads`` (one head draft, block
 verification), ``heads_multi`` (p sampled head drafts, recursive rejection), ``ngram_multi`` (p
 drafts from the full-support rescored lattice), ``ngram_tree`` (the p best drafts, tree rule) and
 ``ngram_lookup_tree`` (those and a copied draft from the context alone, tree rule).
@@ -213,7 +214,12 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     plain = [RowSpec("generate", "plain sampling generate()", "-", {})]
     if step is not None:  # plain sampling on the same step: what a drafted row must beat
         plain.append(RowSpec("lean", f"plain sampling, {_step_label(step)}", "-", {**draft, "draft_heads": None}))
+    copy_tokens = st.copy_tokens or st.lookup_tokens
+    source = "a context copy" + ("" if store is None else ", else the datastore's")
+    alone = {**draft, **copy, "draft_heads": None, "draft_lookup_tokens": copy_tokens, "draft_sample": "tree"}
+    alone.update(draft_datastore=store, draft_retrieval=st.retrieval if store is not None else 0)
     drafted = [
+        RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree-sample", alone),
         RowSpec("heads", f"h={h} one sampled draft", "block", {**heads, "draft_p": 1, "draft_sample": "block"}),
         RowSpec(
             "heads_multi",

@@ -30,7 +30,8 @@ def register(subparsers) -> None:
         "(fetched on first use) once per row: generate, prompt_lookup, lean (plain decoding on the lean step), "
         "llama_cpp (with llama-cpp-python), lookup (a context copy, else the datastore's retrieved draft, no "
         "heads), heads, heads_tree, ngram, ngram_tree, ngram_lookup_tree (with --temperature: generate, lean, "
-        "llama_cpp, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree). "
+        "llama_cpp, lookup, heads, heads_multi, ngram_multi, ngram_tree, ngram_lookup_tree; the drafted ones "
+        "lossless). "
         "Prints block efficiency (tokens per serial target call), tokens/s, speedup over generate(), llama.cpp "
         "and the lean step's plain decoding, and how many outputs equal their reference's.",
     )
@@ -184,9 +185,16 @@ def _demo(args: argparse.Namespace) -> int:
         return 1
     fitted = None
     if bundle.step is not None and ((args.p is None and args.nodes is None) or len(formats) > 1):
-        fit_copy = args.lookup_tokens is None and not settings.sampling  # no lookup row when sampling
         bundle.step, tree, copy, fitted = _fit(
-            bundle, args.models, formats, args.p, args.nodes, args.kernel, fit_copy, args.retrieval, settings.sampling
+            bundle,
+            args.models,
+            formats,
+            args.p,
+            args.nodes,
+            args.kernel,
+            args.lookup_tokens is None,
+            args.retrieval,
+            settings.sampling,
         )
         if tree is not None:  # the sampling rows' p drafts stay --p's unless the tree is the p best
             p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
@@ -265,7 +273,7 @@ def _fit(
     given) fitted to this machine (each candidate format's cost against nodes measured once and
     cached, the drafters' gains measured once per drafter), with a line saying why; without a
     gains table, the first format, no fitted tree (None) and the default copy (None). ``sampling``:
-    the tree from the table's sampled gains (the tree rule's), where it has them."""
+    the tree and the copy from the table's sampled gains (the tree rule's), where it has them."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (
@@ -297,7 +305,7 @@ def _fit(
         f"{n} " + ", ".join(f"{o.tree} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
     )
     costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
-    copies = load_options(table, "copy_options") if fit_copy else []
+    copies = load_options(table, "copy_options", "sampled" if sampled_at is not None else None) if fit_copy else []
     copies = [o for o in copies if retrieval is None or o.retrieval == retrieval]
     copy = best_option(curves[name], copies) if copies else None
     copy_line = (

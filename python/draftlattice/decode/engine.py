@@ -268,7 +268,7 @@ class _Run:
         if engine.sample_rule is None and engine.layout == "tree":
             forward = tree_forward(target, self.kv_valid, root, drafts, positions, sequences)
             path = accept_tree(forward.tree, forward.scores, forward.hidden)
-        elif engine.layout == "tree" and drafts.shape[1] > 1:
+        elif engine.layout == "tree" and (drafts.shape[1] > 1 or engine.sample_rule == "tree"):
             # Sampled drafts over their trie: p chains would repeat the cache p times and the
             # shared prefixes (the root at least) p times. The tree rule walks drafts that end
             # early (-1), so theirs stay as short as drafted: padding a best prefix out to the

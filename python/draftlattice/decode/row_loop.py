@@ -91,8 +91,9 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
     cache, lowest = target.cache, torch.finfo(target.dtype).min
     while not stopper.all_done:
         start = time.perf_counter()
-        if copy_only:
-            drafts, width = drafter.copies(context + new[0]), 0
+        if copy_only:  # (the width the drafter's tensor of them would have: the tree rule's draws)
+            drafts = drafter.copies(context + new[0])
+            width = max([1, *map(len, drafts)])
         else:
             drafts, width = _finish(drafter, proposal, context + new[0], device)
         stats.drafting_seconds += time.perf_counter() - start

@@ -61,11 +61,11 @@ class Drafting:
             draft_lookup_tokens=self.copy_tokens,
             draft_datastore=bundle.datastore,
         )
+        sample = {} if self.sampled_at is None else {"draft_sample": "tree"}
         if self.drafter == COPY:
-            return {**kwargs, "draft_heads": None, "draft_retrieval": self.retrieval}
+            return {**kwargs, **sample, "draft_heads": None, "draft_retrieval": self.retrieval}
         tree = {"draft_p": self.p} if self.nodes is None else {"draft_nodes": self.nodes}
         heads = dict(draft_heads=bundle.heads, draft_lm=bundle.lm, **tree)
-        sample = {} if self.sampled_at is None else {"draft_sample": "tree"}
         return {**kwargs, **heads, **sample, "draft_k": self.settings["k"], "draft_alpha": self.settings["alpha"]}
 
     def describe(self) -> str:
@@ -100,7 +100,8 @@ def fastest_drafting(
     ``table``: the drafters' gains (default: the shipped ``draft_budget.json``); ``curve``: the
     step's :class:`~draftlattice.lean.fit.CostCurve` (default: measured once per machine, a few
     seconds, then cached); ``sampling``: for ``do_sample=True``: the lattice's tree of best
-    prefixes and the copy under the tree rule, or plain sampling, from the table's ``sampled``
+    prefixes with the copy, or the copy alone, under the tree rule, or plain sampling, from the
+    table's ``sampled``
     gains (measured at one temperature, ``Drafting.sampled_at``; acceptance falls as it rises)."""
     from ..lean.fit import DraftOption, cached_cost_curve, load_options, predicted_tokens_per_s
     from .load import artifacts_dir
@@ -110,16 +111,17 @@ def fastest_drafting(
     path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
     settings = _settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
+    section = "sampled" if sampling else None
     if sampling:
         sampled_at, plain_host = _sampled_entry(path)
-        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path, "node_options", "sampled")]
+        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path, "node_options", section)]
     else:
         sampled_at, plain_host = None, _plain_host_ms(path)
         weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
-        weighed += [
-            (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
-            for o in load_options(path, "copy_options")
-        ]
+    weighed += [
+        (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
+        for o in load_options(path, "copy_options", section)
+    ]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
     plain = DraftOption(1, 1.0, 1.0, plain_host)

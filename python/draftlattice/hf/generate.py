@@ -81,8 +81,9 @@ def generate(
 
     Args:
         draft_heads: :class:`DraftHeads` of this model; horizon h gives drafts of h - 1 tokens.
-            None with ``draft_lookup``: the draft copied from the context alone (greedy, tree
-            layout), no heads run; a step without a copy is a plain decoding step. None without
+            None with ``draft_lookup``: the draft copied from the context alone (greedy, or
+            ``draft_sample="tree"``; tree layout), no heads run; a step without a copy is a plain
+            decoding step. None without
             ``draft_lookup`` but with ``draft_step``: no drafts, plain greedy decoding or plain
             sampling on that step (where no draft pays on the CPU; sampling draws as generate()
             draws, :mod:`draftlattice.decode.plain_loop`).
@@ -305,7 +306,7 @@ def _decode(
         )
         return _output(config, stopper.output(input_ids, new_tokens), stats)
     if draft_heads is None and draft_lookup:
-        drafter = copy.alone(draft_lm, draft_verify, do_sample)
+        drafter = copy.alone(draft_lm, draft_verify, do_sample, draft_sample)
     elif draft_heads is None and draft_step is not None:
         drafter = NO_COPY.alone(draft_lm, draft_verify, do_sample)  # plain steps on draft_step
     else:

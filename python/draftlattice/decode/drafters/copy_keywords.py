@@ -40,18 +40,19 @@ class CopyKeywords:
                 f"(got {sample_rule!r})"
             )
 
-    def alone(self, lm, verify: str, do_sample: bool) -> ContextLookup:
-        """draft_heads=None: the context's copy is the only draft."""
-        if do_sample:
+    def alone(self, lm, verify: str, do_sample: bool, sample_rule: str = "tree") -> ContextLookup:
+        """draft_heads=None: the context's copy is the only draft (greedy, or the tree rule)."""
+        if do_sample and sample_rule != "tree":
             raise ValueError(
-                "draft_heads=None with draft_lookup drafts the context's copy alone: greedy decoding only "
-                "(do_sample=False); plain sampling on a lean step: draft_step without draft_lookup"
+                "draft_heads=None with draft_lookup drafts the context's copy alone: with do_sample=True "
+                f"use draft_sample='tree' (got {sample_rule!r}); plain sampling on a lean step: draft_step "
+                "without draft_lookup"
             )
         if lm is not None:
             raise ValueError("draft_lm rescores the heads' lattice: it needs draft_heads")
         if verify != "tree":
             raise ValueError(f"draft_heads=None verifies the copy as a token tree: draft_verify='tree', not {verify!r}")
-        return self.joined(None, "tree", False)
+        return self.joined(None, "tree", do_sample)
 
     def joined(self, drafter, sample_rule: str, do_sample: bool) -> ContextLookup:
         """``drafter``'s drafts and the context's copy."""

@@ -85,8 +85,9 @@ class ContextLookup:
     ``-1``-padded; joined to sampled drafts, the copy has their length (a row whose context has
     no copy that long keeps one more sampled draft instead: the drafter samples p + 1).
 
-    ``drafter=None``: the copy alone (greedy decoding on a token tree; :attr:`reads_heads` is
-    false, so the engine runs no heads), all ``-1`` where the context has none; with ``length=0``
+    ``drafter=None``: the copy alone (greedy decoding, or sampling by the tree rule, on a token
+    tree; :attr:`reads_heads` is false, so the engine runs no heads), all ``-1`` where the context
+    has none; with ``length=0``
     no copy ever, so every step is a plain decoding step (plain greedy decoding on the engine's
     step, e.g. where no draft pays: :func:`draftlattice.default_model.fastest.fastest_drafting`).
     """
@@ -124,8 +125,10 @@ class ContextLookup:
         self.reads_heads = drafter is not None
         branches = 2 if retrieval else 1  # the copy (else the retrieval), and the retrieval beside a copy
         if drafter is None:
-            # An empty draft is a tree of the root alone; chains have no room for one.
-            self.p, self.lm, self.sample_rules, self.layouts = branches, None, (), ("tree",)
+            # An empty draft is a tree of the root alone; chains have no room for one. The copy is
+            # a fixed tree, so the tree rule samples exactly through it (a sampled rule has no law
+            # to judge a copied token by: the multi rule takes it only beside sampled drafts).
+            self.p, self.lm, self.sample_rules, self.layouts = branches, None, ("tree",), ("tree",)
             return
         self.p = drafter.p + branches
         self.lm = getattr(drafter, "lm", None)  # the engine reports whether drafts were rescored
