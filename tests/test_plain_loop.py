@@ -151,6 +151,16 @@ def test_bad_input_is_refused(model):
         _sampled(model, torch.tensor([[3, 999]]), None, 0, max_new_tokens=3, **plug)
     with pytest.raises(ValueError, match="use draft_sample=.tree."):  # the copy alone samples by the tree rule only
         _sampled(model, ids, None, 0, max_new_tokens=3, draft_lookup=2, **plug)
+    from transformers import DynamicCache
+
+    from draftlattice.decode import RowStopper, plain_loop
+    from draftlattice.decode.target import cache_keyword
+
+    filled = DynamicCache()
+    with torch.inference_mode():
+        model.base_model(ids, use_cache=True, **{cache_keyword(model): filled})
+    with pytest.raises(ValueError, match="a lean step decodes into its own cache"):
+        plain_loop.run(step, model, ids, RowStopper(ids, 3, set(), [], 0), lambda i, s: s, {"past_key_values": filled})
 
 
 def _inverted(probs, u):

@@ -164,17 +164,12 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     step = getattr(bundle, "step", None)
     if step is not None:
         draft["draft_step"] = step
+    lookup_row = _copy_alone_row(st, {**draft, **copy, "draft_heads": None, "draft_datastore": store})
     if not st.sampling:
         heads = {**draft, "draft_heads": bundle.heads, "draft_lm": None}
         ngram = {**draft, "draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_alpha": st.alpha}
-        copy_tokens = st.copy_tokens or st.lookup_tokens
-        retrieval = st.retrieval if store is not None else 0
-        alone = {**draft, "draft_heads": None, **copy, "draft_lookup_tokens": copy_tokens, "draft_datastore": store}
-        alone["draft_retrieval"] = retrieval
-        source = "a context copy" + ("" if store is None else ", else the datastore's")
-        source += f" (+ the datastore's <= {retrieval} beside it)" if retrieval else ""
         drafted = [
-            RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree", alone),
+            lookup_row,
             RowSpec("heads", f"h={h} argmax per head", "chain", {**heads, "draft_p": 1}),
             RowSpec("heads_tree", f"h={h} k={st.k} {st.tree_label}", "tree", {**heads, **st.tree}),
             RowSpec("ngram", f"h={h} k={st.k} alpha={st.alpha}", "chain", {**ngram, "draft_p": 1}),
@@ -214,12 +209,8 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     plain = [RowSpec("generate", "plain sampling generate()", "-", {})]
     if step is not None:  # plain sampling on the same step: what a drafted row must beat
         plain.append(RowSpec("lean", f"plain sampling, {_step_label(step)}", "-", {**draft, "draft_heads": None}))
-    copy_tokens = st.copy_tokens or st.lookup_tokens
-    source = "a context copy" + ("" if store is None else ", else the datastore's")
-    alone = {**draft, **copy, "draft_heads": None, "draft_lookup_tokens": copy_tokens, "draft_sample": "tree"}
-    alone.update(draft_datastore=store, draft_retrieval=st.retrieval if store is not None else 0)
     drafted = [
-        RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree-sample", alone),
+        replace(lookup_row, verifier="tree-sample", kwargs={**lookup_row.kwargs, "draft_sample": "tree"}),
         RowSpec("heads", f"h={h} one sampled draft", "block", {**heads, "draft_p": 1, "draft_sample": "block"}),
         RowSpec(
             "heads_multi",
@@ -249,6 +240,18 @@ def row_specs(bundle, settings: DemoSettings, extra_rows=()) -> list[RowSpec]:
     if step is not None:
         drafted = [replace(spec, reference="lean") for spec in drafted]
     return plain + list(extra_rows) + drafted
+
+
+def _copy_alone_row(st: DemoSettings, kwargs: dict) -> RowSpec:
+    """The ``lookup`` row (greedy; the tree rule when sampling): the copy alone, no heads, with
+    ``kwargs`` (the datastore's among them) and the settings' copy length and retrieval branch."""
+    store = kwargs["draft_datastore"]
+    copy_tokens = st.copy_tokens or st.lookup_tokens
+    retrieval = st.retrieval if store is not None else 0
+    source = "a context copy" + ("" if store is None else ", else the datastore's")
+    source += f" (+ the datastore's <= {retrieval} beside it)" if retrieval else ""
+    kwargs = {**kwargs, "draft_lookup_tokens": copy_tokens, "draft_retrieval": retrieval}
+    return RowSpec("lookup", f"{source} (n<={st.lookup}, <={copy_tokens} tokens)", "tree", kwargs)
 
 
 def _step_label(step) -> str:

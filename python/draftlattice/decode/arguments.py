@@ -57,6 +57,13 @@ def check_step(step, model) -> None:
         )
 
 
+def check_no_filled_cache(cache) -> None:
+    """A lean step decodes into its own static cache: ``cache`` must be None or empty (generate()
+    hands over an empty one)."""
+    if cache is not None and cache.get_seq_length():
+        raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")
+
+
 def check_inputs(model, input_ids, stopper, attention_mask: Tensor | None, position_ids: Tensor | None) -> None:
     """``input_ids [B, P]``: a non-empty batch of the model's token ids, every row with a token,
     none past the position table; the mask, positions and stopper of the same rows."""

@@ -34,7 +34,7 @@ from ..verify import accept_chains, accept_tree, draw_categorical, verify_sample
 from ..verify.path import accept_tree_chains, chain_nodes
 from ..verify.sampled import SAMPLE_RULES
 from . import row_loop
-from .arguments import check_inputs, check_parts, check_step
+from .arguments import check_inputs, check_no_filled_cache, check_parts, check_step
 from .cache import cache_layers, compact, keep_block
 from .drafters.base import Drafter, Sampling, to_host
 from .forward import LAYOUTS, chain_forward, fill_padding, tree_forward
@@ -142,8 +142,7 @@ class Engine:
         """
         check_inputs(self.model, input_ids, stopper, attention_mask, position_ids)
         if self.step is not None:
-            if cache is not None and cache.get_seq_length():  # generate() hands over an empty one
-                raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")
+            check_no_filled_cache(cache)
             cache = self.step.new_cache(input_ids.shape[0], max(max_length, input_ids.shape[1]))  # the prompt included
         elif cache is None:
             from transformers import DynamicCache

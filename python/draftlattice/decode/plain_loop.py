@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..verify import draw_categorical
-from .arguments import check_inputs, check_step
+from .arguments import check_inputs, check_no_filled_cache, check_step
 from .cache import additive_mask
 from .stats import DecodeStats
 from .stopping import RowStopper
@@ -35,9 +35,7 @@ def run(step, model, input_ids: Tensor, stopper: RowStopper, processors, model_k
     attention_mask = model_kwargs.get("attention_mask")
     check_step(step, model)
     check_inputs(model, input_ids, stopper, attention_mask, model_kwargs.get("position_ids"))
-    cache = model_kwargs.get("cache", model_kwargs.get("past_key_values"))
-    if cache is not None and cache.get_seq_length():  # generate() hands over an empty one
-        raise ValueError("a lean step decodes into its own cache: pass no filled cache (past_key_values)")
+    check_no_filled_cache(model_kwargs.get("cache", model_kwargs.get("past_key_values")))
     return sample(step, input_ids, attention_mask, processors, stopper, streamer, model_kwargs.get("position_ids"))
 
 
@@ -75,21 +73,20 @@ def sample(
         hidden = step.hidden(sequences, positions, valid.long(), cache)
         logits = step.logits(hidden[:, -1])
         stats.target_calls, stats.prefill_calls = 1, 1
-        tokens, sequences = _draw(processors, sequences, logits, stopper, new, streamer)
+        tokens, sequences, _ = _draw(processors, sequences, logits, stopper, new, streamer)
         stats.prefill_seconds = time.perf_counter() - start
         position, keys = positions[:, -1], valid
         while not stopper.all_done:  # one target call: the last token's forward, then its draw
             start = time.perf_counter()
-            running = [b for b in range(B) if not stopper.done[b]]
             mask = additive_mask(keys, torch.ones(B, 1, 1, dtype=torch.bool, device=device), step.dtype)
             keys = torch.cat([keys, torch.ones(B, 1, dtype=torch.bool, device=device)], dim=1)
             position = position + 1
             hidden = step.hidden(tokens[:, None], position[:, None], mask, cache)
             logits = step.logits(hidden[:, -1])
             stats.forward_seconds += time.perf_counter() - start
-            tokens, sequences = _draw(processors, sequences, logits, stopper, new, streamer)
+            tokens, sequences, running = _draw(processors, sequences, logits, stopper, new, streamer)
             stats.verification_seconds += time.perf_counter() - start
-            stats.record_step([0] * len(running))
+            stats.record_step([0] * running)
             stats.nodes += 1  # a token a sequence
     if streamer is not None:
         streamer.end()
@@ -99,7 +96,8 @@ def sample(
 
 def _draw(processors, sequences: Tensor, logits: Tensor, stopper: RowStopper, new: list[list[int]], streamer):
     """Each row's next token from ``logits [B, V]`` under ``processors``, committed (finished rows
-    take the pad token, as in generate()): ``(tokens [B], sequences with them)``."""
+    take the pad token, as in generate()): ``(tokens [B], sequences with them, rows that were
+    still running)``."""
     scores = processors(sequences, logits)
     tokens = draw_categorical(torch.softmax(scores, dim=-1))
     running = [b for b in range(len(new)) if not stopper.done[b]]
@@ -111,4 +109,4 @@ def _draw(processors, sequences: Tensor, logits: Tensor, stopper: RowStopper, ne
         stopper.commit(b, [chosen[b]], new, scores[b : b + 1])
     if streamer is not None and len(new[0]) > before:
         streamer.put(torch.tensor(new[0][before:]))
-    return tokens, torch.cat([sequences, tokens[:, None]], dim=1)
+    return tokens, torch.cat([sequences, tokens[:, None]], dim=1), len(running)
