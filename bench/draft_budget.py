@@ -14,12 +14,14 @@ what ``draftlattice demo`` reads to choose p and the copy's length on each machi
         [--retrieval 0 3] [--chat 6] [--text 6] \\
         [--weights int4] [--heads DIR] [-o lm_models/smollm2/draft_budget.json]
 
-``--temperature T`` measures sampling instead: the same tree of best prefixes (``--nodes``) and the
-copy alone (``--copy-tokens``, no retrieval branch) verified by the tree rule
-(``draft_sample="tree"``, lossless) and plain sampling on the same step, at
-temperature T, seeded per prompt, and adds them to the existing table (``-o``, default the shipped
-one) as its ``sampled`` entry, the greedy entries kept: what ``fastest_drafting(b, temperature=T)``
-reads.
+``--temperature T [T ...]`` measures sampling instead: the same tree of best prefixes (``--nodes``)
+and the copy alone (``--copy-tokens``, no retrieval branch) verified by the tree rule
+(``draft_sample="tree"``, lossless) and plain sampling on the same step, at each temperature,
+``--seeds`` seeded paths a prompt (default 3: sampled acceptance varies from path to path), and
+adds them to the existing table (``-o``, default the shipped one) as its ``sampled`` entries, one
+a temperature (an entry measured before at the same temperature is replaced; the greedy entries
+and the other temperatures' are kept): what ``fastest_drafting(b, sampling=True, temperature=T)``
+reads, interpolating between them.
 
 ``--heads DIR`` drafts with other heads than the shipped ones (a DraftHeads folder), to compare
 new heads through the drafts before shipping them (``--copy-tokens`` with no value skips the
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import platform
 from datetime import date
@@ -70,11 +73,17 @@ def main() -> None:
     parser.add_argument("--weights", default="int4")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--heads", type=Path, help="a DraftHeads folder (default: the shipped heads)")
-    parser.add_argument("--temperature", type=float, help="measure sampling at this temperature (see above)")
+    parser.add_argument(
+        "--temperature", type=float, nargs="+", help="measure sampling at these temperatures (see above)"
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="sampling: seeded paths a prompt (default 3)")
     parser.add_argument("-o", "--output", help=f"where to write the table (default: {SHIPPED_TABLE})")
     args = parser.parse_args()
-    if args.temperature is not None and not args.temperature > 0:
-        parser.error(f"--temperature must be > 0, got {args.temperature}")
+    for temperature in args.temperature or []:
+        if not temperature > 0:
+            parser.error(f"--temperature must be > 0, got {temperature}")
+    if args.seeds < 1:
+        parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.temperature is not None and not args.nodes:
         parser.error("--temperature measures the tree of best prefixes: give --nodes")
     if args.output is None:
@@ -89,16 +98,18 @@ def main() -> None:
     prompts = calibration_prompts(bundle, args.chat, args.text)
     curve = measure_cost_curve(bundle.step)  # the table's reference: the forward's cost by nodes
 
-    sampling = {"do_sample": False} if args.temperature is None else {"do_sample": True, "top_k": 0}
-    if args.temperature is not None:
-        sampling["temperature"] = args.temperature
-
-    def measure(**drafting) -> dict:
+    def measure(sampling: dict | None = None, **drafting) -> dict:
+        # greedy decoding takes one path a prompt; sampling --seeds paths (its tokens a call vary)
+        runs = [(0, prompts[0])]  # the first call warms up, uncounted
+        runs += [
+            (i + 1000 * s, prompt) for s in range(args.seeds if sampling else 1) for i, prompt in enumerate(prompts)
+        ]
+        sampling = sampling or {"do_sample": False}
         total, warm = None, False
-        for i, prompt in enumerate([prompts[0]] + prompts):  # the first call warms up, uncounted
+        for seed, prompt in runs:
             ids = torch.tensor([prompt])
             settings = dict(draft_k=args.k, draft_alpha=args.alpha, draft_lookup=args.lookup, draft_step=bundle.step)
-            torch.manual_seed(i)
+            torch.manual_seed(seed)
             out = bundle.model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
@@ -127,7 +138,8 @@ def main() -> None:
     tree = {"draft_heads": bundle.heads, "draft_lm": bundle.lm, "draft_datastore": bundle.datastore}
     if args.temperature is not None:
         tree["draft_sample"] = "tree"
-        add_sampled(args, bundle, tree, measure)
+        for temperature in args.temperature:
+            add_sampled(args, bundle, tree, functools.partial(measure, sampling_at(temperature)), temperature)
         return
     options, node_options, copy_options = [], [], []
     for p in args.p:
@@ -175,10 +187,16 @@ def write(table: dict, path: str) -> None:
         tmp.write_text(json.dumps(table, indent=1) + "\n")
 
 
-def add_sampled(args, bundle, tree: dict, measure) -> None:
-    """The ``sampled`` entry: the tree rule's node budgets, the copy alone by length and plain
-    sampling, into the table at
-    ``args.output`` (its other entries kept)."""
+def sampling_at(temperature: float) -> dict:
+    """generate()'s sampling arguments: the whole law at ``temperature`` (no top-k, no nucleus)."""
+    return {"do_sample": True, "top_k": 0, "temperature": temperature}
+
+
+def add_sampled(args, bundle, tree: dict, measure, temperature: float) -> None:
+    """A ``sampled`` entry: the tree rule's node budgets, the copy alone by length and plain
+    sampling at ``temperature``, into the table at ``args.output`` (its other entries kept, an
+    entry of the same temperature replaced; a table of one entry, as written before, becomes a
+    list)."""
     table = json.loads(Path(args.output).read_text())
     node_options = []
     for nodes in args.nodes:
@@ -191,16 +209,21 @@ def add_sampled(args, bundle, tree: dict, measure) -> None:
         print(copy_options[-1], flush=True)
     plain = measure(draft_heads=None, draft_lookup=0)  # plain sampling on the same step
     print({"plain": plain}, flush=True)
-    table["sampled"] = {
-        "temperature": args.temperature,
+    entry = {
+        "temperature": temperature,
         "rule": "tree",
+        "seeds": args.seeds,
         "measured": measured(args),
         "node_options": node_options,
         "copy_options": copy_options,
         "plain": plain,
     }
+    kept = table.get("sampled", [])
+    kept = [kept] if isinstance(kept, dict) else kept
+    kept = [e for e in kept if e.get("temperature") != temperature]
+    table["sampled"] = sorted(kept + [entry], key=lambda e: e["temperature"])
     write(table, args.output)
-    print(f"added the sampled entry (T = {args.temperature}) to {args.output}")
+    print(f"added the sampled entry (T = {temperature:g}) to {args.output}")
 
 
 if __name__ == "__main__":

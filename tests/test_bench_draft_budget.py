@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
         (["--copy-tokens"], "name the output (-o), not the shipped table"),
         (["--nodes"], "name the output (-o), not the shipped table"),
         (["--temperature", "0"], "--temperature must be > 0, got 0.0"),
+        (["--temperature", "0.7", "-0.5"], "--temperature must be > 0, got -0.5"),
+        (["--temperature", "0.7", "--seeds", "0"], "--seeds must be >= 1, got 0"),
         (["--temperature", "0.7", "--nodes"], "--temperature measures the tree of best prefixes: give --nodes"),
     ],
 )

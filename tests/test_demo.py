@@ -141,8 +141,8 @@ def test_demo_on_the_default_model(default_folder, capsys):
     # sampling: the tree rows fitted from the tree rule's own gains, and the fastest sampling
     assert main(["demo", "--quick", "--temperature", "0.7", "--no-llama-cpp"]) == 0
     out = capsys.readouterr().out
-    assert "llama_cpp" not in out and "fitted to this CPU from the tree rule's gains at T = 0.7" in out
-    assert "fastest sampling here: " in out and "fastest_drafting(b, sampling=True)" in out
+    assert "llama_cpp" not in out and "fitted to this CPU from the tree rule's gains measured at T = 0.7" in out
+    assert "fastest sampling here: " in out and "fastest_drafting(b, sampling=True, temperature=0.7)" in out
     if llama:  # llama.cpp's own sampler, seeded per prompt from the demo's seed
         assert main(["demo", "--quick", "--temperature", "0.7"]) == 0
         row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| llama_cpp |"))

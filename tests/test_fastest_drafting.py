@@ -194,21 +194,22 @@ def test_the_retrieval_branch_is_chosen_where_its_extra_nodes_are_nearly_free(tm
 
 
 def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
-    """sampling=True: the table's sampled gains (the tree of best prefixes with the copy, and the
-    copy alone, under the tree rule) against plain sampling on the step; plain where every token
-    costs a step, a tree where tokens are nearly free, the copy alone where a few cost little more
-    than one; a table without them is refused with a line that says how to measure them."""
+    """sampling=True: the table's sampled gains at the temperature asked for (the tree of best
+    prefixes with the copy, and the copy alone, under the tree rule) against plain sampling on
+    the step; plain where every token costs a step, a tree where tokens are nearly free, the copy
+    alone where a few cost little more than one; a table without them is refused with a line that
+    says how to measure them."""
     table = json.loads(SHIPPED.read_text())
-    sampled = table["sampled"]
-    steep = fastest_drafting(_Bundle(), SHIPPED, LINEAR, sampling=True)
-    assert steep.drafter == PLAIN and steep.sampled_at == sampled["temperature"]
+    sampled = next(entry for entry in table["sampled"] if entry["temperature"] == 0.7)
+    steep = fastest_drafting(_Bundle(), SHIPPED, LINEAR, sampling=True, temperature=0.7)
+    assert steep.drafter == PLAIN and steep.sampled_at == 0.7
     assert "fastest sampling here: none (plain sampling on the lean step)" in steep.describe()
-    flat = fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True)
+    flat = fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True, temperature=0.7)
     assert flat.drafter == TREE and flat.nodes is not None and flat.p is None
     assert len(flat.candidates) == len(sampled["node_options"]) + len(sampled["copy_options"]) + 1  # and plain
-    assert f"the tree rule's gains measured at T = {sampled['temperature']:g}" in flat.describe()
+    assert "the tree rule's gains measured at T = 0.7" in flat.describe()
     assert flat.plain == pytest.approx(1e3 / (FLAT(1) + sampled["plain"]["host_ms"]))
-    few = fastest_drafting(_Bundle(), SHIPPED, CHEAP_FEW, sampling=True)
+    few = fastest_drafting(_Bundle(), SHIPPED, CHEAP_FEW, sampling=True, temperature=0.7)
     assert few.drafter == COPY and "fastest sampling here: lookup" in few.describe()
     del table["sampled"]
     old = tmp_path / "old.json"
@@ -220,10 +221,22 @@ def test_sampling_weighs_the_tree_rules_trees_against_plain_sampling(tmp_path):
         fastest_drafting(_Bundle(), old, FLAT, sampling=True)
 
 
+def test_sampling_is_fitted_to_its_temperature():
+    """A cooler law accepts more drafts: on a flat step the fastest drafting predicts more
+    tokens/s at T = 0.3 than at generate()'s default 1.0, an interpolated temperature lies between
+    its two measured ones, and the line says where the gains came from."""
+    cool, mid, hot = (fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True, temperature=t) for t in (0.3, 0.6, 1.0))
+    assert cool.predicted > mid.predicted > hot.predicted
+    assert fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True).sampled_at == 1.0
+    assert "between T = 0.5's and T = 0.7's" in mid.describe()
+    hotter = fastest_drafting(_Bundle(), SHIPPED, FLAT, sampling=True, temperature=1.5)
+    assert hotter.predicted == hot.predicted and "optimistic at T = 1.5" in hotter.describe()
+
+
 def test_its_sampling_arguments_run_the_tree_rule_or_plain_sampling(tmp_path):
     model, _, bundle, path = _tiny_default(tmp_path, datastore=True)
     for curve, drafter in ((FLAT, TREE), (CHEAP_FEW, COPY), (LINEAR, PLAIN)):
-        choice = fastest_drafting(bundle, path, curve, sampling=True)
+        choice = fastest_drafting(bundle, path, curve, sampling=True, temperature=0.7)
         kwargs = choice.generate_kwargs(bundle)
         assert choice.drafter == drafter and kwargs.get("draft_sample") == (None if drafter == PLAIN else "tree")
         for seed, prompt in enumerate(PROMPTS):

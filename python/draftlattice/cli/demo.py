@@ -194,7 +194,7 @@ def _demo(args: argparse.Namespace) -> int:
             args.kernel,
             args.lookup_tokens is None,
             args.retrieval,
-            settings.sampling,
+            settings.temperature,
         )
         if tree is not None:  # the sampling rows' p drafts stay --p's unless the tree is the p best
             p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
@@ -215,7 +215,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     if fitted is not None:
         report.notes.append(fitted)
-        report.notes.append(_fastest_line(bundle, args.models, settings.sampling))
+        report.notes.append(_fastest_line(bundle, args.models, settings.temperature))
     if bundle.step is not None:
         report.notes.append(
             f"drafted rows run the lean step with {bundle.step.weights} weights"
@@ -265,15 +265,16 @@ def _fit(
     kernel: str,
     fit_copy: bool,
     retrieval: int | None = None,
-    sampling: bool = False,
+    temperature: float | None = None,
 ) -> tuple[object, object, object, str | None]:
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
     p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
     lookup row's copy option (its longest copy and retrieval branch, only ``retrieval``'s when
     given) fitted to this machine (each candidate format's cost against nodes measured once and
     cached, the drafters' gains measured once per drafter), with a line saying why; without a
-    gains table, the first format, no fitted tree (None) and the default copy (None). ``sampling``:
-    the tree and the copy from the table's sampled gains (the tree rule's), where it has them."""
+    gains table, the first format, no fitted tree (None) and the default copy (None). ``temperature``
+    (sampling): the tree and the copy from the table's sampled gains (the tree rule's) at that
+    temperature, where it has them."""
     from ..default_model.load import artifacts_dir
     from ..lean import LeanLlama
     from ..lean.fit import (
@@ -287,11 +288,9 @@ def _fit(
     table = artifacts_dir(models) / BUDGET_TABLE
     if not table.is_file():
         return bundle.step, None, None, None
-    sampled_at = json.loads(table.read_text()).get("sampled", {}).get("temperature") if sampling else None
-    if sampled_at is not None:
-        options = [
-            o for o in load_options(table, "node_options", "sampled") if p is None and nodes in (None, o.node_budget)
-        ]
+    gains = _sampled_gains(table, temperature)
+    if gains is not None:
+        options = [o for o in gains.node_options if p is None and nodes in (None, o.node_budget)]
     else:
         options = [o for o in load_options(table) if nodes is None and (p is None or o.p == p)]
         options += [o for o in load_options(table, "node_options") if p is None and nodes in (None, o.node_budget)]
@@ -305,7 +304,7 @@ def _fit(
         f"{n} " + ", ".join(f"{o.tree} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
     )
     costs = ", ".join(f"{n}: {ms:.0f}" for n, ms in zip(curves[name].nodes, curves[name].ms) if n in (1, 4, 8, 16, 32))
-    copies = load_options(table, "copy_options", "sampled" if sampled_at is not None else None) if fit_copy else []
+    copies = (load_options(table, "copy_options") if gains is None else gains.copy_options) if fit_copy else []
     copies = [o for o in copies if retrieval is None or o.retrieval == retrieval]
     copy = best_option(curves[name], copies) if copies else None
     copy_line = (
@@ -325,7 +324,7 @@ def _fit(
         copy,
         (
             f"{name} weights, tree {best.tree} fitted to this CPU"
-            + ("" if sampled_at is None else f" from the tree rule's gains at T = {sampled_at:g}")
+            + ("" if gains is None else f" from {gains.describe()}")
             + f" (predicted {predicted:.0f} tokens/s, plain "
             f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "
             f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}; --weights / --p / --nodes / "
@@ -334,17 +333,29 @@ def _fit(
     )
 
 
-def _fastest_line(bundle, models, sampling: bool) -> str:
-    """Which drafting of the demo's rows (greedy or sampled) the fit predicts fastest on this
-    machine, and how to get it."""
+def _sampled_gains(table, temperature: float | None):
+    """The table's sampled gains at ``temperature`` (None: greedy, or a table without them)."""
+    from ..lean.sampled_gains import gains_at
+
+    if temperature is None or "sampled" not in json.loads(table.read_text()):
+        return None
+    return gains_at(table, temperature)
+
+
+def _fastest_line(bundle, models, temperature: float | None) -> str:
+    """Which drafting of the demo's rows (greedy, or sampled at ``temperature``) the fit predicts
+    fastest on this machine, and how to get it."""
     from ..default_model.fastest import fastest_drafting
     from ..default_model.load import artifacts_dir
 
+    sampling = temperature is not None
     try:
-        choice = fastest_drafting(bundle, artifacts_dir(models) / BUDGET_TABLE, sampling=sampling)
+        choice = fastest_drafting(
+            bundle, artifacts_dir(models) / BUDGET_TABLE, sampling=sampling, temperature=temperature or 1.0
+        )
     except ValueError as error:
         return f"fastest {'sampling' if sampling else 'drafting'} not fitted: {error}"
-    call = "fastest_drafting(b, sampling=True)" if sampling else "fastest_drafting(b)"
+    call = f"fastest_drafting(b, sampling=True, temperature={temperature:g})" if sampling else "fastest_drafting(b)"
     return (
         choice.describe()
         + f"; draftlattice.default_model.fastest.{call}.generate_kwargs(b) gives its generate() arguments"

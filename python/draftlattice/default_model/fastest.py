@@ -11,8 +11,9 @@ only speed: the one of the most predicted tokens/s, from the drafters' gains and
 measured once on held-out prompts (``draft_budget.json``, ``bench/draft_budget.py``; plain
 decoding's host time too) and the step's cost against nodes measured once per machine
 (:func:`draftlattice.lean.fit.cached_cost_curve`). For sampling, the same choice between the
-lattice's trees under the tree rule (lossless) and plain sampling on the step, from gains measured
-at one temperature (the table's ``sampled`` entry).
+lattice's trees under the tree rule (lossless), the copy alone under it, and plain sampling on the
+step, from gains measured at a few temperatures and interpolated to the one asked for (the table's
+``sampled`` entries, :mod:`draftlattice.lean.sampled_gains`).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class Drafting:
     settings: dict  #: the table's drafter settings: k, alpha, lookup (the longest n-gram matched)
     nodes: int | None = None  #: the tree of the lattice's best prefixes, this many (None: the p best)
     retrieval: int = 0  #: the copy alone: the datastore's draft beside the copy, up to this many tokens
-    #: for sampling: the temperature the gains were measured at (the tree rule, lossless); None: greedy
+    #: for sampling: the temperature the gains are for (the tree rule, lossless); None: greedy
     sampled_at: float | None = None
+    gains: str = ""  #: for sampling: where the gains come from (measured, interpolated)
 
     def generate_kwargs(self, bundle) -> dict:
         """Arguments of ``bundle.model.generate(ids, max_new_tokens=..., do_sample=False, **these)``
@@ -73,7 +75,7 @@ class Drafting:
         others = ", ".join(f"{label} {tokens:.0f}" for label, tokens in self.candidates)
         sampled = self.sampled_at is not None
         if sampled:
-            others += f" (the tree rule's gains measured at T = {self.sampled_at:g})"
+            others += f" ({self.gains})"
         head = "fastest sampling here" if sampled else "fastest drafting here"
         if self.drafter == PLAIN:
             return (
@@ -91,7 +93,11 @@ class Drafting:
 
 
 def fastest_drafting(
-    bundle, table: str | os.PathLike[str] | None = None, curve=None, sampling: bool = False
+    bundle,
+    table: str | os.PathLike[str] | None = None,
+    curve=None,
+    sampling: bool = False,
+    temperature: float = 1.0,
 ) -> Drafting:
     """The drafting of the most predicted tokens/s for ``bundle`` (a :class:`DefaultModel` loaded
     with ``weights=``: its lean step is what is timed) on this machine; plain decoding unless a
@@ -99,11 +105,12 @@ def fastest_drafting(
 
     ``table``: the drafters' gains (default: the shipped ``draft_budget.json``); ``curve``: the
     step's :class:`~draftlattice.lean.fit.CostCurve` (default: measured once per machine, a few
-    seconds, then cached); ``sampling``: for ``do_sample=True``: the lattice's tree of best
-    prefixes with the copy, or the copy alone, under the tree rule, or plain sampling, from the
-    table's ``sampled``
-    gains (measured at one temperature, ``Drafting.sampled_at``; acceptance falls as it rises)."""
+    seconds, then cached); ``sampling``: for ``do_sample=True`` at ``temperature`` (generate()'s
+    default 1.0): the lattice's tree of best prefixes with the copy, or the copy alone, under the
+    tree rule, or plain sampling, from the table's ``sampled`` gains at that temperature
+    (acceptance falls as it rises; :func:`draftlattice.lean.sampled_gains.gains_at`)."""
     from ..lean.fit import DraftOption, cached_cost_curve, load_options, predicted_tokens_per_s
+    from ..lean.sampled_gains import gains_at
     from .load import artifacts_dir
 
     if bundle.step is None:
@@ -111,17 +118,14 @@ def fastest_drafting(
     path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
     settings = _settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
-    section = "sampled" if sampling else None
     if sampling:
-        sampled_at, plain_host = _sampled_entry(path)
-        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path, "node_options", section)]
+        gains = gains_at(path, temperature)
+        sampled_at, plain_host, copies = temperature, gains.plain_host_ms, gains.copy_options
+        weighed = [(f"{TREE} {o.tree}", TREE, o) for o in gains.node_options]
     else:
-        sampled_at, plain_host = None, _plain_host_ms(path)
+        sampled_at, plain_host, copies = None, _plain_host_ms(path), load_options(path, "copy_options")
         weighed = [(f"{TREE} {o.tree}", TREE, o) for o in load_options(path) + load_options(path, "node_options")]
-    weighed += [
-        (f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o)
-        for o in load_options(path, "copy_options", section)
-    ]
+    weighed += [(f"{COPY} <= {o.copy_tokens}{retrieval_label(o.retrieval)}", COPY, o) for o in copies]
     if not weighed:
         raise ValueError(f"{path}: no draft options to choose from")
     plain = DraftOption(1, 1.0, 1.0, plain_host)
@@ -143,6 +147,7 @@ def fastest_drafting(
         nodes=option.node_budget if drafter == TREE else None,
         retrieval=option.retrieval if drafter == COPY else 0,
         sampled_at=sampled_at,
+        gains=gains.describe() if sampling else "",
     )
 
 
@@ -161,18 +166,6 @@ def _plain_host_ms(path: Path) -> float:
         return float(entry["host_ms"])
     except (TypeError, KeyError, ValueError):
         raise ValueError(f"{path}: plain decoding's entry has no host_ms number: {entry!r}") from None
-
-
-def _sampled_entry(path: Path) -> tuple[float, float]:
-    """The table's sampled gains: ``(the temperature they were measured at, plain sampling's host
-    time a token)``."""
-    entry = json.loads(path.read_text()).get("sampled")
-    if entry is None:
-        raise ValueError(f"{path}: no sampled gains: measure them with bench/draft_budget.py --temperature 0.7")
-    try:
-        return float(entry["temperature"]), float(entry["plain"]["host_ms"])
-    except (TypeError, KeyError, ValueError):
-        raise ValueError(f"{path}: its sampled entry has no temperature or plain host_ms number") from None
 
 
 def _settings(path: Path) -> dict:

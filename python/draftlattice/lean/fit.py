@@ -201,29 +201,31 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
     return curve
 
 
-def load_options(path: str | os.PathLike[str], kind: str = "options", section: str | None = None) -> list[DraftOption]:
+def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[DraftOption]:
     """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
     drafter's by p (``kind="options"``), by the tree's node budget (``kind="node_options"``:
     its best prefixes), or the context copy's alone by its longest draft and its retrieval branch
     (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch).
-    ``section``: a part of the table measured otherwise (``"sampled"``: sampling by the tree rule)."""
+    Sampling's, by temperature: :func:`draftlattice.lean.sampled_gains.gains_at`."""
     try:
-        table = json.loads(Path(path).read_text())
-        if section is not None:
-            table = table[section]
-        if kind in ("copy_options", "node_options") and kind not in table:
-            return []
-        return [
-            DraftOption(
-                int(o.get("p", 1)),
-                float(o["tokens_per_call"]),
-                float(o["nodes"]),
-                float(o["host_ms"]),
-                int(o["copy_tokens"]) if kind == "copy_options" else None,
-                int(o["node_budget"]) if kind == "node_options" else None,
-                int(o.get("retrieval", 0)) if kind == "copy_options" else 0,
-            )
-            for o in table[kind]
-        ]
+        return options_from(json.loads(Path(path).read_text()), kind)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path}: not a draft budget table ({error})") from None
+
+
+def options_from(table: dict, kind: str) -> list[DraftOption]:
+    """:func:`load_options` of a table already read (or of one of its sampled entries)."""
+    if kind in ("copy_options", "node_options") and kind not in table:
+        return []
+    return [
+        DraftOption(
+            int(o.get("p", 1)),
+            float(o["tokens_per_call"]),
+            float(o["nodes"]),
+            float(o["host_ms"]),
+            int(o["copy_tokens"]) if kind == "copy_options" else None,
+            int(o["node_budget"]) if kind == "node_options" else None,
+            int(o.get("retrieval", 0)) if kind == "copy_options" else 0,
+        )
+        for o in table[kind]
+    ]
