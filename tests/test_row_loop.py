@@ -234,3 +234,44 @@ def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted,
             accepted += sum(map(sum, b.accepted))
     assert len(counted) == len(drafters) * len(PROMPTS)
     assert accepted > 15  # drafts were accepted: the walk went down the trees
+
+
+@pytest.mark.parametrize("weights", ["dense", "int4"])
+@pytest.mark.parametrize("rule", ["block", "token"])
+def test_one_sampled_draft_by_block_or_token_verification_equals_the_general_loop(
+    monkeypatch, counted, tmp_path, weights, rule
+):
+    """One row, one draft sampled from the heads' lattice (their own law, or rescored by an LM)
+    and verified by block verification or token by token, temperature and top-k applied at
+    every node: the same seed gives the general loop's tokens, acceptances and calls."""
+    from draftlattice.decode import Sampling
+
+    model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
+    step = LeanLlama(model, weights)
+    lm = own_ngram(model, tmp_path, PROMPTS)
+    sampling = Sampling(temperature=0.6, top_k=6)
+    accepted = 0
+    for drafter_lm in (None, lm):
+        for seed, prompt in enumerate(PROMPTS):
+            runs = []
+            for fast in (False, True):
+                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
+                ids = torch.tensor([prompt])
+                drafter = LatticeDrafter(drafter_lm, k=4, p=1, sample_alpha=0.2)
+                engine = Engine(
+                    model,
+                    heads,
+                    drafter,
+                    sample_rule=rule,
+                    sampling=sampling,
+                    processors=sampling.processors(),
+                    step=step,
+                )
+                torch.manual_seed(seed)
+                runs.append(engine.run(ids, RowStopper(ids, 17, {9}, [], 0), max_length=len(prompt) + 17))
+            (tokens_a, a), (tokens_b, b) = runs
+            assert tokens_a == tokens_b, (prompt, drafter_lm)
+            assert _counters(a) == _counters(b), (prompt, drafter_lm)
+            accepted += sum(map(sum, b.accepted))
+    assert len(counted) == 2 * len(PROMPTS)
+    assert accepted > 5, accepted  # drafts were accepted

@@ -1,5 +1,6 @@
-"""The engine's loop for one row on a lean step, greedy or sampled by the tree rule: its drafts
-as a chain or a small tree, kept lean.
+"""The engine's loop for one row on a lean step, greedy, sampled by the tree rule, or one
+sampled draft by block verification (or token by token): its drafts as a chain or a small tree,
+kept lean.
 
 Why: on a CPU the lean step verifies 2-4 tokens for 5-15% more than one (bench/RESULTS.md), so a
 draft pays only if the step around the forward costs about what plain decoding's does. The
@@ -16,7 +17,8 @@ read the scores alone), of one row without padding, processors (greedy), extra s
 observer or streamer, on a lean step, on the
 "tree" layout, drafted by the context's copy alone (``ContextLookup(None)``), by the heads'
 lattice (``LatticeDrafter``: the p best paths, rescored by an LM or not) or by both
-(``ContextLookup(LatticeDrafter)``). Its trie numbers nodes as the general loop's
+(``ContextLookup(LatticeDrafter)``); or one draft sampled by the heads' lattice
+(``LatticeDrafter`` with ``sample_rule="block"`` or ``"token"``: a chain, the rule on its laws). Its trie numbers nodes as the general loop's
 (:func:`draftlattice.verify.tree_host.host_tree_fields`: by depth, then by the first draft
 through a node), and its forwards, head projections and drafter calls are the general loop's,
 input for input (and, sampling, its draws), so its outputs and statistics are the general loop's
@@ -31,7 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..verify import draw_categorical, multi_draft_verify
+from ..verify import draw_categorical, multi_draft_verify, verify_sampled
 from ..verify.greedy import target_tokens
 from ..verify.tree_host import accepted_walk
 from .drafters.base import to_host
@@ -41,6 +43,8 @@ from .processors import needs_context, process_scores_only
 from .stats import DecodeStats
 from .stopping import RowStopper
 
+CHAIN_RULES = ("block", "token")  #: the sampling rules of one sampled draft
+
 
 def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, stopper) -> bool:
     """Whether :func:`decode` runs this :meth:`Engine.run <draftlattice.decode.Engine.run>` call."""
@@ -49,8 +53,10 @@ def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_i
     lattice = drafter.drafter if copy else drafter
     known_drafter = (copy and lattice is None) or (type(lattice) is LatticeDrafter and engine.heads is not None)
     # Sampling with the tree rule: its drafts are the greedy ones, its walk reads each node's law
-    # (processors that look at the scores alone apply to all nodes at once)
-    sampled = engine.sample_rule == "tree" and not needs_context(engine.processors)
+    # (processors that look at the scores alone apply to all nodes at once); block verification
+    # and the token rule: one sampled draft of the heads' lattice, a chain
+    chain_rule = engine.sample_rule in CHAIN_RULES and type(drafter) is LatticeDrafter
+    sampled = (engine.sample_rule == "tree" or chain_rule) and not needs_context(engine.processors)
     return (
         known_drafter
         and input_ids.shape[0] == 1
@@ -95,7 +101,7 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
             drafts = drafter.copies(context + new[0])
             width = max([1, *map(len, drafts)])
         else:
-            drafts, width = _finish(drafter, proposal, context + new[0], device)
+            drafts, width, sampled = _finish(drafter, proposal, context + new[0], device)
         stats.drafting_seconds += time.perf_counter() - start
         start = time.perf_counter()
         trie, past = _Trie(root, drafts), cache.get_seq_length()
@@ -111,7 +117,13 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
         if sampling:
             if engine.processors:
                 scores = process_scores_only(engine.processors, scores)
-            path, root = _tree_rule(trie, drafts, width, scores)
+            if engine.sample_rule == "tree":
+                path, root = _tree_rule(trie, drafts, width, scores)
+            else:  # one sampled draft: the chain's laws, as the general loop hands them to the rule
+                num, token, _ = verify_sampled(
+                    engine.sample_rule, sampled.tokens, scores.softmax(-1)[:, None], sampled.q
+                )
+                path, root = list(range(int(num[0]) + 1)), int(token[0])
         else:
             chosen = target_tokens(scores[0]).tolist()
             path = accepted_walk(trie.tokens, trie.parent, chosen)
@@ -176,11 +188,12 @@ def _propose(engine, head_logits: Tensor):
     return proposal, to_host(proposal.to_host)
 
 
-def _finish(drafter, proposal, context: list[int], device) -> tuple[list[list[int]], int]:
-    """The step's drafts from the drafter's host half (their ``-1`` padding dropped), and the
-    width of the drafter's tensor of them (the tree rule draws a uniform per depth of it)."""
-    drafts, _ = drafter.finish(proposal[0], proposal[1], [context], device)
-    return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()], drafts.shape[-1]
+def _finish(drafter, proposal, context: list[int], device):
+    """The step's drafts from the drafter's host half (their ``-1`` padding dropped), the width
+    of the drafter's tensor of them (the tree rule draws a uniform per depth of it) and the
+    sampled drafts with their laws (None for deterministic drafts)."""
+    drafts, sampled = drafter.finish(proposal[0], proposal[1], [context], device)
+    return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()], drafts.shape[-1], sampled
 
 
 def _tree_rule(trie: _Trie, drafts: list[list[int]], width: int, scores: Tensor) -> tuple[list[int], int]:
