@@ -5,8 +5,9 @@
   :class:`FetchError`.
 * :func:`load_default` (:mod:`.load`): the model, its draft heads and its n-gram LM, loaded
   together as a :class:`DefaultModel` (``draftlattice demo``, ``draftlattice model perplexity``).
-* :func:`.fastest.fastest_drafting`: the exact greedy drafting (or none) of the most predicted
-  tokens/s on this machine, and its ``generate()`` arguments (import it from ``draftlattice.default_model.fastest``).
+* :func:`.fastest.fastest_drafting`: the exact greedy drafting (or none), or with
+  ``sampling=True, temperature=T`` the lossless one, of the most predicted tokens/s on this
+  machine, and its ``generate()`` arguments (import it from ``draftlattice.default_model.fastest``).
 
 Importing this package needs neither torch nor transformers; :func:`load_default` does.
 """

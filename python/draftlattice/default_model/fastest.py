@@ -34,7 +34,8 @@ DRAFTS_MARGIN = 1.1
 
 @dataclass(frozen=True)
 class Drafting:
-    """A greedy drafting of the default model and its predicted speed on this machine."""
+    """A drafting of the default model (greedy, or sampled by the tree rule) and its predicted
+    speed on this machine."""
 
     drafter: str  #: :data:`COPY` (the copy alone), :data:`TREE` (the lattice's tree and the copy) or :data:`PLAIN`
     p: int | None  #: the lattice's drafts a step (None for the copy alone, or a tree of ``nodes``)
