@@ -237,13 +237,12 @@ def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted,
 
 
 @pytest.mark.parametrize("weights", ["dense", "int4"])
-@pytest.mark.parametrize("rule", ["block", "token"])
-def test_one_sampled_draft_by_block_or_token_verification_equals_the_general_loop(
-    monkeypatch, counted, tmp_path, weights, rule
-):
-    """One row, one draft sampled from the heads' lattice (their own law, or rescored by an LM)
-    and verified by block verification or token by token, temperature and top-k applied at
-    every node: the same seed gives the general loop's tokens, acceptances and calls."""
+@pytest.mark.parametrize("rule, p", [("block", 1), ("token", 1), ("multi", 4), ("multi", 1)])
+def test_drafts_sampled_with_their_laws_equal_the_general_loop(monkeypatch, counted, tmp_path, weights, rule, p):
+    """One row, drafts sampled from the heads' lattice (their own law, or rescored by an LM):
+    one verified by block verification or token by token, or p by recursive rejection over
+    their trie; temperature and top-k applied at every node: the same seed gives the general
+    loop's tokens, acceptances and calls."""
     from draftlattice.decode import Sampling
 
     model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
@@ -257,7 +256,7 @@ def test_one_sampled_draft_by_block_or_token_verification_equals_the_general_loo
             for fast in (False, True):
                 monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
                 ids = torch.tensor([prompt])
-                drafter = LatticeDrafter(drafter_lm, k=4, p=1, sample_alpha=0.2)
+                drafter = LatticeDrafter(drafter_lm, k=4, p=p, sample_alpha=0.2)
                 engine = Engine(
                     model,
                     heads,

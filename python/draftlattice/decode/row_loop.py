@@ -1,6 +1,6 @@
-"""The engine's loop for one row on a lean step, greedy, sampled by the tree rule, or one
-sampled draft by block verification (or token by token): its drafts as a chain or a small tree,
-kept lean.
+"""The engine's loop for one row on a lean step, greedy or sampled (the tree rule; the heads'
+sampled drafts by recursive rejection, block verification or token by token): its drafts as a
+chain or a small tree, kept lean.
 
 Why: on a CPU the lean step verifies 2-4 tokens for 5-15% more than one (bench/RESULTS.md), so a
 draft pays only if the step around the forward costs about what plain decoding's does. The
@@ -17,8 +17,9 @@ read the scores alone), of one row without padding, processors (greedy), extra s
 observer or streamer, on a lean step, on the
 "tree" layout, drafted by the context's copy alone (``ContextLookup(None)``), by the heads'
 lattice (``LatticeDrafter``: the p best paths, rescored by an LM or not) or by both
-(``ContextLookup(LatticeDrafter)``); or one draft sampled by the heads' lattice
-(``LatticeDrafter`` with ``sample_rule="block"`` or ``"token"``: a chain, the rule on its laws). Its trie numbers nodes as the general loop's
+(``ContextLookup(LatticeDrafter)``); or drafts sampled from the heads' lattice
+(``LatticeDrafter`` with ``sample_rule="multi"``: their trie, recursive rejection on the laws at
+its nodes; ``"block"`` or ``"token"``: one draft, a chain). Its trie numbers nodes as the general loop's
 (:func:`draftlattice.verify.tree_host.host_tree_fields`: by depth, then by the first draft
 through a node), and its forwards, head projections and drafter calls are the general loop's,
 input for input (and, sampling, its draws), so its outputs and statistics are the general loop's
@@ -43,7 +44,7 @@ from .processors import needs_context, process_scores_only
 from .stats import DecodeStats
 from .stopping import RowStopper
 
-CHAIN_RULES = ("block", "token")  #: the sampling rules of one sampled draft
+DRAWN_RULES = ("multi", "block", "token")  #: the sampling rules of drafts drawn with their laws
 
 
 def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None, stopper) -> bool:
@@ -53,10 +54,10 @@ def applies(engine, input_ids: Tensor, attention_mask: Tensor | None, position_i
     lattice = drafter.drafter if copy else drafter
     known_drafter = (copy and lattice is None) or (type(lattice) is LatticeDrafter and engine.heads is not None)
     # Sampling with the tree rule: its drafts are the greedy ones, its walk reads each node's law
-    # (processors that look at the scores alone apply to all nodes at once); block verification
-    # and the token rule: one sampled draft of the heads' lattice, a chain
-    chain_rule = engine.sample_rule in CHAIN_RULES and type(drafter) is LatticeDrafter
-    sampled = (engine.sample_rule == "tree" or chain_rule) and not needs_context(engine.processors)
+    # (processors that look at the scores alone apply to all nodes at once); the other rules:
+    # drafts sampled from the heads' lattice with their laws q (no copy joined)
+    drawn = engine.sample_rule in DRAWN_RULES and type(drafter) is LatticeDrafter
+    sampled = (engine.sample_rule == "tree" or drawn) and not needs_context(engine.processors)
     return (
         known_drafter
         and input_ids.shape[0] == 1
@@ -98,7 +99,7 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
     while not stopper.all_done:
         start = time.perf_counter()
         if copy_only:  # (the width the drafter's tensor of them would have: the tree rule's draws)
-            drafts = drafter.copies(context + new[0])
+            drafts, sampled = drafter.copies(context + new[0]), None
             width = max([1, *map(len, drafts)])
         else:
             drafts, width, sampled = _finish(drafter, proposal, context + new[0], device)
@@ -117,13 +118,7 @@ def decode(engine, target, input_ids: Tensor, stopper: RowStopper) -> tuple[list
         if sampling:
             if engine.processors:
                 scores = process_scores_only(engine.processors, scores)
-            if engine.sample_rule == "tree":
-                path, root = _tree_rule(trie, drafts, width, scores)
-            else:  # one sampled draft: the chain's laws, as the general loop hands them to the rule
-                num, token, _ = verify_sampled(
-                    engine.sample_rule, sampled.tokens, scores.softmax(-1)[:, None], sampled.q
-                )
-                path, root = list(range(int(num[0]) + 1)), int(token[0])
+            path, root = _sampling_rule(engine.sample_rule, trie, drafts, width, scores, sampled)
         else:
             chosen = target_tokens(scores[0]).tolist()
             path = accepted_walk(trie.tokens, trie.parent, chosen)
@@ -196,17 +191,19 @@ def _finish(drafter, proposal, context: list[int], device):
     return [[t for t in draft if t >= 0] for draft in drafts[0].tolist()], drafts.shape[-1], sampled
 
 
-def _tree_rule(trie: _Trie, drafts: list[list[int]], width: int, scores: Tensor) -> tuple[list[int], int]:
-    """The tree rule's walk down ``trie`` (:func:`draftlattice.verify.multi_draft_verify`, as the
-    general loop calls it, on the same laws and the same draws): the accepted path's nodes and
-    the next token."""
+def _sampling_rule(rule: str, trie: _Trie, drafts: list[list[int]], width: int, scores: Tensor, sampled):
+    """The sampling rule on ``trie``'s laws, as the general loop calls it (the same laws, the same
+    draws): the accepted path's nodes and the next token. The tree rule walks the drafts as
+    drafted (``-1`` past a shorter one's end); the other rules read the drafts' laws ``q``."""
     node_of, drafts = trie.node_of, drafts or [[]]
     rows = [draft + [-1] * (width - len(draft)) for draft in drafts]
     nodes = [[node_of[tuple(draft[:j])] if j <= len(draft) else -1 for j in range(width + 1)] for draft in drafts]
-    best, num, token = multi_draft_verify(
-        torch.tensor([rows]), scores.softmax(-1), None, None, nodes=torch.tensor([nodes])
-    )
-    chosen = drafts[int(best[0])]
+    probs, nodes = scores.softmax(-1), torch.tensor([nodes])
+    if rule == "tree":
+        best, num, token = multi_draft_verify(torch.tensor([rows]), probs, None, None, nodes=nodes)
+    else:
+        num, token, best = verify_sampled(rule, sampled.tokens, probs, sampled.q, nodes)
+    chosen = drafts[0 if best is None else int(best[0])]
     return [node_of[tuple(chosen[:j])] for j in range(int(num[0]) + 1)], int(token[0])
 
 
