@@ -8,7 +8,7 @@
 #   bash bench/cpu_session.sh [OUT]       # OUT: default bench/results/cpu/DATE-KIND
 #
 # Resumable: a step whose output is already in OUT is skipped, so a session cut short reruns it
-# for the rest (commit OUT between sessions). About 20 minutes on 2 cores, plus 8-10 for
+# for the rest (commit OUT between sessions). 7.3 minutes on the 2-core Zen 4, plus 8-10 for
 # llama-cpp-python's build where it is not installed (NO_LLAMA=1 skips it, and its rows).
 #   1. lscpu                      -> lscpu.txt
 #   2. llama-cpp-python           (tools/install_llama_cpp.sh: flags fitted to this CPU)
