@@ -4,6 +4,8 @@ the same step with the row loop switched off, and generate()'s output in float32
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -196,14 +198,11 @@ def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted,
     copy alone),
     temperature and top-k applied at every node: the same seed gives the general loop's tokens,
     acceptances and calls (the same laws, walked with the same draws)."""
-    from draftlattice.decode import Sampling
-
     model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
     step = LeanLlama(model, weights)
     lm = own_ngram(model, tmp_path, PROMPTS)
     records = [greedy(model, torch.tensor([p]), max_new_tokens=12)[0].tolist() for p in PROMPTS]
     store = Datastore.from_records(records, min_ngram=1)
-    sampling = Sampling(temperature=0.6, top_k=6)
     drafters = [
         lambda: LatticeDrafter(lm, k=4, p=3),
         lambda: LatticeDrafter(lm, k=4, nodes=4),
@@ -212,26 +211,7 @@ def test_sampling_by_the_tree_rule_equals_the_general_loop(monkeypatch, counted,
     ]
     accepted = 0
     for make in drafters:
-        for seed, prompt in enumerate(PROMPTS):
-            runs = []
-            for fast in (False, True):
-                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
-                ids = torch.tensor([prompt])
-                engine = Engine(
-                    model,
-                    heads,
-                    make(),
-                    sample_rule="tree",
-                    sampling=sampling,
-                    processors=sampling.processors(),
-                    step=step,
-                )
-                torch.manual_seed(seed)
-                runs.append(engine.run(ids, RowStopper(ids, 17, {9}, [], 0), max_length=len(prompt) + 17))
-            (tokens_a, a), (tokens_b, b) = runs
-            assert tokens_a == tokens_b, (prompt, make)
-            assert _counters(a) == _counters(b), (prompt, make)
-            accepted += sum(map(sum, b.accepted))
+        accepted += _sampled_on_both_loops(monkeypatch, model, heads, make, "tree", step)
     assert len(counted) == len(drafters) * len(PROMPTS)
     assert accepted > 15  # drafts were accepted: the walk went down the trees
 
@@ -243,34 +223,42 @@ def test_drafts_sampled_with_their_laws_equal_the_general_loop(monkeypatch, coun
     one verified by block verification or token by token, or p by recursive rejection over
     their trie; temperature and top-k applied at every node: the same seed gives the general
     loop's tokens, acceptances and calls."""
-    from draftlattice.decode import Sampling
-
     model, heads = trained(next_token=True, **(QUANTIZABLE if weights == "int4" else {}))
     step = LeanLlama(model, weights)
     lm = own_ngram(model, tmp_path, PROMPTS)
-    sampling = Sampling(temperature=0.6, top_k=6)
     accepted = 0
     for drafter_lm in (None, lm):
-        for seed, prompt in enumerate(PROMPTS):
-            runs = []
-            for fast in (False, True):
-                monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
-                ids = torch.tensor([prompt])
-                drafter = LatticeDrafter(drafter_lm, k=4, p=p, sample_alpha=0.2)
-                engine = Engine(
-                    model,
-                    heads,
-                    drafter,
-                    sample_rule=rule,
-                    sampling=sampling,
-                    processors=sampling.processors(),
-                    step=step,
-                )
-                torch.manual_seed(seed)
-                runs.append(engine.run(ids, RowStopper(ids, 17, {9}, [], 0), max_length=len(prompt) + 17))
-            (tokens_a, a), (tokens_b, b) = runs
-            assert tokens_a == tokens_b, (prompt, drafter_lm)
-            assert _counters(a) == _counters(b), (prompt, drafter_lm)
-            accepted += sum(map(sum, b.accepted))
+        make = functools.partial(LatticeDrafter, drafter_lm, k=4, p=p, sample_alpha=0.2)
+        accepted += _sampled_on_both_loops(monkeypatch, model, heads, make, rule, step)
     assert len(counted) == 2 * len(PROMPTS)
     assert accepted > 5, accepted  # drafts were accepted
+
+
+def _sampled_on_both_loops(monkeypatch, model, heads, make_drafter, rule: str, step) -> int:
+    """Each prompt sampled by ``rule`` (temperature and top-k at every node) on the general loop
+    and on the row loop from the same seed: the same tokens, acceptances and calls. Returns the
+    draft tokens the row loop accepted."""
+    from draftlattice.decode import Sampling
+
+    sampling, accepted = Sampling(temperature=0.6, top_k=6), 0
+    for seed, prompt in enumerate(PROMPTS):
+        runs = []
+        for fast in (False, True):
+            monkeypatch.setattr(row_loop, "applies", _applies if fast else lambda *a: False)
+            ids = torch.tensor([prompt])
+            engine = Engine(
+                model,
+                heads,
+                make_drafter(),
+                sample_rule=rule,
+                sampling=sampling,
+                processors=sampling.processors(),
+                step=step,
+            )
+            torch.manual_seed(seed)
+            runs.append(engine.run(ids, RowStopper(ids, 17, {9}, [], 0), max_length=len(prompt) + 17))
+        (tokens_a, a), (tokens_b, b) = runs
+        assert tokens_a == tokens_b, (prompt, rule)
+        assert _counters(a) == _counters(b), (prompt, rule)
+        accepted += sum(map(sum, b.accepted))
+    return accepted

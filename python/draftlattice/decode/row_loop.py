@@ -196,10 +196,10 @@ def _sampling_rule(rule: str, trie: _Trie, drafts: list[list[int]], width: int, 
     draws): the accepted path's nodes and the next token. The tree rule walks the drafts as
     drafted (``-1`` past a shorter one's end); the other rules read the drafts' laws ``q``."""
     node_of, drafts = trie.node_of, drafts or [[]]
-    rows = [draft + [-1] * (width - len(draft)) for draft in drafts]
     nodes = [[node_of[tuple(draft[:j])] if j <= len(draft) else -1 for j in range(width + 1)] for draft in drafts]
     probs, nodes = scores.softmax(-1), torch.tensor([nodes])
     if rule == "tree":
+        rows = [draft + [-1] * (width - len(draft)) for draft in drafts]
         best, num, token = multi_draft_verify(torch.tensor([rows]), probs, None, None, nodes=nodes)
     else:
         num, token, best = verify_sampled(rule, sampled.tokens, probs, sampled.q, nodes)
