@@ -9,6 +9,7 @@ kind, are test_cli_bad_files.py's.)
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,18 @@ def test_bad_argument_is_one_line_before_any_work(files, empty_cache, no_loading
     line = one_line_error(argv, capsys)
     assert phrase in line, f"the message does not say {phrase!r}: {line}"
     assert list(tmp_path.iterdir()) == [], f"written before refusing: {list(tmp_path.iterdir())}"
+
+
+def test_demo_without_the_data_directory_says_how_to_run_without_it(
+    files, empty_cache, no_loading, monkeypatch, capsys
+):
+    monkeypatch.setenv("DRAFTLATTICE_DATA", str(files["missing"]))
+    line = one_line_error(["demo", "--quick"], capsys)
+    assert "--data FILE" in line and "--text 0" in line, line
+
+
+def test_demo_with_chat_prompts_alone_looks_for_no_data_file(monkeypatch):
+    from draftlattice.cli.demo import _wikitext
+
+    monkeypatch.setenv("DRAFTLATTICE_DATA", "/nonexistent-draftlattice-data")
+    assert _wikitext(argparse.Namespace(data=None, text=0)) is None

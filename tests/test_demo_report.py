@@ -7,7 +7,7 @@ import pytest
 
 from draftlattice.apps.demo import DemoSettings, Row, RowSpec
 from draftlattice.apps.demo_html import html_run
-from draftlattice.apps.demo_prompts import DemoPrompt
+from draftlattice.apps.demo_prompts import DemoPrompt, demo_prompts
 from draftlattice.apps.demo_report import DemoReport
 from draftlattice.report import validate_run
 
@@ -58,3 +58,20 @@ def test_rows_on_the_lean_step_are_said_to_equal_the_lean_row_not_generate():
 def test_demo_settings_name_a_bad_retrieval_branch(bad):
     with pytest.raises(ValueError, match=f"retrieval must be an int >= 0, got {bad!r}"):
         DemoSettings(retrieval=bad)
+
+
+class _Tokenizer:
+    """What demo_prompts asks of a tokenizer: a chat template and plain encoding."""
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        return [len(m["content"]) for m in messages]
+
+    def __call__(self, text, add_special_tokens):
+        return {"input_ids": [len(word) for word in text.split()]}
+
+
+def test_chat_prompts_alone_need_no_wikitext_file():
+    prompts = demo_prompts(_Tokenizer(), None, chat=2, text=0)
+    assert [p.kind for p in prompts] == ["chat", "chat"]
+    with pytest.raises(ValueError, match="2 text prompts need a WikiText-2 raw test file"):
+        demo_prompts(_Tokenizer(), None, chat=1, text=2)

@@ -61,12 +61,17 @@ def detokenize(text: str) -> str:
     return text.replace("( ", "(").replace(' " ', ' "')
 
 
-def demo_prompts(tokenizer, wikitext_test: str | os.PathLike[str], chat: int = 4, text: int = 4) -> list[DemoPrompt]:
-    """``chat`` questions and ``text`` paragraph openings, alternating chat and text."""
+def demo_prompts(
+    tokenizer, wikitext_test: str | os.PathLike[str] | None, chat: int = 4, text: int = 4
+) -> list[DemoPrompt]:
+    """``chat`` questions and ``text`` paragraph openings of ``wikitext_test`` (None: ``text`` must
+    be 0), alternating chat and text."""
     if not 0 <= chat <= len(CHAT_QUESTIONS):
         raise ValueError(f"chat prompts must be in [0, {len(CHAT_QUESTIONS)}], got {chat}")
     if chat + text < 1:
         raise ValueError("the demo needs at least one prompt")
+    if text and wikitext_test is None:
+        raise ValueError(f"{text} text prompts need a WikiText-2 raw test file, got None")
     chats = []
     for question in CHAT_QUESTIONS[:chat]:
         ids = tokenizer.apply_chat_template(

@@ -37,7 +37,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (CI smoke run)")
     p.add_argument("--chat", type=int, default=4, help="chat questions (default 4)")
-    p.add_argument("--text", type=int, default=4, help="WikiText-2 raw test openings (default 4)")
+    p.add_argument(
+        "--text",
+        type=int,
+        default=4,
+        help="WikiText-2 raw test openings (default 4; 0: chat questions only, no data needed)",
+    )
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens generated per prompt (default 64)")
     p.add_argument("--horizon", type=int, default=4, help="h: drafts of h - 1 tokens from heads 2..h (default 4)")
     p.add_argument("--k", type=int, default=8, help="lattice candidates per head (default 8)")
@@ -105,7 +110,7 @@ def register(subparsers) -> None:
         "--kernel",
         default="auto",
         help="kernel of the quantized weights: auto (default: the fastest this CPU runs), torch "
-        "(PyTorch's) or one of draftlattice's: avx512-vnni, avx512-bf16, avx2, portable (those this CPU runs)",
+        "(PyTorch's) or one of draftlattice's: avx512-vnni, avx512-bf16, avx2-int8, avx2, portable (those this CPU runs)",
     )
     p.add_argument(
         "--step",
@@ -135,15 +140,15 @@ def _demo(args: argparse.Namespace) -> int:
     from ..apps.demo import DemoSettings, check_candidates, run_demo
     from ..apps.demo_prompts import demo_prompts
     from ..apps.demo_report import DemoReport
-    from ..assets import WIKITEXT_RAW_TEST, data_file
     from ..default_model import FetchError, load_default
     from ..filekinds import expect_lm, expect_text
 
     if args.quick:
         args.chat, args.text, args.max_new_tokens = 1, 1, 16
-    data = args.data or data_file(WIKITEXT_RAW_TEST)
+    data = _wikitext(args)
     _check_arguments(args, data)
-    expect_text(data)
+    if data is not None:
+        expect_text(data)
     if args.lm is not None:
         expect_lm(args.lm)
     for out in (args.json, args.html):
@@ -252,8 +257,23 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
     at_least("--threads", args.threads, 1)
     if args.p is not None and args.nodes is not None:
         raise ValueError("--p and --nodes both choose the tree rows' tree (p best drafts, or best prefixes): pass one")
-    if not data.is_file():
+    if data is not None and not data.is_file():
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
+
+
+def _wikitext(args: argparse.Namespace) -> Path | None:
+    """The WikiText-2 raw test file the text prompts come from: --data, else the shared data
+    directory's; None with --text 0 (chat prompts only, no data needed)."""
+    from ..assets import WIKITEXT_RAW_TEST, AssetNotFoundError, data_file
+
+    if args.data is not None or args.text == 0:
+        return args.data
+    try:
+        return data_file(WIKITEXT_RAW_TEST)
+    except AssetNotFoundError as error:
+        raise AssetNotFoundError(
+            f"{error}; the text prompts need WikiText-2 raw test.txt: pass --data FILE, or --text 0 for chat prompts only"
+        ) from None
 
 
 def _fit(

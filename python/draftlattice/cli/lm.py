@@ -206,7 +206,7 @@ class _IntermixedParser(argparse.ArgumentParser):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("lm", help="n-gram language models: info, score, compile")
+    parser = subparsers.add_parser("lm", help="n-gram language models: build, info, score, compile")
     lm_subparsers = parser.add_subparsers(dest="lm_command", metavar="LM_COMMAND", parser_class=_IntermixedParser)
     parser.set_defaults(func=lambda args: (parser.print_help(sys.stderr), 2)[1])
     register_lm(lm_subparsers)

@@ -107,7 +107,8 @@ def generate(
             "block" (one sampled draft, block verification) or "token" (one sampled draft,
             token-by-token speculative sampling).
         draft_sample_alpha: LM weight of sampled lattice drafts (default 0.2; 0 = the heads'
-            own law; see ``draftlattice eval tune-sample-alpha``).
+            own law; tuned by ``bench/tune_sample_alpha.py``,
+            :func:`draftlattice.apps.tune_sampling.tune_sample_alpha`).
         draft_lookup: also verify a draft copied from the context (prompt lookup): what followed
             an earlier occurrence of the context's final n tokens, n from ``draft_lookup`` down to
             1 (:func:`draftlattice.decode.drafters.lookup.continuation`; 0, the default: off).
