@@ -30,6 +30,9 @@ def files(tmp_path_factory, one_thread):
     cut = d / "cut.dlm"
     cut.write_bytes(target.lm.read_bytes()[: target.lm.stat().st_size // 2])
     (d / "exists.json").write_text("{}")
+    (d / "folder").mkdir()
+    (d / "heads").mkdir()
+    (d / "heads" / "config.json").write_text("{}")  # heads, not a training checkpoint
     assert (
         main(
             [
@@ -59,6 +62,8 @@ def files(tmp_path_factory, one_thread):
         "npz": ROOT / "examples" / "wt2_lattice.npz",
         "exists": d / "exists.json",
         "missing": d / "missing",
+        "folder": d / "folder",
+        "heads_folder": d / "heads",
     }
 
 
@@ -119,6 +124,14 @@ CASES = [
     ("demo --quick --models {missing}", "missing"),
     ("demo --quick --data {missing}", "missing"),
     ("demo --quick --json {exists}", "exists"),
+    ("demo --quick --json {out}.json --html {out}.json", "same file"),
+    ("demo --quick --json {folder} --force", "is a folder"),
+    ("demo --quick --json /proc/draftlattice-demo.json", "cannot write in /proc"),
+    ("demo --quick --alpha inf", "alpha must be a finite number"),
+    ("demo --quick --temperature inf", "temperature must be a finite number"),
+    ("demo --chat 1000000", "chat questions"),
+    ("hf train-heads {model}/model --data {text} -o {heads_folder}", "no training checkpoint"),
+    ("hf train-heads {model}/model --data {text} -o {out} --device bogus", "not a torch device"),
 ]
 
 

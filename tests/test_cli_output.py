@@ -231,3 +231,126 @@ def test_lm_compile_and_build_never_write_over_their_inputs(tmp_path, capsys):
     corpus.write_text("the cat sat\nthe dog sat\n")
     assert main(["lm", "build", str(corpus), "--order", "2", "-o", str(corpus), "--force"]) == 1
     assert corpus.read_text() == "the cat sat\nthe dog sat\n"
+
+
+# --- outputs of lattice show, hf datastore, hf train-heads and demo -------------------------
+
+
+NPZ = ROOT / "examples" / "wt2_lattice.npz"
+VOCAB = ROOT / "examples" / "wt2_vocab.txt"
+
+
+def test_lattice_show_never_writes_over_its_inputs_and_replaces_a_link_not_its_target(tmp_path, capsys):
+    shutil.copy(NPZ, tmp_path / "in.txt")  # a top-k npz under a .txt name, shown onto itself
+    vocab = tmp_path / "vocab.dot"
+    shutil.copy(VOCAB, vocab)
+    before = (tmp_path / "in.txt").read_bytes()
+    assert main(["lattice", "show", str(tmp_path / "in.txt"), "-o", str(tmp_path / "in.txt"), "--force"]) == 1
+    assert "also an input" in capsys.readouterr().err
+    assert (tmp_path / "in.txt").read_bytes() == before
+    assert main(["lattice", "show", str(NPZ), "--vocab", str(vocab), "-o", str(vocab), "--force"]) == 1
+    assert "also an input" in capsys.readouterr().err and vocab.read_bytes() == VOCAB.read_bytes()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "link.dot").symlink_to(victim)
+    assert main(["lattice", "show", str(NPZ), "-o", str(tmp_path / "link.dot"), "--force"]) == 0
+    assert victim.read_text() == "keep" and not (tmp_path / "link.dot").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.dot", "victim.txt", "vocab.dot"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "phrase"),
+    [(["-k", "3"], "apply to logits .npy input"), (["--temperature", "-5"], "apply to logits .npy input")],
+)
+def test_lattice_show_refuses_logits_options_on_a_topk_input(tmp_path, capsys, extra, phrase):
+    assert main(["lattice", "show", str(NPZ), "-o", str(tmp_path / "x.dot"), *extra]) == 1
+    assert phrase in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_lattice_show_asks_for_k_on_a_logits_input(tmp_path, capsys):
+    import numpy as np
+
+    logits = tmp_path / "lg.npy"
+    np.save(logits, np.zeros((4, 100), dtype=np.float32))
+    assert main(["lattice", "show", str(logits), "-o", str(tmp_path / "x.dot")]) == 1
+    assert "needs -k" in capsys.readouterr().err
+
+
+def _corpus(folder: Path) -> Path:
+    import numpy as np
+
+    from draftlattice.distilled_corpus import FORMAT, META, write_shard
+
+    folder.mkdir()
+    (folder / META).write_text(json.dumps({"format": FORMAT, "version": 1, "mode": "greedy"}))
+    write_shard(folder / "shard-00000.npz", [(np.array([1, 2, 3, 4, 5]), 2)])
+    return folder
+
+
+def test_hf_datastore_never_writes_into_the_corpus_it_reads(tmp_path, capsys):
+    corpus = _corpus(tmp_path / "corpus")
+    shard = (corpus / "shard-00000.npz").read_bytes()
+    for out in (corpus / "shard-00000.npz", corpus / "store.npz"):
+        assert main(["hf", "datastore", str(corpus), "-o", str(out), "--force"]) == 1
+        assert "inside the distilled corpus" in capsys.readouterr().err
+    assert (corpus / "shard-00000.npz").read_bytes() == shard and not (corpus / "store.npz").exists()
+
+
+def test_hf_datastore_refuses_a_folder_and_leaves_nothing_when_writing_fails(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    corpus = _corpus(tmp_path / "corpus")
+    (tmp_path / "adir").mkdir()
+    assert main(["hf", "datastore", str(corpus), "-o", str(tmp_path / "adir"), "--force"]) == 1
+    assert "is a folder" in capsys.readouterr().err
+    keep = tmp_path / "keep.npz"
+    keep.write_text("old")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", disk_full)
+    assert main(["hf", "datastore", str(corpus), "-o", str(keep), "--force"]) == 1
+    assert "keep.npz" in capsys.readouterr().err
+    assert keep.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "corpus", "keep.npz"]
+
+
+def test_outputs_written_under_a_temporary_name_get_the_usual_permissions(tmp_path):
+    import os
+
+    old = os.umask(0o027)
+    try:
+        with atomic_file(tmp_path / "f.txt") as tmp:
+            tmp.write_text("x")
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x").write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o750
+
+
+def test_check_output_tries_the_folder_and_the_kind(tmp_path):
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ValueError, match="is a folder, expected a file"):
+        check_output(tmp_path / "adir", force=True, expect="file")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="is a file, expected a folder"):
+        check_output(tmp_path / "afile", force=True, expect="folder")
+    with pytest.raises(ValueError, match="cannot write in /proc"):
+        check_output("/proc/draftlattice-probe.json", force=False, expect="file")
+    assert check_output(tmp_path / "new.json", force=False, expect="file") == tmp_path / "new.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]  # the probe is gone
+
+
+def test_demo_refuses_more_new_tokens_than_the_models_context():
+    from types import SimpleNamespace
+
+    from draftlattice.apps.demo_prompts import DemoPrompt
+    from draftlattice.cli.demo import _check_context
+
+    prompts = [DemoPrompt("chat", "q", [1] * 40)]
+    _check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8152)
+    with pytest.raises(ValueError, match="exceed the model's context of 8192 tokens"):
+        _check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8153)

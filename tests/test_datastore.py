@@ -183,6 +183,6 @@ def test_cli_collects_distilled_answers(tmp_path, capsys):
     assert store.num_tokens == 7 and store.num_records == 2  # answers only: [3, 4, 5], [9, 3, 4, 6]
     assert store.continuation([3], 3) == [4]  # 5 and 6 once each: one token
     assert main(["hf", "datastore", str(corpus), "-o", str(out)]) == 1
-    assert "exists: pass --force" in capsys.readouterr().err
+    assert "exists (use --force" in capsys.readouterr().err
     assert main(["hf", "datastore", str(tmp_path / "missing"), "-o", str(out), "--force"]) == 1
     assert "no such distilled corpus folder" in capsys.readouterr().err

@@ -18,6 +18,7 @@ A datastore file is a NumPy ``.npz``: ``format`` ("draftlattice-datastore"), ``v
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -117,16 +118,24 @@ class Datastore:
         """Write the records (not the index: it is rebuilt on load) to ``path`` (.npz), through a
         temporary file and a rename. An existing file is an error unless ``overwrite``."""
         path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"{path}: is a folder, expected a datastore file (.npz) to write")
         if path.exists() and not overwrite:
             raise FileExistsError(f"{path} exists: pass overwrite=True to replace it")
         narrow = self.tokens.size == 0 or int(self.tokens.max()) < np.iinfo(np.uint16).max
         tokens = self.tokens.astype(np.uint16 if narrow else np.int32)
-        partial = path.with_name(path.name + ".partial")
-        with open(partial, "wb") as f:
-            np.savez_compressed(
-                f, format=np.array(FORMAT), version=np.array(VERSION), tokens=tokens, offsets=self.offsets
-            )
-        os.replace(partial, path)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # this process's own
+        try:
+            with open(partial, "wb") as f:
+                np.savez_compressed(
+                    f, format=np.array(FORMAT), version=np.array(VERSION), tokens=tokens, offsets=self.offsets
+                )
+            os.replace(partial, path)
+        except OSError as error:
+            raise OSError(error.errno, f"writing datastore {path}: {error.strerror}") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
 
     @classmethod
     def load(cls, path: str | os.PathLike, **settings) -> Datastore:

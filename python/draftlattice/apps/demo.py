@@ -22,6 +22,7 @@ all rows alike; each row is warmed up first.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -65,10 +66,11 @@ class DemoSettings:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if isinstance(self.retrieval, bool) or not isinstance(self.retrieval, int) or self.retrieval < 0:
             raise ValueError(f"retrieval must be an int >= 0, got {self.retrieval!r}")
-        if not self.alpha >= 0 or not self.sample_alpha >= 0:
-            raise ValueError(f"alpha and sample_alpha must be >= 0, got {self.alpha} / {self.sample_alpha}")
-        if self.temperature is not None and not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        for name in ("alpha", "sample_alpha"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
+        if self.temperature is not None and not 0 < self.temperature < math.inf:
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 

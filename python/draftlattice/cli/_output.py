@@ -21,11 +21,24 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .._files import give_usual_permissions
+
 FORCE_HELP = "overwrite an existing output (never one of the inputs)"
 
 
-def check_output(path: str | os.PathLike, *, force: bool, inputs: Iterable[str | os.PathLike | None] = ()) -> Path:
-    """``path`` as a Path after checking the policy; ValueError naming the file otherwise."""
+def check_output(
+    path: str | os.PathLike,
+    *,
+    force: bool,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    expect: str | None = None,
+) -> Path:
+    """``path`` as a Path after checking the policy; ValueError naming the file otherwise.
+
+    ``expect`` ("file" or "folder") also refuses an existing output of the other kind, and the
+    folder it goes in is tried for writing (a file created and removed there), so that a path
+    the command cannot write is refused before its work, not after.
+    """
     out = Path(path)
     for source in inputs:
         if source is not None and _same_file(out, Path(source)):
@@ -34,7 +47,22 @@ def check_output(path: str | os.PathLike, *, force: bool, inputs: Iterable[str |
         raise ValueError(f"{out}: exists (use --force to overwrite)")
     if not out.parent.is_dir():
         raise ValueError(f"{out}: parent folder {out.parent} does not exist")
+    if expect == "file" and out.is_dir():
+        raise ValueError(f"{out}: is a folder, expected a file to write")
+    if expect == "folder" and out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: is a file, expected a folder to write")
+    if expect is not None:
+        _try_writing_in(out)
     return out
+
+
+def _try_writing_in(out: Path) -> None:
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
+    except OSError as error:
+        raise ValueError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -53,6 +81,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        give_usual_permissions(tmp)
         os.replace(tmp, out)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -72,6 +101,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         yield tmp
+        give_usual_permissions(tmp, directory=True)
         old = None
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))

@@ -153,7 +153,9 @@ def _demo(args: argparse.Namespace) -> int:
         expect_lm(args.lm)
     for out in (args.json, args.html):
         if out is not None:
-            check_output(out, force=args.force, inputs=[args.lm, data])
+            check_output(out, force=args.force, inputs=[args.lm, data], expect="file")
+    if args.json is not None and args.html is not None and Path(args.json).resolve() == Path(args.html).resolve():
+        raise ValueError(f"--json and --html are the same file ({args.json}): give two")
     settings = DemoSettings(
         max_new_tokens=args.max_new_tokens,
         k=args.k,
@@ -208,6 +210,7 @@ def _demo(args: argparse.Namespace) -> int:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
+    _check_context(bundle.model.config, prompts, settings.max_new_tokens)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
     report = DemoReport(
         settings,
@@ -248,17 +251,31 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_arguments(args: argparse.Namespace, data: Path) -> None:
     """What DemoSettings and load_default do not check, before anything is fetched or loaded."""
+    from ..apps.demo_prompts import CHAT_QUESTIONS
     from ._checks import at_least
 
     at_least("--chat", args.chat, 0)
     at_least("--text", args.text, 0)
     if args.chat + args.text < 1:
         raise ValueError("--chat 0 --text 0: no prompt to decode")
+    if args.chat > len(CHAT_QUESTIONS):
+        raise ValueError(f"--chat {args.chat}: the demo has {len(CHAT_QUESTIONS)} chat questions")
     at_least("--threads", args.threads, 1)
     if args.p is not None and args.nodes is not None:
         raise ValueError("--p and --nodes both choose the tree rows' tree (p best drafts, or best prefixes): pass one")
     if data is not None and not data.is_file():
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
+
+
+def _check_context(config, prompts, max_new_tokens: int) -> None:
+    """The longest prompt and its new tokens must fit the model's context (known once loaded)."""
+    context = getattr(config, "max_position_embeddings", None)
+    longest = max(len(prompt.ids) for prompt in prompts)
+    if context is not None and longest + max_new_tokens > context:
+        raise ValueError(
+            f"--max-new-tokens {max_new_tokens}: a {longest}-token prompt and its new tokens exceed the model's "
+            f"context of {context} tokens"
+        )
 
 
 def _wikitext(args: argparse.Namespace) -> Path | None:

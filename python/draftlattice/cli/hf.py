@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ._output import check_output
+
 
 def register(subparsers) -> None:
     group = subparsers.add_parser("hf", help="draft heads for Hugging Face transformers models")
@@ -123,8 +125,9 @@ def run_datastore(args: argparse.Namespace) -> int:
     for folder in args.corpora:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such distilled corpus folder")
-    if args.output.exists() and not args.force:
-        raise FileExistsError(f"{args.output} exists: pass --force to replace it")
+        if args.output.resolve().is_relative_to(folder.resolve()):
+            raise ValueError(f"-o {args.output}: inside the distilled corpus {folder}, which it reads; write elsewhere")
+    check_output(args.output, force=args.force)
     store = Datastore.from_corpora(args.corpora)
     store.save(args.output, overwrite=args.force)
     print(f"wrote {args.output}: {store.num_tokens} tokens in {store.num_records} answers")
@@ -133,6 +136,7 @@ def run_datastore(args: argparse.Namespace) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Every argument, before the model is loaded or anything written."""
+    from ..training.trainer import STATE_NAME
     from ._checks import at_least, finite
 
     if not (args.model / "config.json").is_file():
@@ -145,6 +149,12 @@ def _check_arguments(args: argparse.Namespace) -> None:
             raise FileNotFoundError(f"{option} {path}: no such file or folder")
     if args.output.exists() and not args.output.is_dir():
         raise ValueError(f"-o {args.output}: is a file, expected a heads folder to write")
+    if args.output.is_dir() and any(args.output.iterdir()) and not (args.output / STATE_NAME).is_file():
+        raise ValueError(
+            f"-o {args.output}: holds files but no training checkpoint ({STATE_NAME}) to resume from; "
+            "write the heads to a new or empty folder"
+        )
+    _check_device(args.device)
     if args.horizon is not None:
         at_least("--horizon", args.horizon, 2)
     for option in ("steps", "batch_size", "seq_len", "prompt_len", "checkpoint_every", "frequent", "negatives"):
@@ -154,6 +164,24 @@ def _check_arguments(args: argparse.Namespace) -> None:
     for option in ("batch_tokens", "head_hidden", "draft_vocab"):
         if getattr(args, option) is not None:
             at_least(f"--{option.replace('_', '-')}", getattr(args, option), 1)
+
+
+def _check_device(name: str | None) -> None:
+    """``--device``: a torch device this torch can run (checked before the model loads)."""
+    import torch
+
+    if name is None:
+        return
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name}: not a torch device (cpu, cuda, cuda:1 ...)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: this torch build sees no CUDA device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {name}: training runs on cpu or cuda")
 
 
 def run_train_heads(args: argparse.Namespace) -> int:

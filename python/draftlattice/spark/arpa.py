@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from .._files import give_usual_permissions
 from .keys import unpack
 
 __all__ = ["write_arpa_atomically"]
@@ -70,9 +71,7 @@ def write_arpa_atomically(
     if not 1 <= digits <= 17:
         raise ValueError(f"ARPA digits must be in 1..17, got {digits}")
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".arpa.tmp", dir=out.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(name, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+    give_usual_permissions(name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n", buffering=1 << 22) as file:
             _write_levels(file, levels, counts, spellings, digits, metadata, progress)
