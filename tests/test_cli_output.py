@@ -167,8 +167,12 @@ def test_eval_output_policy(trace_path, target, tmp_path, capsys):
     assert "exists (use --force" in capsys.readouterr().err and (out / "keep").exists()
     assert _eval(trace_path, target.lm, "-o", str(trace_path), "--force") == 1
     assert "also an input" in capsys.readouterr().err
+    assert _eval(trace_path, target.lm, "-o", str(out), "--force") == 1  # not a report of ours
+    assert "keep" in capsys.readouterr().err and (out / "keep").read_text() == "x"
+    (out / "keep").unlink()
     assert _eval(trace_path, target.lm, "-o", str(out), "--force") == 0
-    assert (out / "figure6_oracle.png").is_file() and not (out / "keep").exists()
+    assert _eval(trace_path, target.lm, "-o", str(out), "--force") == 0  # a report replaces a report
+    assert (out / "figure6_oracle.png").is_file()
 
 
 def test_eval_k_beyond_the_trace_is_an_error(trace_path, target, capsys):

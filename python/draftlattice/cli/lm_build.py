@@ -63,7 +63,11 @@ def register_build(lm_subparsers: argparse._SubParsersAction) -> argparse.Argume
         "CORPUS may then also name directories and globs",
     )
     spark.add_argument("--master", help="Spark master URL (default local[*]), e.g. spark://host:7077, yarn")
-    spark.add_argument("--partitions", type=int, help="shuffle partitions of the n-gram tables")
+    spark.add_argument(
+        "--partitions",
+        type=int,
+        help="shuffle partitions of the n-gram tables, >= 1 (default: Spark's default parallelism, at least 2)",
+    )
     spark.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
     )
@@ -77,8 +81,10 @@ def register_lm(lm_subparsers: argparse._SubParsersAction) -> None:
 
 
 def _spark_options(args: argparse.Namespace) -> dict:
+    if args.partitions is not None and args.partitions < 1:
+        raise ValueError(f"--partitions must be >= 1, got {args.partitions}")
     if args.engine != "spark":
-        if args.master or args.partitions or args.spark_conf:
+        if args.master or args.partitions is not None or args.spark_conf:
             raise ValueError("--master, --partitions and --spark-conf need --engine spark")
         return {"max_decompressed_bytes": args.max_decompressed_bytes}
     conf = dict(item.split("=", 1) for item in args.spark_conf if "=" in item)

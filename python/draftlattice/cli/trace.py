@@ -17,7 +17,12 @@ def add_prompt_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--wikitext-test", type=int, metavar="N", help="first N paragraphs of WikiText-2 test")
     parser.add_argument("--wikitext-path", help=WIKITEXT_HELP)
     parser.add_argument("--prompt-tokens", type=int, default=32, help="tokens per prompt (default 32)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=128,
+        help="new tokens per prompt (default 128; with the prompt's, within the model's context)",
+    )
     parser.add_argument("--top-k", type=int, default=16, help="K candidates recorded per head")
     parser.add_argument(
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="model dtype (default float32)"
@@ -43,6 +48,60 @@ def check_record_args(args) -> None:
                 raise FileNotFoundError(f"{path}: no such prompts file")
             expect_text(path)
     check_target(args.model)
+    check_context(args, target_context(args.model))  # None: the default model, not fetched yet
+
+
+def check_context(args, context: int | None) -> None:
+    """Each prompt and its new tokens must fit the model's context of ``context`` positions."""
+    if context is not None and args.prompt_tokens + args.max_new_tokens > context:
+        raise ValueError(
+            f"--prompt-tokens {args.prompt_tokens} + --max-new-tokens {args.max_new_tokens} exceed the model's "
+            f"context of {context} tokens (max_position_embeddings)"
+        )
+
+
+def _default_model_folder() -> Path | None:
+    """The fetched default model's transformers folder; None when it is not in the cache yet."""
+    from draftlattice.default_model.fetch import default_model_dir, is_fetched
+
+    folder = default_model_dir()
+    return folder if is_fetched(folder) else None
+
+
+def target_context(folder: Path | None) -> int | None:
+    """The target's context length from its config alone (no weights loaded); None when unknown
+    without the long work (the default model not fetched yet) or unreadable (its loading says why)."""
+    model_dir = Path(folder) / "model" if folder is not None else _default_model_folder()
+    if model_dir is None:
+        return None
+    from transformers import AutoConfig
+
+    try:
+        return context_of(AutoConfig.from_pretrained(model_dir, local_files_only=True))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def context_of(config) -> int | None:
+    """A transformers config's position table size (None if it names none)."""
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+
+
+def target_tokenizer_sha(folder: Path | None) -> str | None:
+    """sha256 of the target's tokenizer.json without loading the model: the target folder's, the
+    fetched default model's, else the one the default model's shipped LM records."""
+    from draftlattice.tokenizer import tokenizer_sha256
+
+    if folder is not None:
+        return tokenizer_sha256(Path(folder) / "model" / "tokenizer.json")
+    fetched = _default_model_folder()
+    if fetched is not None:
+        return tokenizer_sha256(fetched / "tokenizer.json")
+    from draftlattice.default_model.load import LM, artifacts_dir
+    from draftlattice.ngram import NgramLM
+    from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
+
+    return NgramLM(str(artifacts_dir() / LM)).metadata.get(TOKENIZER_SHA256_KEY)
 
 
 def record_from_args(args):
@@ -61,6 +120,7 @@ def record_from_args(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     model, heads, tok, name = load_target(args.model, args.dtype)
+    check_context(args, context_of(model.config))  # the default model's is known only now if it was just fetched
     tokenizer = load_tokenizer(tok)
     check_tokenizer_fits(tokenizer, heads.vocab_size, tokenizer_name=str(tok))
     source = args.prompts or args.wikitext_path or data_file(WIKITEXT_TEST)
@@ -80,7 +140,9 @@ def _record(args: argparse.Namespace) -> int:
 
     from ._output import atomic_file, check_output
 
-    check_output(args.output, force=args.force, inputs=[args.model, args.prompts, args.wikitext_path])
+    out = check_output(args.output, force=args.force, inputs=[args.model, args.prompts, args.wikitext_path])
+    if out.is_dir():  # --force replaces a file, never a folder: refused now, not after the recording
+        raise ValueError(f"{out}: is a folder, expected a trace file to write")
     trace = record_from_args(args)
     with atomic_file(args.output) as tmp:
         save_trace(trace, tmp, args.logprob_dtype)

