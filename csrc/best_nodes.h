@@ -33,15 +33,14 @@ struct NodeTreeOptions {
   static constexpr int64_t kMaxNodes = int64_t{1} << 20;
 
   int64_t n = 1;       // nodes (prefixes) wanted
-  double alpha = 1.0;  // LM weight, >= 0
+  double alpha = 1.0;  // LM weight, in [0, kMaxAlpha]
   bool bos = false;    // put <s> before the context
 
   void Validate() const {
     if (n < 1) throw InvalidArgument(Message("nodes must be >= 1, got nodes=", n));
     if (n > kMaxNodes)
       throw InvalidArgument(Message("nodes must be <= ", kMaxNodes, ", got nodes=", n));
-    if (!(alpha >= 0) || !std::isfinite(alpha))
-      throw InvalidArgument(Message("alpha must be finite and >= 0, got alpha=", alpha));
+    ValidateAlpha(alpha);
   }
 };
 

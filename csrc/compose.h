@@ -49,6 +49,18 @@ namespace dl {
 // With alpha > 0 a -inf LM score makes the total -inf: that draft is impossible.
 inline double LmTerm(double alpha, double lm_ln) { return alpha == 0 ? 0.0 : alpha * lm_ln; }
 
+// Largest LM weight: LM and lattice scores are finite floats (>= -3.4e38), so with alpha <= 1e6
+// every finite term, and a sum of them over any lattice, stays a finite double. A larger alpha
+// (1e307) overflows alpha * ln p_LM to -inf, which would silently mark every draft impossible.
+inline constexpr double kMaxAlpha = 1e6;
+
+// Throws InvalidArgument unless 0 <= alpha <= kMaxAlpha (NaN and inf fail).
+inline void ValidateAlpha(double alpha) {
+  if (!(alpha >= 0 && alpha <= kMaxAlpha))
+    throw InvalidArgument(Message("alpha must be finite and >= 0, at most ", kMaxAlpha,
+                                  " (a larger LM weight overflows the scores), got alpha=", alpha));
+}
+
 // Options of the rescoring search and the sampler: total(d) = lattice(d) + alpha * lm(d)
 // (LmTerm: alpha = 0 drops the LM term).
 struct RescoreOptions {
@@ -57,14 +69,13 @@ struct RescoreOptions {
   static constexpr int64_t kMaxDrafts = int64_t{1} << 24;
 
   int64_t p = 1;       // number of drafts (nbest.h); ignored by sampling
-  double alpha = 1.0;  // LM weight, >= 0 (the admissible bound of nbest.h needs it)
+  double alpha = 1.0;  // LM weight, in [0, kMaxAlpha] (nbest.h's admissible bound needs >= 0)
   bool bos = false;    // put <s> before the context
 
   void Validate() const {
     if (p < 1) throw InvalidArgument(Message("p must be >= 1, got p=", p));
     if (p > kMaxDrafts) throw InvalidArgument(Message("p must be <= ", kMaxDrafts, ", got p=", p));
-    if (!(alpha >= 0) || !std::isfinite(alpha))
-      throw InvalidArgument(Message("alpha must be finite and >= 0, got alpha=", alpha));
+    ValidateAlpha(alpha);
   }
 };
 

@@ -329,6 +329,26 @@ TEST(BestNodes, RejectsBadCounts) {
   EXPECT_THROW(BestNodes(SmallLattice(), lm, nullptr, 0, options), InvalidArgument);
 }
 
+// alpha * ln p_LM must stay finite: an alpha of 1e307 turned every draft's total into -inf, and
+// the search returned no draft without an error.
+TEST(Options, AlphaIsBoundedSoScoresStayFinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const double alpha : {-1.0, std::nan(""), inf, 1e307, kMaxAlpha * 1.0001}) {
+    RescoreOptions rescore;
+    rescore.alpha = alpha;
+    EXPECT_THROW(rescore.Validate(), InvalidArgument) << alpha;
+    NodeTreeOptions nodes;
+    nodes.alpha = alpha;
+    EXPECT_THROW(nodes.Validate(), InvalidArgument) << alpha;
+  }
+  for (const double alpha : {0.0, 0.7, kMaxAlpha}) {
+    RescoreOptions rescore;
+    rescore.alpha = alpha;
+    EXPECT_NO_THROW(rescore.Validate()) << alpha;
+    EXPECT_TRUE(std::isfinite(LmTerm(alpha, -std::numeric_limits<float>::max()))) << alpha;
+  }
+}
+
 TEST(Sample, ConditionalsSumToOneAndLogZMatchesBruteForce) {
   const TokenLm lm = BigramLm();
   const Lattice lattice = SmallLattice();

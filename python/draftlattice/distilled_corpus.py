@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._core import FormatError
+from .filekinds import describe
+
 FORMAT = "draftlattice-distilled"
 VERSION = 1
 META = "meta.json"
+ARRAYS = ("tokens", "offsets", "prompt_lens")
 
 
 @dataclass
@@ -35,24 +40,34 @@ class DistilledCorpus:
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> DistilledCorpus:
+        """Reads the corpus in ``folder``.
+
+        Raises FileNotFoundError without meta.json, and FormatError (a ValueError) naming the file
+        for a meta.json of another format or a shard that is damaged, lacks an array or whose
+        arrays disagree.
+        """
         folder = Path(folder)
         meta_path = folder / META
         if not meta_path.is_file():
             raise FileNotFoundError(f"{folder}: no {META}; not a distilled corpus (draftlattice.training.distill)")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"{meta_path}: format {meta.get('format')!r} is not {FORMAT!r}")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise FormatError(f"{meta_path}: not a JSON file ({error})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+            raise FormatError(f"{meta_path}: format {found!r} is not {FORMAT!r}")
         shards = sorted(folder.glob("shard-*.npz"))
         if not shards:
             raise ValueError(f"{folder}: no shards yet")
         tokens, offsets, prompt_lens = [], [np.zeros(1, np.int64)], []
         base = 0
         for shard in shards:
-            with np.load(shard) as data:
-                tokens.append(data["tokens"].astype(np.int32))
-                offsets.append(data["offsets"][1:].astype(np.int64) + base)
-                prompt_lens.append(data["prompt_lens"].astype(np.int32))
-                base += int(data["offsets"][-1])
+            shard_tokens, shard_offsets, shard_prompt_lens = _read_shard(shard)
+            tokens.append(shard_tokens)
+            offsets.append(shard_offsets[1:] + base)
+            prompt_lens.append(shard_prompt_lens)
+            base += int(shard_offsets[-1])
         return cls(np.concatenate(tokens), np.concatenate(offsets), np.concatenate(prompt_lens), meta)
 
     def __len__(self) -> int:
@@ -64,6 +79,42 @@ class DistilledCorpus:
     @property
     def generated_tokens(self) -> int:
         return int(self.offsets[-1]) - int(self.prompt_lens.sum())
+
+
+def _read_shard(shard: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens int32 [N], offsets int64 [R + 1], prompt_lens int32 [R]) of one shard, checked
+    against each other; FormatError naming the shard otherwise."""
+    kind = describe(shard)
+    if not kind.startswith("a zip archive"):  # np.load would read an .npy or try a pickle
+        raise FormatError(f"{shard}: is {kind}, expected an .npz shard (arrays {', '.join(ARRAYS)})")
+    try:  # np.load(path) would leave its own file open on a damaged zip
+        with open(shard, "rb") as file, np.load(file, allow_pickle=False) as data:
+            missing = sorted(set(ARRAYS) - set(data.files))
+            if missing:
+                raise FormatError(f"{shard}: not a distilled-corpus shard: missing array(s) {', '.join(missing)}")
+            tokens, offsets, prompt_lens = (data[name] for name in ARRAYS)
+    except (EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+        if isinstance(error, (FormatError, FileNotFoundError)):
+            raise
+        raise FormatError(f"{shard}: damaged or not an .npz shard ({type(error).__name__}: {error})") from None
+    for name, array in zip(ARRAYS, (tokens, offsets, prompt_lens)):
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise FormatError(f"{shard}: {name} must be a 1-d integer array, got {array.dtype} {list(array.shape)}")
+    records = len(prompt_lens)
+    lengths = np.diff(offsets)
+    if (
+        len(offsets) != records + 1
+        or offsets[0] != 0
+        or offsets[-1] != len(tokens)
+        or (lengths < 0).any()
+        or (prompt_lens < 0).any()
+        or (prompt_lens > lengths).any()
+    ):
+        raise FormatError(
+            f"{shard}: arrays disagree: offsets [{len(offsets)}] must run from 0 to len(tokens) = {len(tokens)} "
+            f"without decreasing, over {records} records whose prompt_lens fit in them"
+        )
+    return tokens.astype(np.int32), offsets.astype(np.int64), prompt_lens.astype(np.int32)
 
 
 def write_shard(path: Path, records: Sequence[tuple[np.ndarray, int]]) -> None:

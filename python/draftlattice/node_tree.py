@@ -102,7 +102,7 @@ def best_nodes(
         lm: a :class:`draftlattice.NgramLM` over the same token ids, or None (lattice scores only;
             ``alpha``, ``context`` and ``bos`` are then unused).
         nodes: tree nodes wanted, >= 1 (the root, the known next token, not counted).
-        alpha: LM weight, finite and >= 0.
+        alpha: LM weight, in [0, 1e6] (a larger one overflows the scores).
         context: already decoded token ids, or the :class:`~draftlattice.LmState` after them
             (as :func:`draftlattice.rescore`).
         bos: put ``<s>`` before the context tokens.

@@ -113,7 +113,7 @@ def rescore(
         lattice: an h x k :class:`Lattice`.
         lm: a :class:`draftlattice.NgramLM` over the same token ids.
         p: number of drafts, >= 1 (all k**h if p exceeds that).
-        alpha: LM weight, finite and >= 0.
+        alpha: LM weight, in [0, 1e6] (a larger one overflows the scores).
         context: already decoded token ids (1-d ints; only the last order-1 matter), or the
             :class:`~draftlattice.LmState` of this LM after them (then ``bos`` must be False:
             the state already holds its ``<s>``).

@@ -20,6 +20,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
 MIN_VOCAB_SIZE = 256 + 1  # the 256 byte symbols plus at least one merge or special token
+# The trainer reserves memory in proportion to vocab_size before it reads the corpus, and aborts the
+# process (no Python exception) near 2**31; real vocabularies are a few hundred thousand at most.
+MAX_VOCAB_SIZE = 1 << 24
 
 
 def corpus_lines(files: Iterable[str | Path]) -> Iterator[str]:
@@ -51,8 +54,10 @@ def train_tokenizer(
     """Train a byte-level BPE tokenizer on ``files`` and write it to ``out_path`` (tokenizer.json).
 
     ``vocab_size`` counts the 256 byte symbols, the merges and ``special_tokens`` (which get the
-    first ids, in the order given). It is an upper bound: training stops early when no pair
-    occurs ``min_frequency`` times (tiny corpora). Returns the trained ``tokenizers.Tokenizer``.
+    first ids, in the order given); at most :data:`MAX_VOCAB_SIZE`. It is an upper bound: training
+    stops early when no pair occurs ``min_frequency`` (>= 1) times (tiny corpora). Returns the
+    trained ``tokenizers.Tokenizer``. Raises ValueError for a size or frequency out of range, before
+    any training.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -65,6 +70,17 @@ def train_tokenizer(
         raise ValueError(
             f"vocab_size {vocab_size} too small: needs at least 256 byte symbols + "
             f"{len(special_tokens)} special tokens + 1 merge"
+        )
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(
+            f"vocab_size {vocab_size} too large: at most {MAX_VOCAB_SIZE} (the trainer reserves memory "
+            "for the whole vocabulary up front and aborts on sizes near 2**31)"
+        )
+    # The trainer merges a pair only if it occurs at least once and at least min_frequency times, so
+    # 0 would silently mean 1; it holds min_frequency in 64 bits.
+    if not 1 <= min_frequency < 1 << 64:
+        raise ValueError(
+            f"min_frequency must be an integer in [1, 2**64) (the least count of a merged pair), got {min_frequency}"
         )
     if len(set(special_tokens)) != len(special_tokens) or any(not t for t in special_tokens):
         raise ValueError(f"special tokens must be distinct and non-empty: {list(special_tokens)}")

@@ -14,7 +14,9 @@ import sys
 import time
 from typing import Any
 
+from ..pairing import ALLOW_MISMATCH_HELP
 from . import lm_build
+from ._lattice_input import read_lines, read_vocab
 from ._limits import add_decompression_limit
 
 
@@ -51,22 +53,17 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_vocab(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
-
-
 def _score(args: argparse.Namespace) -> int:
     from draftlattice.ngram import NgramLM
 
     if bool(args.text) == bool(args.file):
         raise ValueError("give either TEXT arguments or --file, not both or neither")
-    if args.file:
-        with open(args.file, encoding="utf-8") as handle:
-            lines = [line.rstrip("\n") for line in handle]
-    else:
-        lines = list(args.text)
-    vocab = _read_vocab(args.vocab) if args.vocab else None
+    if args.allow_mismatch and args.tokenizer is None:
+        raise ValueError(
+            "--allow-mismatch applies only with --tokenizer (it allows a tokenizer the LM does not record)"
+        )
+    lines = read_lines(args.file, "text file") if args.file else list(args.text)
+    vocab = read_vocab(args.vocab) if args.vocab else None
     lm = NgramLM(args.path, vocab=vocab, max_decompressed_bytes=args.max_decompressed_bytes)
     tokenizer = _score_tokenizer(args, lm)
     if tokenizer is not None:
@@ -119,7 +116,8 @@ def _score_tokenizer(args: argparse.Namespace, lm: Any) -> Any:
     words (or --ids). An LM built over a tokenizer needs it (--tokenizer) or --ids: its words
     are token ids, and scoring raw words against them would count every word as unknown."""
     from draftlattice.ngram.build import TOKENIZER_SHA256_KEY
-    from draftlattice.pairing import check_lm_tokenizer
+    from draftlattice.pairing import check_lm_tokenizer_pair
+    from draftlattice.tokenizer import load_tokenizer, tokenizer_sha256
 
     recorded = lm.metadata.get(TOKENIZER_SHA256_KEY)
     if args.tokenizer is None:
@@ -135,10 +133,15 @@ def _score_tokenizer(args: argparse.Namespace, lm: Any) -> Any:
         raise ValueError(
             f"{args.path}: records no tokenizer, so --tokenizer cannot apply (its words are scored as whitespace words)"
         )
-    check_lm_tokenizer(args.path, args.tokenizer)
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(args.tokenizer))
+    tokenizer = load_tokenizer(args.tokenizer)  # a file that is no tokenizer is refused as such
+    check_lm_tokenizer_pair(
+        lm.metadata,
+        tokenizer_sha256(args.tokenizer),
+        lm_name=args.path,
+        tokenizer_name=args.tokenizer,
+        allow_mismatch=args.allow_mismatch,
+    )
+    return tokenizer
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -177,6 +180,7 @@ def register_lm(lm_subparsers) -> None:
         "--tokenizer",
         help="tokenizer.json the LM was built over: score text through it (checked against the LM's recorded sha256)",
     )
+    score.add_argument("--allow-mismatch", action="store_true", help=ALLOW_MISMATCH_HELP + " (with --tokenizer)")
     score.add_argument("--bos", action="store_true", help="put <s> before each line")
     score.add_argument("--eos", action="store_true", help="score </s> after each line")
     add_decompression_limit(score, "ARPA file")

@@ -92,8 +92,9 @@ class NgramLM(_core.NgramLM):
     the file at ``path`` is still the one loaded.
 
     Raises:
-        FormatError: malformed, truncated or corrupted file (message names file and line), or one
-            that changed while it was loaded.
+        FormatError: malformed, truncated or corrupted file (message names file and line), one
+            that changed while it was loaded, or an ARPA word or metadata that is not UTF-8 (a
+            binary model's non-UTF-8 word is a FormatError when :meth:`words`/:meth:`word` meet it).
         OSError: the file cannot be read (FileNotFoundError when it does not exist).
         ValueError: vocab not covering the LM, NaN or positive ``oov_logprob``, a bad limit.
     """
@@ -112,12 +113,21 @@ class NgramLM(_core.NgramLM):
         identity = _file_identity(path)
         file_format = detect_format(path)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
-        if file_format in ("arpa.xz", "arpa.gz", "arpa.bz2"):
-            logger.info("decompressing %s as it is parsed", path)
-            with open_input(path, file_format.removeprefix("arpa."), max_decompressed_bytes) as stream:
-                super().__init__(stream, path, vocab_list, oov_logprob, bool(copy))
-        else:
-            super().__init__(path, path, vocab_list, oov_logprob, bool(copy))
+        try:
+            if file_format in ("arpa.xz", "arpa.gz", "arpa.bz2"):
+                logger.info("decompressing %s as it is parsed", path)
+                with open_input(path, file_format.removeprefix("arpa."), max_decompressed_bytes) as stream:
+                    super().__init__(stream, path, vocab_list, oov_logprob, bool(copy))
+            else:
+                super().__init__(path, path, vocab_list, oov_logprob, bool(copy))
+            # Words and metadata reach Python as UTF-8 text. An ARPA file's are checked here, at
+            # load (one pass over the vocabulary, small beside parsing); a mapped binary model's
+            # words only when asked for (words(), word()), so that mapping it stays O(1).
+            _ = self.metadata
+            if file_format != "binary":
+                super().words()
+        except UnicodeDecodeError as error:
+            raise _not_utf8(path, error, file_format, max_decompressed_bytes) from None
         if _file_identity(path) != identity:
             raise FormatError(f"{path}: the file changed while it was being loaded; load it again")
         self.path = path
@@ -144,7 +154,10 @@ class NgramLM(_core.NgramLM):
         oov = self.oov_ln if oov_logprob is None else oov_logprob
         other = NgramLM.__new__(NgramLM)
         vocab_list = None if vocab is None else [str(word) for word in vocab]
-        _core.NgramLM.__init__(other, self, vocab_list, oov)
+        try:
+            _core.NgramLM.__init__(other, self, vocab_list, oov)
+        except UnicodeDecodeError as error:  # a message quoting a binary model's non-UTF-8 word
+            raise _not_utf8(self.path, error) from None
         other.path = self.path
         other.file_format = self.file_format
         other.mapped = self.mapped
@@ -195,6 +208,20 @@ class NgramLM(_core.NgramLM):
         """(natural-log probability of ``</s>`` after ``state``, the next state)."""
         return super().step_eos(state)
 
+    def word(self, index: int) -> str:
+        """The LM word with LM word id ``index``."""
+        try:
+            return super().word(index)
+        except UnicodeDecodeError as error:
+            raise _not_utf8(self.path, error) from None
+
+    def words(self) -> list[str]:
+        """The LM's words, by LM word id."""
+        try:
+            return super().words()
+        except UnicodeDecodeError as error:
+            raise _not_utf8(self.path, error) from None
+
     def state_words(self, state: LmState) -> tuple[str, ...]:
         """The LM words a state retains, most recent first."""
         return tuple(self.word(i) for i in state.word_ids)
@@ -205,6 +232,26 @@ class NgramLM(_core.NgramLM):
 
     def __repr__(self) -> str:
         return f"NgramLM({self.path!r}, order={self.order}, counts={list(self.counts)})"
+
+
+def _not_utf8(
+    path: str, error: UnicodeDecodeError, file_format: str = "binary", limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> FormatError:
+    """The error for LM text (a word, metadata) that is not UTF-8: for an ARPA file it names the
+    file's first line that is not UTF-8 (read again, only on this error path)."""
+    if file_format != "binary":
+        compression = None if file_format == "arpa" else file_format.removeprefix("arpa.")
+        with open_input(path, compression, limit) as stream:
+            for number, line in enumerate(stream, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    return FormatError(
+                        f"{path}:{number}: not valid UTF-8 ({bad.reason} at byte {bad.start} of the line): "
+                        f"{line.rstrip()[:200]!r}"
+                    )
+    context = error.object[max(0, error.start - 60) : error.end + 20]
+    return FormatError(f"{path}: holds an LM word or metadata that is not valid UTF-8 ({error.reason}): {context!r}")
 
 
 def _token_ids(values: TokenSeq | Iterable[int]) -> object:
