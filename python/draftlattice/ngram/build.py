@@ -40,6 +40,7 @@ import numpy as np
 from .. import _core
 from .._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, check_limit, compression_of_name, open_input
 from .._core import FormatError
+from .._files import give_usual_permissions
 from ..distilled_corpus import DistilledCorpus
 from ..tokenizer import folder_tokenizer, load_tokenizer, tokenizer_sha256
 
@@ -359,9 +360,7 @@ def _write_model(model: Any, out: Path, metadata: list[tuple[str, str]], digits:
             model.write_binary(str(tmp), metadata, overwrite=True)
         else:
             model.write_arpa(str(tmp), metadata, digits)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        give_usual_permissions(tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
