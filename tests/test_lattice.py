@@ -150,3 +150,24 @@ def test_from_topk_bad_inputs(tokens, logprobs, words):
 def test_from_topk_unknown_token():
     with pytest.raises(ValueError, match="unknown token id 7: vocab_size=5"):
         dl.Lattice.from_topk(np.array([[1, 7]]), np.array([[-1.0, -2.0]]), vocab_size=5)
+
+
+def test_float64_logits_beyond_float32_are_refused_with_their_value():
+    logits = np.array([[1e300, 0.0, -1.0]])
+    with pytest.raises(ValueError, match="must fit float32.*1e\\+300"):
+        dl.Lattice.from_logits(logits, 1)
+    with pytest.raises(ValueError, match="must fit float32"):
+        dl.Lattice.batch_from_logits(logits[None], 1)
+
+
+def test_a_failed_cast_in_the_bindings_is_an_error_not_a_crash():
+    import warnings
+
+    from draftlattice import _core
+
+    # numpy's float64 -> float32 cast warns on overflow; as an error, pybind11 got an empty
+    # array back, which the bindings once read through (a segfault)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="logits could not be converted to float32"):
+            _core.Lattice.from_logits(np.array([[1e300, 0.0]]), 1, 1.0)

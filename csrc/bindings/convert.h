@@ -24,6 +24,18 @@ namespace dl::bindings {
 template <typename T>
 using CArray = pybind11::array_t<T, pybind11::array::c_style | pybind11::array::forcecast>;
 
+// `array` as a C-contiguous CArray<T>. pybind11's ensure() returns an empty handle (and clears
+// numpy's error) when numpy's cast fails, e.g. float64 values beyond float32's range while
+// warnings are errors; every use would then read through a null array, so that is an error here.
+template <typename T>
+CArray<T> Converted(const pybind11::array& array, const char* name, const char* type) {
+  CArray<T> out = CArray<T>::ensure(array);
+  if (!out)
+    throw InvalidArgument(Message(name, " could not be converted to ", type,
+                                  " (numpy's cast failed: values out of its range?)"));
+  return out;
+}
+
 // A fresh numpy array owning a copy of `values`, with the given shape (at most 4 dimensions).
 // Made through numpy's C API directly: array_t's constructor builds shape and stride vectors on
 // the heap and looks the dtype up by name, about 150 ns per array, and a rescoring call returns
@@ -120,7 +132,7 @@ inline CArray<float> FloatArray(pybind11::handle obj, const char* name, int ndim
   if (array.dtype().kind() != 'f')
     throw InvalidArgument(Message(name, " must be float16, float32 or float64, got dtype ",
                                   pybind11::str(array.dtype()).cast<std::string>()));
-  return CArray<float>::ensure(array);
+  return Converted<float>(array, name, "float32");
 }
 
 // Integer token ids as C-contiguous int32 (values outside int32 are an error, not wrapped).
@@ -132,20 +144,21 @@ inline CArray<int32_t> TokenArray(pybind11::handle obj, const char* name, int nd
   if (array.size() > 0 && kind != 'i' && kind != 'u')
     throw InvalidArgument(Message(name, " must hold integer token ids, got dtype ",
                                   pybind11::str(array.dtype()).cast<std::string>()));
-  if (array.dtype().is(pybind11::dtype::of<int32_t>())) return CArray<int32_t>::ensure(array);
+  if (array.dtype().is(pybind11::dtype::of<int32_t>()))
+    return Converted<int32_t>(array, name, "int32");
   if (kind == 'u' && array.itemsize() == 8) {  // above 2^63 an int64 view would show them negative
-    const auto unsigned_ids = CArray<uint64_t>::ensure(array);
+    const auto unsigned_ids = Converted<uint64_t>(array, name, "uint64");
     for (pybind11::ssize_t i = 0; i < unsigned_ids.size(); ++i)
       if (unsigned_ids.data()[i] > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
         throw InvalidArgument(
             Message(name, " holds token id ", unsigned_ids.data()[i], " outside int32"));
   }
-  const auto wide = CArray<int64_t>::ensure(array);
+  const auto wide = Converted<int64_t>(array, name, "int64");
   const int64_t* v = wide.data();
   for (pybind11::ssize_t i = 0; i < wide.size(); ++i)
     if (v[i] < std::numeric_limits<int32_t>::min() || v[i] > std::numeric_limits<int32_t>::max())
       throw InvalidArgument(Message(name, " holds token id ", v[i], " outside int32"));
-  return CArray<int32_t>::ensure(wide);
+  return Converted<int32_t>(wide, name, "int32");
 }
 
 // Top-k candidates: token ids and their log-probs, two rank-2 arrays of one shape (named by

@@ -24,7 +24,7 @@ TokenDatastore Build(const py::object& tokens_obj, const py::object& offsets_obj
       offsets_array.dtype().kind() != 'u')
     throw InvalidArgument(Message("offsets must be integers, got dtype ",
                                   py::str(offsets_array.dtype()).cast<std::string>()));
-  const auto offsets = CArray<int64_t>::ensure(offsets_array);
+  const auto offsets = Converted<int64_t>(offsets_array, "offsets", "int64");
   std::vector<int32_t> token_copy(tokens.data(), tokens.data() + tokens.size());
   std::vector<int64_t> offset_copy(offsets.data(), offsets.data() + offsets.size());
   const int d = IntArg<int>(depth, "depth");

@@ -48,16 +48,17 @@ class Lattice:
 
         Raises:
             TypeError: k not an integer, temperature not a number.
-            ValueError: wrong rank or dtype, h = 0, NaN/inf logits, k < 1, k > V, temperature <= 0.
+            ValueError: wrong rank or dtype, h = 0, NaN/inf logits (or float64 ones beyond float32's
+                range: the core computes in float32), k < 1, k > V, temperature <= 0.
         """
-        return cls(_core.Lattice.from_logits(tokens_in(logits), k, temperature))
+        return cls(_core.Lattice.from_logits(_logits_in(logits), k, temperature))
 
     @classmethod
     def batch_from_logits(
         cls, logits: Any, k: int, temperature: float = 1.0, num_threads: int | None = None
     ) -> list[Lattice]:
         """One lattice per sequence of ``logits`` [B, h, V] (see :meth:`from_logits`), in parallel."""
-        cores = _core.Lattice.from_logits_batch(tokens_in(logits), k, temperature, num_threads)
+        cores = _core.Lattice.from_logits_batch(_logits_in(logits), k, temperature, num_threads)
         return [cls(core) for core in cores]
 
     @classmethod
@@ -113,3 +114,17 @@ class Lattice:
 
     def __repr__(self) -> str:
         return f"Lattice(h={self.h}, k={self.k})"
+
+
+def _logits_in(logits: Any) -> Any:
+    """Logits as the bindings take them (float32): float64 values beyond float32's range would
+    become inf in the cast, so they are refused here with their value."""
+    values = tokens_in(logits)
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and values.size:
+        finite = np.abs(values[np.isfinite(values)])  # inf and NaN: the core names their place
+        largest = float(finite.max()) if finite.size else 0.0
+        if largest > float(np.finfo(np.float32).max):
+            raise ValueError(
+                f"logits must fit float32 (the core computes in float32), got a value of magnitude {largest:g}"
+            )
+    return values
