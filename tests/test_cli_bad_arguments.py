@@ -130,6 +130,7 @@ CASES = [
     ("demo --quick --alpha inf", "alpha must be a finite number"),
     ("demo --quick --temperature inf", "temperature must be a finite number"),
     ("demo --chat 1000000", "chat questions"),
+    ("demo --quick --k 1000000", "vocabulary size 49152"),
     ("hf train-heads {model}/model --data {text} -o {heads_folder}", "no training checkpoint"),
     ("hf train-heads {model}/model --data {text} -o {out} --device bogus", "not a torch device"),
 ]

@@ -170,6 +170,7 @@ def _demo(args: argparse.Namespace) -> int:
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
         **({} if args.retrieval is None else {"retrieval": args.retrieval}),
     )
+    check_candidates(args.k, settings.p, _heads_vocab_size(args.models))  # before the model loads
     formats = _formats(args)
     llama_row = _llama_row_available(args)
     torch.set_num_threads(args.threads)
@@ -208,7 +209,6 @@ def _demo(args: argparse.Namespace) -> int:
             settings = dataclasses.replace(settings, p=p, nodes=tree.node_budget)
         if copy is not None:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
-    check_candidates(args.k, settings.p, bundle.heads.vocab_size)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
     _check_context(bundle.model.config, prompts, settings.max_new_tokens)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
@@ -265,6 +265,13 @@ def _check_arguments(args: argparse.Namespace, data: Path) -> None:
         raise ValueError("--p and --nodes both choose the tree rows' tree (p best drafts, or best prefixes): pass one")
     if data is not None and not data.is_file():
         raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
+
+
+def _heads_vocab_size(models: Path | None) -> int:
+    """The shipped heads' vocabulary (the model's), from their config: known before loading."""
+    from ..default_model.load import HEADS, artifacts_dir
+
+    return int(json.loads((artifacts_dir(models) / HEADS / "config.json").read_text())["vocab_size"])
 
 
 def _check_context(config, prompts, max_new_tokens: int) -> None:
