@@ -15,8 +15,10 @@
 #   3. the main job, timed        -> demo.json, demo.txt, timings.txt ("main_job SECONDS")
 #   4. float32 identity           -> demo_fp32.json (every drafted output against generate()'s)
 #   5. lossless sampling, T = 0.7 -> demo_T07.json
-#   6. ms per step against nodes  -> step_cost.json (transformers, lean dense/int8/int4, llama.cpp)
-#   7. the verdicts               -> criteria.md
+#   6. ms per step against nodes  -> step_cost.json (transformers, lean dense/int8/int4, the AMX
+#                                    kernel where the CPU has it, llama.cpp)
+#   7. AMX CPUs: the main job on the AMX kernel (opt-in until measured) -> demo_amx.json
+#   8. the verdicts               -> criteria.md
 set -u
 kind=avx2
 grep -qw avx512f /proc/cpuinfo && kind=avx512
@@ -53,7 +55,12 @@ if ! done_already step_cost.json; then
   stamp "ms per step against nodes"
   timeout 1200 python bench/step_cost.py --rounds 5 --nodes 1 2 4 8 16 32 --json "$OUT/step_cost.json" --ways \
     "transformers bf16" "transformers fp32" "lean bf16" "lean fp32" "lean int8" "lean int4" \
-    "lean int4, PyTorch's kernel" "llama.cpp Q4_1" > "$OUT/step_cost.txt" 2>&1
+    "lean int4, PyTorch's kernel" "lean int4, amx-int8 kernel" "llama.cpp Q4_1" > "$OUT/step_cost.txt" 2>&1
+fi
+if python -c "from draftlattice import _core; assert 'amx-int8' in _core.lowbit_kernels()" 2> /dev/null &&
+  ! done_already demo_amx.json; then
+  stamp "the main job on the AMX kernel: draftlattice demo --kernel amx-int8"
+  timeout 900 "${demo[@]}" --kernel amx-int8 --json "$OUT/demo_amx.json" > "$OUT/demo_amx.txt" 2>&1
 fi
 stamp "verdicts"
 python bench/cpu_criteria.py "$OUT" --markdown | tee "$OUT/criteria.md"

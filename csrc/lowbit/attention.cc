@@ -172,7 +172,7 @@ namespace {
 // Whether `kernel` is one of the AVX-512 product kernels ("auto": the one LowbitMatmul takes).
 bool Avx512Kernel(const std::string& kernel) {
   const std::string name = kernel == "auto" ? LowbitKernels().front() : kernel;
-  return name.rfind("avx512", 0) == 0;
+  return name.rfind("avx512", 0) == 0 || name == "amx-int8";  // AMX's kernel needs AVX-512 too
 }
 }  // namespace
 

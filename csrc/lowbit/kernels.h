@@ -22,8 +22,18 @@ struct Problem {
 
 using Kernel = void (*)(const Problem& problem, int64_t block_begin, int64_t block_end);
 
+// LowbitMatmul on a kernel given by pointer that reads int8 activations (tests: a kernel that
+// LowbitKernels does not offer, as KernelAmxInt8Emulated).
+void LowbitMatmulInt8Kernel(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out,
+                            int threads, Kernel kernel);
+
 // nullptr when the CPU (or the compiler) lacks the instructions.
 Kernel KernelAvx512Vnni();
+// AMX tiles for the VNNI kernel's integer products (offered by name only: not yet measured on an
+// AMX CPU, so "auto" keeps the VNNI kernel).
+Kernel KernelAmxInt8();
+// The AMX kernel with its tile products in plain C++ (tests, on any CPU the VNNI kernel runs on).
+Kernel KernelAmxInt8Emulated();
 Kernel KernelAvx512Bf16();
 Kernel KernelAvx2Int8();
 Kernel KernelAvx2();

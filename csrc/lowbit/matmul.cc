@@ -28,6 +28,7 @@ const std::vector<NamedKernel>& Available() {
   static const std::vector<NamedKernel> kernels = [] {
     std::vector<NamedKernel> found;
     if (Kernel k = KernelAvx512Vnni()) found.push_back({"avx512-vnni", k, Reads::kInt8});
+    if (Kernel k = KernelAmxInt8()) found.push_back({"amx-int8", k, Reads::kInt8});
     if (Kernel k = KernelAvx512Bf16()) found.push_back({"avx512-bf16", k, Reads::kBf16});
     if (Kernel k = KernelAvx2Int8()) found.push_back({"avx2-int8", k, Reads::kInt8});
     if (Kernel k = KernelAvx2()) found.push_back({"avx2", k, Reads::kFloat});
@@ -56,9 +57,10 @@ std::vector<std::string> LowbitKernels() {
   return names;
 }
 
-void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out, int threads,
-                  const std::string& kernel) {
-  const NamedKernel& chosen = Find(kernel);
+namespace {
+
+void MatmulOn(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out, int threads,
+              const NamedKernel& chosen) {
   if (w.k <= 0 || w.k % kGroup != 0)
     throw InvalidArgument("low-bit weights need k a positive multiple of " +
                           std::to_string(kGroup) + ", got " + std::to_string(w.k));
@@ -89,6 +91,19 @@ void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t
   SpinPool::Instance().Run(tasks, threads, [&](int t) {
     chosen.kernel(problem, blocks * t / tasks, blocks * (t + 1) / tasks);
   });
+}
+
+}  // namespace
+
+void LowbitMatmul(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out, int threads,
+                  const std::string& kernel) {
+  MatmulOn(x, m, w, out, threads, Find(kernel));
+}
+
+void LowbitMatmulInt8Kernel(const uint16_t* x, int64_t m, const LowbitWeights& w, uint16_t* out,
+                            int threads, Kernel kernel) {
+  if (kernel == nullptr) throw InvalidArgument("LowbitMatmulInt8Kernel: no kernel");
+  MatmulOn(x, m, w, out, threads, NamedKernel{"given", kernel, Reads::kInt8});
 }
 
 }  // namespace dl::lowbit

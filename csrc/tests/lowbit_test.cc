@@ -130,6 +130,29 @@ TEST(Lowbit, TheAvx2IntegerKernelGivesTheVnniKernelsBits) {
   }
 }
 
+// The AMX kernel's tile products in plain C++ (everything of it but the tile instructions) on
+// any CPU with the VNNI kernel, and the real tiles where the CPU has AMX: the VNNI kernel's bits
+// for row counts across one and two tiles (1..16 rows a tile), a ragged last block, both formats.
+TEST(Lowbit, TheAmxKernelGivesTheVnniKernelsBits) {
+  const auto kernels = LowbitKernels();
+  if (std::find(kernels.begin(), kernels.end(), "avx512-vnni") == kernels.end())
+    GTEST_SKIP() << "this CPU lacks AVX-512 VNNI";
+  const bool amx = std::find(kernels.begin(), kernels.end(), "amx-int8") != kernels.end();
+  std::mt19937 rng(6);
+  for (const Codes format : {Codes::kInt4, Codes::kInt8})
+    for (const int64_t m : {1, 3, 8, 15, 16, 17, 33}) {
+      const int64_t n = 45, k = 160;
+      const Packed p = Random(format, n, k, rng);
+      const auto w = p.weights(format, n, k);
+      const auto x = Activations(m, k, rng);
+      const auto vnni = Multiply(x, m, w, 2, "avx512-vnni");
+      std::vector<uint16_t> emulated(m * n);
+      LowbitMatmulInt8Kernel(x.data(), m, w, emulated.data(), 2, KernelAmxInt8Emulated());
+      ASSERT_EQ(emulated, vnni) << "emulated tiles, m=" << m;
+      if (amx) ASSERT_EQ(Multiply(x, m, w, 2, "amx-int8"), vnni) << "AMX tiles, m=" << m;
+    }
+}
+
 TEST(Lowbit, PortableQuantizationGivesTheVectorOnesCodes) {
   std::mt19937 rng(5);
   const int64_t m = 7, k = 256;

@@ -13,7 +13,9 @@ Two families of kernels, the fastest the CPU has:
   preference) AVX-512 VNNI (activations quantized to int8 per group of 32 as llama.cpp's Q8_0,
   exact integer sums: twice the products per instruction), AVX-512 BF16 (exact products of bf16
   activations and codes, float32 sums), AVX2 with int8 activations (``avx2-int8``: vpmaddubsw,
-  the VNNI kernel's results bit for bit) or AVX2 FMAs (``avx2``: float32 activations). Its cost grows slowly with the rows a step
+  the VNNI kernel's results bit for bit) or AVX2 FMAs (``avx2``: float32 activations). On CPUs with
+  AMX, ``amx-int8`` runs the VNNI kernel's integer products as tile products (its results bit
+  for bit; by name only: not yet measured on an AMX CPU, so ``auto`` keeps the VNNI kernel). Its cost grows slowly with the rows a step
   verifies (one to ~16 draft tokens), and a row's result never depends on the other rows: a
   drafted step computes each token exactly as a one-token step would. Scales and minima are
   float16, as in GGUF blocks: a one-token step is bound by the bytes it reads.
@@ -36,7 +38,7 @@ from .. import _core
 GROUP = 32  #: input columns per scale (Q4_1's and Q8_0's block)
 LANES = 16  #: outputs per block of the packed layout (csrc/lowbit/matmul.h)
 HALF_TINY = 2.0**-24  #: float16's smallest positive value: the scale of a group of zeros
-VECTOR_KERNELS = ("avx512-vnni", "avx512-bf16", "avx2-int8", "avx2")  #: our kernels that beat PyTorch's
+VECTOR_KERNELS = ("avx512-vnni", "amx-int8", "avx512-bf16", "avx2-int8", "avx2")  #: our kernels that beat PyTorch's
 
 
 def check_kernel(kernel: str) -> str:
