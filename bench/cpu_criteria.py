@@ -1,6 +1,7 @@
 """Does this CPU meet the lean step's targets (issue 37)? Reads what ``bench/cpu_session.sh`` wrote
-(``step_cost.json``, the demo's ``demo.json`` / ``demo_fp32.json`` / ``demo_T07.json``,
-``timings.txt``, ``lscpu.txt``) and prints each target with the figure it was judged on:
+(``step_cost.json``, the demo's ``demo.json`` / ``demo_fp32.json`` / ``demo_T07.json`` and, on
+an AMX CPU, ``demo_amx.json`` (the main job on the AMX kernel), ``timings.txt``, ``lscpu.txt``)
+and prints each target with the figure it was judged on:
 
 - the best drafted greedy row against plain llama.cpp (>= 1x; 1.5x the aim) and against eager
   ``generate()`` (>= 3x on an AMX CPU, >= 1.5x on an AVX2-only one), and no drafted row slower
@@ -147,6 +148,8 @@ def main() -> None:
     for name, judge in (("demo.json", lambda demo: greedy_rows(demo, kind)), ("demo_fp32.json", identity_rows)):
         demo = _load(args.folder / name)
         targets += judge(demo) if demo else [(name, "missing", "not measured")]
+    on_amx = _load(args.folder / "demo_amx.json")  # the greedy targets again, on the AMX kernel
+    targets += [(f"AMX kernel: {t}", figure, v) for t, figure, v in greedy_rows(on_amx, kind)] if on_amx else []
     steps = _load(args.folder / "step_cost.json")
     targets += step_rows(steps, kind) if steps else [("step_cost.json", "missing", "not measured")]
     sampled = _load(args.folder / "demo_T07.json")

@@ -76,6 +76,16 @@ def test_an_amx_cpu_judged_by_its_targets(tmp_path):
     assert _of(verdicts, "main job") == "met"
 
 
+def test_the_main_job_on_the_amx_kernel_is_judged_too(tmp_path):
+    folder = _session(tmp_path / "amx", AMX, GREEDY)
+    rows = [_row("generate", 30.0), _row("llama_cpp", 80.0), _row("lean", 100.0), _row("lookup", 60.0)]
+    (folder / "demo_amx.json").write_text(json.dumps({"rows": rows}))
+    verdicts = _verdicts(folder)
+    assert _of(verdicts, "AMX kernel: best drafted row >= plain llama.cpp") == "NOT met"  # 0.75x
+    assert _of(verdicts, "best drafted row >= plain llama.cpp") == "met (aim met)"  # the default kernel's
+    assert not any(target.startswith("AMX kernel") for target in _verdicts(_session(tmp_path / "b", AMX, GREEDY)))
+
+
 def test_an_avx2_cpu_is_judged_by_its_own_targets(tmp_path):
     rows = [_row("generate", 30.0), _row("llama_cpp", 80.0), _row("lookup", 60.0), _row("heads", 25.0)]
     verdicts = _verdicts(_session(tmp_path / "avx2", AVX2, rows, fp32_identical=(False, True)))
