@@ -21,7 +21,6 @@ time against an estimate for the conversion); transformers' own progress bars ar
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -32,9 +31,9 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
+from .dest_lock import locked, make_folders
 from .progress import Callback, FetchProgress, Reporter, quiet_bars
 
 logger = logging.getLogger(__name__)
@@ -167,16 +166,10 @@ def _check_destination(out: Path) -> None:
 
 def _make_folders(folder: Path) -> list[Path]:
     """Creates ``folder`` and its missing parents; returns those it created, deepest first."""
-    missing = []
-    for path in (folder, *folder.parents):
-        if path.is_dir():
-            break
-        missing.append(path)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        return make_folders(folder)
     except OSError as error:
         raise FetchError(f"cannot create the folder {folder} to fetch into: {error.strerror}") from None
-    return missing
 
 
 def _os_message(error: OSError, out: Path) -> str:
@@ -187,68 +180,9 @@ def _os_message(error: OSError, out: Path) -> str:
     return f"fetching the default model into {out} failed: {reason}{where}"
 
 
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """An exclusive lock beside ``out``; waits (logging) while another process holds it.
-
-    The lock file lives only while it is held: its holder deletes it, then unlocks. A waiter
-    that then locks the deleted file sees that the path no longer names it and locks the path's
-    current file instead, so two processes never hold the lock of one destination at once.
-    """
-    lock_path = out.with_name(f".{out.name}.lock")
-    lock = _acquire(lock_path, out)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock_path)  # the file we hold: no other process deletes it while we do
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
-
-
-def _acquire(lock_path: Path, out: Path):
-    """The open, locked file at ``lock_path`` (waiting up to LOCK_WAIT_SECONDS for its holder)."""
-    deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    logged = False
-    while True:
-        try:
-            lock = open(lock_path, "a+")
-        except FileNotFoundError:  # a failed fetch removed the folder it had created: make it again
-            _make_folders(lock_path.parent)
-            continue
-        except OSError as error:
-            raise FetchError(f"cannot lock {lock_path}: {error.strerror}") from None
-        try:
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise FetchError(
-                            f"another process has been fetching into {out} for over {LOCK_WAIT_SECONDS:.0f} s "
-                            f"(lock {lock_path}); try again later"
-                        ) from None
-                    if not logged:
-                        logger.warning("another process is fetching into %s; waiting for it", out)
-                        logged = True
-                    time.sleep(LOCK_POLL_SECONDS)
-            if _names(lock_path, lock):
-                return lock
-        except BaseException:
-            lock.close()
-            raise
-        lock.close()  # its holder deleted it when done: lock the path's current file
-
-
-def _names(path: Path, file) -> bool:
-    """Whether ``path`` still names the open ``file`` (not deleted, not replaced)."""
-    try:
-        current = os.stat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(file.fileno())
-    return (mine.st_dev, mine.st_ino) == (current.st_dev, current.st_ino)
+def _locked(out: Path):
+    """The destination's lock (dest_lock.py): another process fetching into ``out`` is waited for."""
+    return locked(out, LOCK_WAIT_SECONDS, LOCK_POLL_SECONDS, doing="fetching into", error=FetchError)
 
 
 def check_source(source: str | os.PathLike[str] | None) -> None:
