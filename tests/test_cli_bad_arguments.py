@@ -154,7 +154,7 @@ def test_demo_without_the_data_directory_says_how_to_run_without_it(
 
 
 def test_demo_with_chat_prompts_alone_looks_for_no_data_file(monkeypatch):
-    from draftlattice.cli.demo import _wikitext
+    from draftlattice.cli._demo_checks import wikitext
 
     monkeypatch.setenv("DRAFTLATTICE_DATA", "/nonexistent-draftlattice-data")
-    assert _wikitext(argparse.Namespace(data=None, text=0)) is None
+    assert wikitext(argparse.Namespace(data=None, text=0)) is None

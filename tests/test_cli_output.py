@@ -352,9 +352,9 @@ def test_demo_refuses_more_new_tokens_than_the_models_context():
     from types import SimpleNamespace
 
     from draftlattice.apps.demo_prompts import DemoPrompt
-    from draftlattice.cli.demo import _check_context
+    from draftlattice.cli._demo_checks import check_context
 
     prompts = [DemoPrompt("chat", "q", [1] * 40)]
-    _check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8152)
+    check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8152)
     with pytest.raises(ValueError, match="exceed the model's context of 8192 tokens"):
-        _check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8153)
+        check_context(SimpleNamespace(max_position_embeddings=8192), prompts, 8153)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..default_model.fastest import BUDGET_TABLE, retrieval_label
 from ..pairing import ALLOW_MISMATCH_HELP
+from ._demo_checks import check_arguments, check_context, heads_vocab_size, wikitext
 from ._fetch_line import progress_line as _progress_line
 from ._output import FORCE_HELP, atomic_file, check_output
 
@@ -146,8 +147,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.quick:
         args.chat, args.text, args.max_new_tokens = 1, 1, 16
-    data = _wikitext(args)
-    _check_arguments(args, data)
+    data = wikitext(args)
+    check_arguments(args, data)
     if data is not None:
         expect_text(data)
     if args.lm is not None:
@@ -171,7 +172,7 @@ def _demo(args: argparse.Namespace) -> int:
         **({} if args.lookup_tokens is None else {"lookup_tokens": args.lookup_tokens}),
         **({} if args.retrieval is None else {"retrieval": args.retrieval}),
     )
-    check_candidates(args.k, settings.p, _heads_vocab_size(args.models))  # before the model loads
+    check_candidates(args.k, settings.p, heads_vocab_size(args.models))  # before the model loads
     formats = _formats(args)
     llama_row = _llama_row_available(args)
     torch.set_num_threads(args.threads)
@@ -211,7 +212,7 @@ def _demo(args: argparse.Namespace) -> int:
         if copy is not None:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
-    _check_context(bundle.model.config, prompts, settings.max_new_tokens)
+    check_context(bundle.model.config, prompts, settings.max_new_tokens)
     rows = run_demo(bundle, prompts, settings, progress=_progress(), extra_rows=extra_rows)
     report = DemoReport(
         settings,
@@ -248,57 +249,6 @@ def _demo(args: argparse.Namespace) -> int:
         print("ERROR: in float32 every drafted output must equal generate()'s", file=sys.stderr)
         return 1
     return 0
-
-
-def _check_arguments(args: argparse.Namespace, data: Path) -> None:
-    """What DemoSettings and load_default do not check, before anything is fetched or loaded."""
-    from ..apps.demo_prompts import CHAT_QUESTIONS
-    from ._checks import at_least
-
-    at_least("--chat", args.chat, 0)
-    at_least("--text", args.text, 0)
-    if args.chat + args.text < 1:
-        raise ValueError("--chat 0 --text 0: no prompt to decode")
-    if args.chat > len(CHAT_QUESTIONS):
-        raise ValueError(f"--chat {args.chat}: the demo has {len(CHAT_QUESTIONS)} chat questions")
-    at_least("--threads", args.threads, 1)
-    if args.p is not None and args.nodes is not None:
-        raise ValueError("--p and --nodes both choose the tree rows' tree (p best drafts, or best prefixes): pass one")
-    if data is not None and not data.is_file():
-        raise FileNotFoundError(f"{data}: no such file (--data: WikiText-2 raw test.txt)")
-
-
-def _heads_vocab_size(models: Path | None) -> int:
-    """The shipped heads' vocabulary (the model's), from their config: known before loading."""
-    from ..default_model.load import HEADS, artifacts_dir
-
-    return int(json.loads((artifacts_dir(models) / HEADS / "config.json").read_text())["vocab_size"])
-
-
-def _check_context(config, prompts, max_new_tokens: int) -> None:
-    """The longest prompt and its new tokens must fit the model's context (known once loaded)."""
-    context = getattr(config, "max_position_embeddings", None)
-    longest = max(len(prompt.ids) for prompt in prompts)
-    if context is not None and longest + max_new_tokens > context:
-        raise ValueError(
-            f"--max-new-tokens {max_new_tokens}: a {longest}-token prompt and its new tokens exceed the model's "
-            f"context of {context} tokens"
-        )
-
-
-def _wikitext(args: argparse.Namespace) -> Path | None:
-    """The WikiText-2 raw test file the text prompts come from: --data, else the shared data
-    directory's; None with --text 0 (chat prompts only, no data needed)."""
-    from ..assets import WIKITEXT_RAW_TEST, AssetNotFoundError, data_file
-
-    if args.data is not None or args.text == 0:
-        return args.data
-    try:
-        return data_file(WIKITEXT_RAW_TEST)
-    except AssetNotFoundError as error:
-        raise AssetNotFoundError(
-            f"{error}; the text prompts need WikiText-2 raw test.txt: pass --data FILE, or --text 0 for chat prompts only"
-        ) from None
 
 
 def _fit(
