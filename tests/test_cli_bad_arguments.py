@@ -131,6 +131,8 @@ CASES = [
     ("demo --quick --temperature inf", "temperature must be a finite number"),
     ("demo --chat 1000000", "chat questions"),
     ("demo --quick --k 1000000", "vocabulary size 49152"),
+    ("demo --quick --nodes 100000000", "nodes must be at most 4096"),
+    ("demo --quick --p 5000", "p must be at most 1024"),
     ("hf train-heads {model}/model --data {text} -o {heads_folder}", "no training checkpoint"),
     ("hf train-heads {model}/model --data {text} -o {out} --device bogus", "not a torch device"),
 ]

@@ -82,6 +82,8 @@ CASES = [
     # the drafters' settings
     ("k = 0", ValueError, "k must be a positive int", lambda s: LatticeDrafter(None, k=0)),
     ("k not an int", ValueError, "k must be a positive int", lambda s: LatticeDrafter(None, k=2.5)),
+    ("p beyond any tree", ValueError, "p must be at most 1024", lambda s: LatticeDrafter(None, p=1025)),
+    ("nodes beyond any tree", ValueError, "nodes must be at most 4096", lambda s: LatticeDrafter(None, nodes=4097)),
     ("k a bool", ValueError, "k must be a positive int", lambda s: LatticeDrafter(None, k=True)),
     ("p = 0", ValueError, "p must be a positive int", lambda s: LatticeDrafter(None, p=0)),
     ("alpha < 0", ValueError, "alpha must be a finite number >= 0", lambda s: LatticeDrafter(None, alpha=-1.0)),

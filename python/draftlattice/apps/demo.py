@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..decode.drafters.lattice import MAX_DRAFTS, MAX_NODES
 from ..decode.drafters.lookup import LOOKUP_TOKENS
 from .demo_prompts import DemoPrompt
 
@@ -64,6 +65,9 @@ class DemoSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name, most in (("p", MAX_DRAFTS), ("nodes", MAX_NODES)):
+            if (getattr(self, name) or 0) > most:
+                raise ValueError(f"{name} must be at most {most}, got {getattr(self, name)}")
         if isinstance(self.retrieval, bool) or not isinstance(self.retrieval, int) or self.retrieval < 0:
             raise ValueError(f"retrieval must be an int >= 0, got {self.retrieval!r}")
         for name in ("alpha", "sample_alpha"):

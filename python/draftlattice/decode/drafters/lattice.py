@@ -31,6 +31,10 @@ from .base import Proposal, SampledDrafts, Sampling, topk_lattice
 # Context tokens passed to the LM per row: only the last order - 1 matter, and no draftlattice
 # LM has order above 8.
 LM_CONTEXT = 8
+#: Most drafts a step (p) and most prefixes a tree (nodes): a verification forward holds a mask
+#: and activations for every node, so a tree far beyond any that pays (Sequoia's largest are
+#: ~768 nodes; p drafts of h - 1 tokens are up to p x (h - 1) nodes) would exhaust memory.
+MAX_DRAFTS, MAX_NODES = 1024, 4096
 
 
 def pbest_paths(ids: Tensor, logprobs: Tensor, p: int) -> Tensor:
@@ -88,6 +92,11 @@ class LatticeDrafter:
         for label, value in (("k", k), ("p", p), ("nodes", 1 if nodes is None else nodes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{label} must be a positive int, got {value!r}")
+        for label, value, most in (("p", p, MAX_DRAFTS), ("nodes", nodes or 1, MAX_NODES)):
+            if value > most:
+                raise ValueError(
+                    f"{label} must be at most {most} (a verification forward holds every node), got {value}"
+                )
         for label, value in (("alpha", alpha), ("sample_alpha", sample_alpha)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise ValueError(f"{label} must be a finite number >= 0, got {value!r}")
