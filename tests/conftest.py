@@ -68,3 +68,14 @@ def empty_cache(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setattr(fetch, "_fetch_into", no_fetch)
     yield home / "cache"
     assert not (home / "cache").exists(), "the fetch created the cache folder before the arguments were checked"
+
+
+@pytest.fixture()
+def no_loading(monkeypatch):
+    """Loading a transformers model fails the case: the arguments must be refused before."""
+    from transformers import AutoModelForCausalLM
+
+    def refuse(*args, **kwargs):
+        pytest.fail("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", refuse)

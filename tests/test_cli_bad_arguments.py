@@ -67,17 +67,6 @@ def files(tmp_path_factory, one_thread):
     }
 
 
-@pytest.fixture()
-def no_loading(monkeypatch):
-    """Loading a transformers model fails the case: the arguments must be refused before."""
-    from transformers import AutoModelForCausalLM
-
-    def refuse(*args, **kwargs):
-        pytest.fail("a model was loaded before the arguments were checked")
-
-    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", refuse)
-
-
 # (command, the phrase its one line must hold); {out} is a path that must stay unwritten
 CASES = [
     ("lm info {missing}", "missing"),

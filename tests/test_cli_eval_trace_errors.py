@@ -53,17 +53,6 @@ def files(tmp_path_factory, one_thread):
 
 
 @pytest.fixture()
-def no_loading(monkeypatch):
-    """Loading a transformers model fails the case: the arguments must be refused before."""
-    from transformers import AutoModelForCausalLM
-
-    def refuse(*args, **kwargs):
-        pytest.fail("a model was loaded before the arguments were checked")
-
-    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", refuse)
-
-
-@pytest.fixture()
 def no_evaluation(monkeypatch):
     """Evaluating a trace fails the case: the arguments must be refused before."""
     import draftlattice.evaluate.report as report

@@ -149,13 +149,6 @@ DL_AMX_INT8 void Run(const Problem& pr, int64_t block_begin, int64_t block_end) 
   Tiles::Release();
 }
 
-bool VnniRuns() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-         __builtin_cpu_supports("avx512vbmi");
-}
-
 // CPUID leaf 7: AMX-TILE (EDX bit 24) and AMX-INT8 (bit 25). Read directly: not every compiler's
 // __builtin_cpu_supports knows them (clang 14 does not).
 bool AmxInt8Runs() {
@@ -203,11 +196,11 @@ bool TilesWork() {
 }  // namespace
 
 Kernel KernelAmxInt8() {
-  const bool ok = VnniRuns() && AmxInt8Runs() && TilesGranted() && TilesWork();
+  const bool ok = vnni::Runs() && AmxInt8Runs() && TilesGranted() && TilesWork();
   return ok ? &Run<AmxTiles> : nullptr;
 }
 
-Kernel KernelAmxInt8Emulated() { return VnniRuns() ? &Run<EmulatedTiles> : nullptr; }
+Kernel KernelAmxInt8Emulated() { return vnni::Runs() ? &Run<EmulatedTiles> : nullptr; }
 
 }  // namespace dl::lowbit
 

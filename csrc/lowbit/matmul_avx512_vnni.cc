@@ -72,13 +72,7 @@ DL_AVX512_VNNI void Run(const Problem& pr, int64_t block_begin, int64_t block_en
 
 }  // namespace
 
-Kernel KernelAvx512Vnni() {
-  __builtin_cpu_init();
-  const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                  __builtin_cpu_supports("avx512vbmi");
-  return ok ? &Run : nullptr;
-}
+Kernel KernelAvx512Vnni() { return vnni::Runs() ? &Run : nullptr; }
 
 }  // namespace dl::lowbit
 

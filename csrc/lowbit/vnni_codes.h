@@ -25,6 +25,14 @@
 
 namespace dl::lowbit::vnni {
 
+// Whether this CPU runs the instructions below (AVX-512 F, BW, VL, VNNI and VBMI).
+inline bool Runs() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+         __builtin_cpu_supports("avx512vbmi");
+}
+
 // kInt4: 64 bytes are column pairs 4c..4c+3 (16 bytes each, byte 16i + j = lane j's pair i).
 // Lane j takes byte 16t + j as its byte t: low nibbles are columns 2t, high nibbles 2t + 1.
 DL_AVX512_VNNI inline __m512i Int4Gather() {

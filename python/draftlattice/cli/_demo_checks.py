@@ -35,7 +35,9 @@ def heads_vocab_size(models: Path | None) -> int:
 
 def check_context(config, prompts, max_new_tokens: int) -> None:
     """The longest prompt and its new tokens must fit the model's context (known once loaded)."""
-    context = getattr(config, "max_position_embeddings", None)
+    from .trace import context_of
+
+    context = context_of(config)
     longest = max(len(prompt.ids) for prompt in prompts)
     if context is not None and longest + max_new_tokens > context:
         raise ValueError(

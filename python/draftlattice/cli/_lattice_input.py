@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import os
 import re
 
 import numpy as np
@@ -128,8 +127,3 @@ def parse_context(text: str | None, vocab: list[str] | None) -> list[int]:
     if unknown:
         raise ValueError(f"--context words not in the vocabulary: {unknown[:5]}")
     return [index[item] for item in items]
-
-
-def check_output(path: str, force: bool) -> None:
-    if os.path.exists(path) and not force:
-        raise ValueError(f"{path} exists; pass --force to overwrite it")

@@ -32,12 +32,14 @@ def check_output(
     force: bool,
     inputs: Iterable[str | os.PathLike | None] = (),
     expect: str | None = None,
+    described: str | None = None,
 ) -> Path:
     """``path`` as a Path after checking the policy; ValueError naming the file otherwise.
 
-    ``expect`` ("file" or "folder") also refuses an existing output of the other kind, and the
-    folder it goes in is tried for writing (a file created and removed there), so that a path
-    the command cannot write is refused before its work, not after.
+    ``expect`` ("file" or "folder") also refuses an existing output of the other kind (its
+    message calls the output ``described``, e.g. "a trace file"), and the folder it goes in is
+    tried for writing (a file created and removed there), so that a path the command cannot
+    write is refused before its work, not after.
     """
     out = Path(path)
     for source in inputs:
@@ -48,9 +50,9 @@ def check_output(
     if not out.parent.is_dir():
         raise ValueError(f"{out}: parent folder {out.parent} does not exist")
     if expect == "file" and out.is_dir():
-        raise ValueError(f"{out}: is a folder, expected a file to write")
+        raise ValueError(f"{out}: is a folder, expected {described or 'a file'} to write")
     if expect == "folder" and out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: is a file, expected a folder to write")
+        raise ValueError(f"{out}: exists and is a file, expected {described or 'a folder'} to write")
     if expect is not None:
         _try_writing_in(out)
     return out

@@ -100,9 +100,7 @@ def _check_outputs(args: argparse.Namespace, inputs: list) -> None:
     if args.output:
         _check_report_folder(Path(args.output), force=args.force, inputs=inputs, html=args.html)
     if args.html:
-        html = check_output(args.html, force=args.force, inputs=inputs)
-        if html.is_dir():
-            raise ValueError(f"{html}: is a folder, expected an HTML file to write")
+        html = check_output(args.html, force=args.force, inputs=inputs, expect="file", described="an HTML file")
         if args.output and html.parent.resolve() == Path(args.output).resolve() and html.name in REPORT_FILES:
             raise ValueError(f"--html {html}: would overwrite the report's own {html.name}")
 
@@ -111,9 +109,7 @@ def _check_report_folder(out: Path, *, force: bool, inputs: list, html: str | No
     """The report folder replaces ``out`` whole (atomic_dir): refuse a file there, a folder that
     holds one of the inputs, and, even with --force, a folder holding anything but a previous
     report's files (the --html page of this run aside), so that --force never deletes user files."""
-    check_output(out, force=True, inputs=inputs)  # an input named as the output; a missing parent
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: exists and is a file, expected a folder to write the report in")
+    check_output(out, force=True, inputs=inputs, expect="folder")  # an input or a file there; a missing parent
     check_output(out, force=force)  # an existing folder needs --force
     if not out.is_dir():
         return

@@ -127,7 +127,7 @@ def run_datastore(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{folder}: no such distilled corpus folder")
         if args.output.resolve().is_relative_to(folder.resolve()):
             raise ValueError(f"-o {args.output}: inside the distilled corpus {folder}, which it reads; write elsewhere")
-    check_output(args.output, force=args.force)
+    check_output(args.output, force=args.force, expect="file", described="a datastore file")
     store = Datastore.from_corpora(args.corpora)
     store.save(args.output, overwrite=args.force)
     print(f"wrote {args.output}: {store.num_tokens} tokens in {store.num_records} answers")

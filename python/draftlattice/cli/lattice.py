@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 
-from ._checks import positive
 from ._lattice_input import load_lattices, read_vocab
 from ._output import FORCE_HELP, atomic_file, check_output
 
@@ -22,8 +21,7 @@ def _show(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.input}: -k and --temperature apply to logits .npy input, not to a top-k .npz")
     if not is_npz and args.k is None:
         raise ValueError(f"{args.input}: a logits .npy input needs -k (candidates per head)")
-    temperature = 1.0 if args.temperature is None else args.temperature
-    positive("--temperature", temperature)
+    temperature = 1.0 if args.temperature is None else args.temperature  # load_lattices checks it
     lattices = load_lattices(None if is_npz else args.input, args.input if is_npz else None, args.k, temperature)
     if not 0 <= args.index < len(lattices):
         raise ValueError(f"--index {args.index} out of range: the input holds {len(lattices)} lattice(s)")

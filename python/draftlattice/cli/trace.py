@@ -140,9 +140,8 @@ def _record(args: argparse.Namespace) -> int:
 
     from ._output import atomic_file, check_output
 
-    out = check_output(args.output, force=args.force, inputs=[args.model, args.prompts, args.wikitext_path])
-    if out.is_dir():  # --force replaces a file, never a folder: refused now, not after the recording
-        raise ValueError(f"{out}: is a folder, expected a trace file to write")
+    inputs = [args.model, args.prompts, args.wikitext_path]
+    check_output(args.output, force=args.force, inputs=inputs, expect="file", described="a trace file")
     trace = record_from_args(args)
     with atomic_file(args.output) as tmp:
         save_trace(trace, tmp, args.logprob_dtype)
