@@ -6,7 +6,12 @@ openings), greedy, through the lean step; and, for the ``lookup`` row (one copie
 heads: the context's copy, else the shipped datastore's), the same per longest copy
 (``--copy-tokens``) and per retrieval branch beside the copy (``--retrieval``: the datastore's
 draft of up to n tokens as a second branch, 0 for none); the same tree with the lattice's n best prefixes in place of its p best drafts
-(``--nodes``, :mod:`draftlattice.node_tree`); and plain decoding on the same step (no drafts). The table it writes is
+(``--nodes``, :mod:`draftlattice.node_tree`); and plain decoding on the same step (no drafts).
+The copy rows are measured first; the tree's options then once per length of the copy beside it
+(``--tree-copy-tokens``; default: the copy alone's fastest length on this run's cost curve, no
+retrieval branch, and the library's 6): where extra nodes cost, a long copy in the tree costs more
+than it gains (210 against 248 tokens/s for 6 against 3 tokens on the demo's prompts, Zen 4),
+where they are nearly free it gains; each option records its copy, and the fit picks. The table it writes is
 what ``draftlattice demo`` reads to choose p and the copy's length on each machine, and
 ``fastest_drafting`` to choose between the copy, the tree and no drafts.
 
@@ -46,7 +51,7 @@ from draftlattice.cli._output import atomic_file
 from draftlattice.decode.drafters.lookup import LOOKUP_TOKENS
 from draftlattice.default_model import load_default
 from draftlattice.hf.heads import DraftHeads
-from draftlattice.lean.fit import measure_cost_curve
+from draftlattice.lean.fit import best_option, measure_cost_curve, options_from
 from tune_sample_alpha import calibration_prompts
 
 SHIPPED_TABLE = "lm_models/smollm2/draft_budget.json"
@@ -63,6 +68,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--lookup", type=int, default=3)
+    parser.add_argument(
+        "--tree-copy-tokens",
+        type=int,
+        nargs="+",
+        help="the longest copied draft beside the tree, one set of tree options each (default: the copy "
+        f"alone's fastest length here and {LOOKUP_TOKENS})",
+    )
     parser.add_argument(
         "--retrieval",
         type=int,
@@ -84,6 +96,9 @@ def main() -> None:
             parser.error(f"--temperature must be > 0, got {temperature}")
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    for length in args.tree_copy_tokens or []:
+        if length < 1:
+            parser.error(f"--tree-copy-tokens must be >= 1, got {length}")
     if args.temperature is not None and not args.nodes:
         parser.error("--temperature measures the tree of best prefixes: give --nodes")
     if args.output is None:
@@ -141,25 +156,29 @@ def main() -> None:
         for temperature in args.temperature:
             add_sampled(args, bundle, tree, functools.partial(measure, sampling_at(temperature)), temperature)
         return
-    options, node_options, copy_options = [], [], []
-    for p in args.p:
-        options.append({"p": p, **measure(**tree, draft_p=p)})
-        print(options[-1], flush=True)
-    for nodes in args.nodes:
-        node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
-        print(node_options[-1], flush=True)
+    copy_options = []
     for retrieval in args.retrieval:
         for length in args.copy_tokens:
             drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}
             option = {"copy_tokens": length, "retrieval": retrieval}
             copy_options.append({**option, **measure(**drafting, draft_retrieval=retrieval)})
             print(copy_options[-1], flush=True)
+    options, node_options = [], []
+    for copy in tree_copy_tokens(args, curve, copy_options):
+        beside = {**tree, "draft_lookup_tokens": copy}
+        for p in args.p:
+            options.append({"p": p, "copy_tokens": copy, **measure(**beside, draft_p=p)})
+            print(options[-1], flush=True)
+        for nodes in args.nodes:
+            node_options.append({"node_budget": nodes, "copy_tokens": copy, **measure(**beside, draft_nodes=nodes)})
+            print(node_options[-1], flush=True)
     # plain decoding on the same step and loop (no drafts): its host time a token, for the choice
     plain = measure(draft_heads=None, draft_lookup=0)
     print({"plain": plain}, flush=True)
     table = {
         "drafter": f"ngram_lookup_tree k={args.k} alpha={args.alpha} lookup={args.lookup}, else the datastore's",
         # what draftlattice.default_model.fastest_drafting passes to generate() for these options
+        # (each tree option names the copy beside it; this one is for options that do not)
         "settings": {"k": args.k, "alpha": args.alpha, "lookup": args.lookup, "copy_tokens": LOOKUP_TOKENS},
         "prompts": f"{args.chat} held-out chat + {args.text} WikiText-2 valid openings x {args.max_new_tokens} tokens",
         "weights": args.weights,
@@ -175,6 +194,23 @@ def main() -> None:
     }
     write(table, args.output)
     print(f"wrote {args.output}")
+
+
+def tree_copy_tokens(args, curve, copy_options: list[dict]) -> list[int]:
+    """The lengths of the copy beside the tree to measure: ``--tree-copy-tokens``, else the copy
+    alone's length of the most predicted tokens/s on ``curve`` (options without a retrieval
+    branch: the tree has none) and the drafter's default."""
+    if args.tree_copy_tokens:
+        return list(dict.fromkeys(args.tree_copy_tokens))
+    alone = [o for o in options_from({"copy_options": copy_options}, "copy_options") if o.retrieval == 0]
+    return list(dict.fromkeys([best_option(curve, alone).copy_tokens, LOOKUP_TOKENS] if alone else [LOOKUP_TOKENS]))
+
+
+def greedy_tree_copies(table: dict) -> list[int]:
+    """The lengths of the copy beside the table's greedy tree options (its settings' for options
+    that name none)."""
+    default = table["settings"]["copy_tokens"]
+    return list(dict.fromkeys(o.get("copy_tokens", default) for o in table.get("node_options", [])) or [default])
 
 
 def measured(args) -> str:
@@ -199,9 +235,11 @@ def add_sampled(args, bundle, tree: dict, measure, temperature: float) -> None:
     list)."""
     table = json.loads(Path(args.output).read_text())
     node_options = []
-    for nodes in args.nodes:
-        node_options.append({"node_budget": nodes, **measure(**tree, draft_nodes=nodes)})
-        print(node_options[-1], flush=True)
+    for copy in greedy_tree_copies(table):  # the greedy options' copies: the fit matches them (T -> 0)
+        for nodes in args.nodes:
+            option = {"node_budget": nodes, "copy_tokens": copy}
+            node_options.append({**option, **measure(**tree, draft_lookup_tokens=copy, draft_nodes=nodes)})
+            print(node_options[-1], flush=True)
     copy_options = []
     for length in args.copy_tokens:  # the copy alone, a fixed tree: the tree rule too
         drafting = {"draft_heads": None, "draft_lookup_tokens": length, "draft_datastore": bundle.datastore}

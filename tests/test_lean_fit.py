@@ -11,11 +11,13 @@ import torch
 from _hf_models import llama
 from draftlattice.lean import LeanLlama, fit
 from draftlattice.lean.fit import (
+    TIE,
     CostCurve,
     DraftOption,
     best_format_and_option,
     best_option,
     cached_cost_curve,
+    fastest_of,
     load_options,
     measure_cost_curve,
     predicted_tokens_per_s,
@@ -79,6 +81,11 @@ def test_a_budget_table_is_read_or_refused(tmp_path):
     table.write_text(json.dumps({"options": [], "node_options": budgets}))
     (option,) = load_options(table, "node_options")
     assert option == DraftOption(1, 2.6, 12.6, 1.7, node_budget=8) and option.tree == "nodes=8"
+    # a tree option that names the copy beside it (older tables: their settings' copy)
+    table.write_text(json.dumps({"options": [{**budgets[0], "p": 3, "copy_tokens": 2}], "node_options": []}))
+    (option,) = load_options(table)
+    assert option == DraftOption(3, 2.6, 12.6, 1.7, tree_copy_tokens=2) and option.tree == "p=3 copy<=2"
+    assert option.copy_tokens is None  # the copy alone's field stays the copy alone's
     table.write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="not a draft budget table"):
         load_options(table)
@@ -88,6 +95,21 @@ def test_a_budget_table_is_read_or_refused(tmp_path):
     table.write_text(json.dumps({"node_options": [{"tokens_per_call": 2.6, "nodes": 12.6, "host_ms": 1.7}]}))
     with pytest.raises(ValueError, match="not a draft budget table"):
         load_options(table, "node_options")
+
+
+def test_a_tie_goes_to_the_option_that_accepts_more_tokens_a_call():
+    """Host times carry the machine's noise, tokens a call are exact: an option predicted within
+    TIE of the fastest and accepting more tokens a call wins; beyond TIE the fastest does."""
+    curve = CostCurve((1, 8), (4.0, 4.0))
+    chain = DraftOption(1, 2.15, 5.8, 1.64)  # the faster prediction by a hair (a lower host time)
+    tree = DraftOption(1, 2.20, 5.7, 1.87, node_budget=3)
+    assert predicted_tokens_per_s(curve, chain) > predicted_tokens_per_s(curve, tree)
+    assert best_option(curve, [chain, tree]) is tree
+    assert best_format_and_option({"int4": curve}, [chain, tree])[1] is tree
+    slow_tree = DraftOption(1, 2.20, 5.7, 2.5, node_budget=3)
+    assert predicted_tokens_per_s(curve, slow_tree) < (1 - TIE) * predicted_tokens_per_s(curve, chain)
+    assert best_option(curve, [chain, slow_tree]) is chain
+    assert fastest_of([(100.0, chain), (99.0, tree), (50.0, slow_tree)]) == 1
 
 
 def test_the_copys_length_is_the_one_of_the_highest_predicted_rate():

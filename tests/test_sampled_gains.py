@@ -91,6 +91,20 @@ def test_an_option_measured_at_one_end_only_is_left_out(tmp_path):
     assert [o.node_budget for o in gains_at(path, 0.7).node_options] == [3]
 
 
+def test_the_same_tree_beside_two_copies_is_two_options(tmp_path):
+    """A node budget measured beside a short and a long copy: each is interpolated with its own
+    counterpart (greedy's too, below the coolest), never with the other copy's."""
+
+    def beside(entry: dict) -> dict:
+        short, long = [{**o, "copy_tokens": 2} for o in entry["node_options"]], entry["node_options"]
+        return {**entry, "node_options": short + [{**o, "copy_tokens": 6, "tokens_per_call": 9.0} for o in long]}
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({**beside(GREEDY), "sampled": [beside(_entry(0.5, 1.8, 0.4))]}))
+    by_copy = {(o.node_budget, o.tree_copy_tokens): o.tokens_per_call for o in gains_at(path, 0.25).node_options}
+    assert by_copy == {(3, 2): pytest.approx(2.1), (8, 2): pytest.approx(2.35), (3, 6): 9.0, (8, 6): 9.0}
+
+
 def test_a_table_of_one_sampled_entry_as_written_before(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps({**GREEDY, "sampled": _entry(0.7, 1.7, 0.38)}))

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..default_model.fastest import BUDGET_TABLE, retrieval_label
+from ..default_model.fastest import BUDGET_TABLE, retrieval_label, table_settings
 from ..pairing import ALLOW_MISMATCH_HELP
 from ._demo_checks import check_arguments, check_context, heads_vocab_size, wikitext
 from ._fetch_line import progress_line as _progress_line
@@ -71,8 +71,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--lookup-tokens",
         type=int,
-        help="lookup and ngram_lookup_tree: longest copied draft (default: the library's, 6; for the lookup "
-        "row, fitted to this machine with --p's fit)",
+        help="lookup and ngram_lookup_tree: longest copied draft (default: with --p's fit, the lookup row's "
+        "fitted to this machine and ngram_lookup_tree's the draft budget table's; else the library's, 6)",
     )
     p.add_argument(
         "--retrieval",
@@ -143,6 +143,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ..apps.demo_prompts import demo_prompts
     from ..apps.demo_report import DemoReport
     from ..default_model import FetchError, load_default
+    from ..default_model.load import artifacts_dir
     from ..filekinds import expect_lm, expect_text
 
     if args.quick:
@@ -209,6 +210,9 @@ def _demo(args: argparse.Namespace) -> int:
         if tree is not None:  # the sampling rows' p drafts stay --p's unless the tree is the p best
             p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
             settings = dataclasses.replace(settings, p=p, nodes=tree.node_budget)
+            if args.lookup_tokens is None:  # ngram_lookup_tree's copy: the fitted tree's
+                measured = table_settings(artifacts_dir(args.models) / BUDGET_TABLE)["copy_tokens"]
+                settings = dataclasses.replace(settings, lookup_tokens=tree.tree_copy_tokens or measured)
         if copy is not None:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)

@@ -110,14 +110,14 @@ def fastest_drafting(
     default 1.0): the lattice's tree of best prefixes with the copy, or the copy alone, under the
     tree rule, or plain sampling, from the table's ``sampled`` gains at that temperature
     (acceptance falls as it rises; :func:`draftlattice.lean.sampled_gains.gains_at`)."""
-    from ..lean.fit import DraftOption, cached_cost_curve, load_options, predicted_tokens_per_s
+    from ..lean.fit import DraftOption, cached_cost_curve, fastest_of, load_options, predicted_tokens_per_s
     from ..lean.sampled_gains import gains_at
     from .load import artifacts_dir
 
     if bundle.step is None:
         raise ValueError("fastest_drafting times the lean step: load_default(weights='int4') (or 'int8', 'dense')")
     path = Path(table) if table is not None else artifacts_dir() / BUDGET_TABLE
-    settings = _settings(path)
+    settings = table_settings(path)
     curve = curve if curve is not None else cached_cost_curve(bundle.step)
     if sampling:
         gains = gains_at(path, temperature)
@@ -134,13 +134,13 @@ def fastest_drafting(
     predictions = [
         (label, drafter, option, predicted_tokens_per_s(curve, option)) for label, drafter, option in weighed
     ]
-    _, drafter, option, predicted = max(predictions, key=lambda row: row[3])
+    _, drafter, option, predicted = predictions[fastest_of([(row[3], row[2]) for row in predictions])]
     if drafter != PLAIN and predicted < DRAFTS_MARGIN * predictions[-1][3]:
         _, drafter, option, predicted = predictions[-1]  # plain decoding: too close to call
     return Drafting(
         drafter=drafter,
         p=option.p if drafter == TREE and option.node_budget is None else None,
-        copy_tokens=option.copy_tokens if drafter == COPY else settings["copy_tokens"],
+        copy_tokens=option.copy_tokens if drafter == COPY else option.tree_copy_tokens or settings["copy_tokens"],
         predicted=predicted,
         plain=predicted_tokens_per_s(curve, plain),
         candidates=tuple((label, tokens) for label, _, _, tokens in predictions),
@@ -169,7 +169,7 @@ def _plain_host_ms(path: Path) -> float:
         raise ValueError(f"{path}: plain decoding's entry has no host_ms number: {entry!r}") from None
 
 
-def _settings(path: Path) -> dict:
+def table_settings(path: Path) -> dict:
     """The drafter settings the table was measured with."""
     try:
         settings = json.loads(path.read_text())["settings"]

@@ -8,7 +8,8 @@ grows. So the best p is ``argmax_p tokens_per_call(p) / (cost(nodes(p)) + host_m
 from a table measured once per drafter on held-out prompts (they do not depend on the machine),
 the cost curve is measured here in a few seconds and cached per machine, step and thread count.
 The same choice fits the context copy's longest draft when it drafts alone (``copy_options``:
-one per length; a step without a copy verifies one token).
+one per length; a step without a copy verifies one token) and beside the tree (each tree option
+names the copy it was measured with: a long copy adds nodes that cost where nodes cost).
 """
 
 from __future__ import annotations
@@ -68,33 +69,52 @@ class DraftOption:
     node_budget: int | None = None
     #: the copy alone: the datastore's draft beside the context's copy, up to this many tokens
     retrieval: int = 0
+    #: the lattice's tree: the longest draft copied beside it (None: the table's settings say)
+    tree_copy_tokens: int | None = None
 
     @property
     def tree(self) -> str:
-        """How the lattice's tree is chosen: ``"p=P"`` or ``"nodes=N"``."""
-        return f"p={self.p}" if self.node_budget is None else f"nodes={self.node_budget}"
+        """How the lattice's tree is chosen: ``"p=P"`` or ``"nodes=N"``, and the copy beside it
+        where the option names one (``" copy<=C"``)."""
+        tree = f"p={self.p}" if self.node_budget is None else f"nodes={self.node_budget}"
+        return tree if self.tree_copy_tokens is None else f"{tree} copy<={self.tree_copy_tokens}"
 
 
 def predicted_tokens_per_s(curve: CostCurve, option: DraftOption) -> float:
     return 1e3 * option.tokens_per_call / (curve(option.nodes) + option.host_ms)
 
 
+#: Predictions within this fraction of the best are a tie, which the option that accepts more
+#: tokens a call wins: tokens a call are counted exactly, host times carry the machine's noise
+#: (the same option's host time moved by 0.2 ms between two runs of bench/draft_budget.py).
+TIE = 0.02
+
+
+def fastest_of(rated: list[tuple[float, DraftOption]]) -> int:
+    """The index in ``rated`` (``(predicted tokens/s, option)`` pairs) of the fastest, ties
+    (:data:`TIE`) going to more tokens a call."""
+    top = max(rate for rate, _ in rated)
+    tied = [i for i, (rate, _) in enumerate(rated) if rate >= (1 - TIE) * top]
+    return max(tied, key=lambda i: (rated[i][1].tokens_per_call, rated[i][0]))
+
+
 def best_option(curve: CostCurve, options: list[DraftOption]) -> DraftOption:
-    """The option of the highest predicted tokens/s on ``curve``."""
+    """The option of the highest predicted tokens/s on ``curve`` (:func:`fastest_of`)."""
     if not options:
         raise ValueError("no draft options to choose from")
-    return max(options, key=lambda o: predicted_tokens_per_s(curve, o))
+    return options[fastest_of([(predicted_tokens_per_s(curve, o), o) for o in options])]
 
 
 def best_format_and_option(curves: dict[str, CostCurve], options: list[DraftOption]) -> tuple[str, DraftOption, float]:
-    """The (weight format, option) pair of the highest predicted tokens/s, and that prediction:
-    the format changes the cost curve (int4 is cheap for one token and steep; bf16 on a CPU with
-    AMX is dear for one token and flat), the option the tokens a call gains."""
+    """The (weight format, option) pair of the highest predicted tokens/s (:func:`fastest_of`),
+    and that prediction: the format changes the cost curve (int4 is cheap for one token and steep;
+    bf16 on a CPU with AMX is dear for one token and flat), the option the tokens a call gains."""
     if not curves or not options:
         raise ValueError("no weight formats or no draft options to choose from")
     pairs = [(name, option) for name in curves for option in options]
-    name, option = max(pairs, key=lambda pair: predicted_tokens_per_s(curves[pair[0]], pair[1]))
-    return name, option, predicted_tokens_per_s(curves[name], option)
+    rated = [(predicted_tokens_per_s(curves[name], option), option) for name, option in pairs]
+    best = fastest_of(rated)
+    return pairs[best][0], pairs[best][1], rated[best][0]
 
 
 def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) -> CostCurve:
@@ -205,7 +225,8 @@ def load_options(path: str | os.PathLike[str], kind: str = "options") -> list[Dr
     """Draft options of a budget table (``bench/draft_budget.py`` writes them): the lattice
     drafter's by p (``kind="options"``), by the tree's node budget (``kind="node_options"``:
     its best prefixes), or the context copy's alone by its longest draft and its retrieval branch
-    (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch).
+    (``kind="copy_options"``; the last two none in an older table, nor a retrieval branch). A tree
+    option may name the copy beside it (``copy_tokens``; older tables: their settings' one).
     Sampling's, by temperature: :func:`draftlattice.lean.sampled_gains.gains_at`."""
     try:
         return options_from(json.loads(Path(path).read_text()), kind)
@@ -226,6 +247,7 @@ def options_from(table: dict, kind: str) -> list[DraftOption]:
             int(o["copy_tokens"]) if kind == "copy_options" else None,
             int(o["node_budget"]) if kind == "node_options" else None,
             int(o.get("retrieval", 0)) if kind == "copy_options" else 0,
+            int(o["copy_tokens"]) if kind != "copy_options" and "copy_tokens" in o else None,
         )
         for o in table[kind]
     ]

@@ -114,7 +114,7 @@ def _options(path, table: dict, kind: str) -> list[DraftOption]:
 
 
 def _key(option: DraftOption) -> tuple:
-    return (option.node_budget, option.copy_tokens)
+    return (option.node_budget, option.copy_tokens, option.tree_copy_tokens)
 
 
 def _between(cool: list[DraftOption], hot: list[DraftOption], weight: float, hot_host: bool) -> list[DraftOption]:
