@@ -27,6 +27,7 @@ from draftlattice.lean import LeanLlama, StaticCache
 from draftlattice.lean.heads import LeanHeads
 from draftlattice.lean.linear import make_linear
 from draftlattice.lean.lowbit import LowbitLinear, quantized_linear
+from draftlattice.lean.model import FUSED_TOKENS
 from draftlattice.verify import build_tree
 
 KERNELS = ["torch", *_core.lowbit_kernels()]
@@ -178,6 +179,37 @@ def test_a_fused_step_computes_each_token_as_a_one_token_step_does(kernel):
             alone = lean.hidden(ids[:, 5 + t : 6 + t], torch.tensor([[5 + t]]), one, alone_cache)
             assert torch.equal(alone[0, 0], together[0, t]), t
             assert torch.equal(lean.logits(alone[0, 0]), lean.logits(together[0, t]))
+
+
+@needs_fused
+@each_fused_kernel
+def test_a_prompt_longer_than_a_fused_call_runs_in_pieces_with_one_calls_bits(kernel):
+    """A prompt of 2.5 fused calls' tokens, with left padding in a batch: its hidden states and
+    its cache equal those of each row's tokens stepped one at a time (every row is computed on
+    its own, so the pieces change no bit)."""
+    model = llama(seed=4, vocab=64, max_position_embeddings=512, **FUSABLE).to(torch.bfloat16)
+    lean = LeanLlama(model, "int4", kernel=kernel)
+    assert lean.fused
+    T = 2 * FUSED_TOKENS + FUSED_TOKENS // 2
+    ids = torch.randint(0, 64, (2, T), generator=torch.Generator().manual_seed(3))
+    valid = torch.ones(2, T, dtype=torch.long)
+    valid[1, :5] = 0  # row 1 left-padded
+    positions = (valid.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        cache = lean.new_cache(2)
+        prompt = lean.hidden(ids, positions, valid, cache)
+        for row in range(2):
+            start = 5 if row else 0
+            alone_cache = lean.new_cache(1)
+            for t in range(start, T):
+                one = torch.zeros(1, 1, 1, t - start + 1, dtype=torch.bfloat16)
+                alone = lean.hidden(
+                    ids[row : row + 1, t : t + 1], positions[row : row + 1, t : t + 1], one, alone_cache
+                )
+                assert torch.equal(alone[0, 0], prompt[row, t]), (row, t)
+            kept = slice(start, T)
+            assert torch.equal(alone_cache.keys[0][0, :, : T - start], cache.keys[0][row, :, kept])
+            assert torch.equal(alone_cache.values[-1][0, :, : T - start], cache.values[-1][row, :, kept])
 
 
 @needs_fused
