@@ -226,9 +226,8 @@ class LeanLlama:
 
         Why: the fused step computes every row independently of the others, so the pieces give
         one call's bits; a long prompt then runs 1.3-1.5x faster than through PyTorch's ops
-        between our products (128-512 tokens of the default model, bench/RESULTS.md), and the
-        widest calls are the fastest (pieces of 16 / 32 / 64 / 128 / 512 tokens: 539 / 436 / 387
-        / 345 / 394 ms for 512 tokens)."""
+        between our products (128-512 tokens of the default model, bench/RESULTS.md, the target
+        step's item 20); pieces narrower than 64 tokens ran slower, wider ones no faster."""
         T, past = input_ids.shape[1], cache.length
         if T <= FUSED_TOKENS:
             return self._fused_hidden(input_ids, position_ids, mask, cache)
