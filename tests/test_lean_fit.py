@@ -98,8 +98,9 @@ def test_a_budget_table_is_read_or_refused(tmp_path):
 
 
 def test_a_tie_goes_to_the_option_that_accepts_more_tokens_a_call():
-    """Host times carry the machine's noise, tokens a call are exact: an option predicted within
-    TIE of the fastest and accepting more tokens a call wins; beyond TIE the fastest does."""
+    """Host times carry the machine's noise, tokens and nodes a call are exact: an option
+    predicted within TIE of the fastest, verifying no more nodes and accepting more tokens a call
+    wins; beyond TIE, or for more nodes, the fastest does."""
     curve = CostCurve((1, 8), (4.0, 4.0))
     chain = DraftOption(1, 2.15, 5.8, 1.64)  # the faster prediction by a hair (a lower host time)
     tree = DraftOption(1, 2.20, 5.7, 1.87, node_budget=3)
@@ -110,6 +111,8 @@ def test_a_tie_goes_to_the_option_that_accepts_more_tokens_a_call():
     assert predicted_tokens_per_s(curve, slow_tree) < (1 - TIE) * predicted_tokens_per_s(curve, chain)
     assert best_option(curve, [chain, slow_tree]) is chain
     assert fastest_of([(100.0, chain), (99.0, tree), (50.0, slow_tree)]) == 1
+    wider = DraftOption(1, 2.30, 6.5, 1.87, node_budget=4)  # more tokens, but for more nodes
+    assert fastest_of([(100.0, chain), (99.0, wider)]) == 0
 
 
 def test_the_copys_length_is_the_one_of_the_highest_predicted_rate():

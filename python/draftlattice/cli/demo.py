@@ -327,7 +327,7 @@ def _fit(
             + f" (predicted {predicted:.0f} tokens/s, plain "
             f"decoding {1e3 / curves[name](1):.0f} without the host's time; by format and tree: "
             f"{others}{copy_line}; {name} step ms by nodes {costs}; {table.name}: predictions rank the options "
-            "(held-out prompts, prompts' forwards left out, the step at its fastest), the rows above measure them; "
+            "(held-out prompts, prompts' forwards left out), the rows above measure them; "
             "--weights / --p / --nodes / --lookup-tokens / --retrieval to override)"
         ),
     )

@@ -101,7 +101,7 @@ def fastest_drafting(
     temperature: float = 1.0,
 ) -> Drafting:
     """The drafting of the most predicted tokens/s (a tie, :data:`~draftlattice.lean.fit.TIE`,
-    going to more tokens a call) for ``bundle`` (a :class:`DefaultModel` loaded
+    going to more tokens a call for no more nodes) for ``bundle`` (a :class:`DefaultModel` loaded
     with ``weights=``: its lean step is what is timed) on this machine; plain decoding unless a
     drafting predicts :data:`DRAFTS_MARGIN` times its tokens/s.
 

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 CURVE_NODES = (1, 2, 4, 8, 12, 16, 24, 32)
 CURVE_CONTEXT = 64  #: cached tokens behind the measured steps (a typical prompt)
 CURVE_REPEATS = 5
+#: How the curve is measured (part of its cache key: a curve measured another way is measured again)
+CURVE_METHOD = "median of steps right after one of the same size"
 CACHE_NAME = "step-costs.json"
 
 
@@ -84,17 +87,24 @@ def predicted_tokens_per_s(curve: CostCurve, option: DraftOption) -> float:
     return 1e3 * option.tokens_per_call / (curve(option.nodes) + option.host_ms)
 
 
-#: Predictions within this fraction of the best are a tie, which the option that accepts more
-#: tokens a call wins: tokens a call are counted exactly, host times carry the machine's noise
-#: (the same option's host time moved by 0.2 ms between two runs of bench/draft_budget.py).
+#: Predictions within this fraction of the best are a tie, which an option verifying no more
+#: nodes (within the same fraction) and accepting more tokens a call wins: tokens and nodes a call
+#: are counted exactly, host times carry the machine's noise (the same option's host time moved
+#: by 0.2 ms between two runs of bench/draft_budget.py). More nodes stay the prediction's call:
+#: on a CPU each costs arithmetic that the cost curve may underrate.
 TIE = 0.02
 
 
 def fastest_of(rated: list[tuple[float, DraftOption]]) -> int:
     """The index in ``rated`` (``(predicted tokens/s, option)`` pairs) of the fastest, ties
-    (:data:`TIE`) going to more tokens a call."""
-    top = max(rate for rate, _ in rated)
-    tied = [i for i, (rate, _) in enumerate(rated) if rate >= (1 - TIE) * top]
+    (:data:`TIE`) going to more tokens a call for no more nodes."""
+    best = max(range(len(rated)), key=lambda i: rated[i][0])
+    rate, option = rated[best]
+    tied = [
+        i
+        for i, (other_rate, other) in enumerate(rated)
+        if other_rate >= (1 - TIE) * rate and other.nodes <= (1 + TIE) * option.nodes
+    ]
     return max(tied, key=lambda i: (rated[i][1].tokens_per_call, rated[i][0]))
 
 
@@ -119,7 +129,7 @@ def best_format_and_option(curves: dict[str, CostCurve], options: list[DraftOpti
 
 def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) -> CostCurve:
     """The lean ``step``'s cost against nodes here: one verification forward of n tokens after
-    :data:`CURVE_CONTEXT` cached ones, logits included; the fastest of ``repeats`` after a pass of
+    :data:`CURVE_CONTEXT` cached ones, logits included; the median of ``repeats`` after a pass of
     warm-up (the curve is cached for the machine, so a busy moment must not become its cost)."""
     generator = torch.Generator().manual_seed(0)
     cache = step.new_cache(1, CURVE_CONTEXT + max(nodes))
@@ -132,29 +142,35 @@ def measure_cost_curve(step, nodes=CURVE_NODES, repeats: int = CURVE_REPEATS) ->
 
 
 def _curve_pass(step, cache, nodes, repeats: int, generator) -> list[float]:
-    """Milliseconds of a verification forward of each node count: the fastest of ``repeats``,
-    the node counts taken in turn within each repeat (another job's load on the machine is not
-    the step's cost, and a slow stretch of a few seconds then costs every count one repeat
-    instead of costing one count all of them)."""
+    """Milliseconds of a verification forward of each node count: the median of ``repeats``,
+    each timed forward right after an untimed one of the same count (decoding runs its steps back
+    to back: on the Zen 4 VM 4 tokens cost 1.28x one that way and 1.10x right after other counts'
+    steps, and the engine's calls ran 1.30x; bench/RESULTS.md), the node counts taken in turn
+    within each repeat (another job's load on the machine is not the step's cost, and a slow
+    stretch of a few seconds then costs every count one repeat instead of costing one count all
+    of them)."""
     inputs = []
     for n in nodes:
         tokens = torch.randint(0, step.vocab_size, (1, n), generator=generator).to(step.device)
         positions = torch.arange(CURVE_CONTEXT, CURVE_CONTEXT + n, device=step.device).unsqueeze(0)
         mask = torch.zeros(1, 1, n, CURVE_CONTEXT + n, dtype=step.dtype, device=step.device)
         inputs.append((tokens, positions, mask))
-    best = [float("inf")] * len(nodes)
+    seconds: list[list[float]] = [[] for _ in nodes]
     for _ in range(repeats):
         for i, (tokens, positions, mask) in enumerate(inputs):
-            cache.length = CURVE_CONTEXT
-            start = time.perf_counter()
-            step.logits(step.hidden(tokens, positions, mask, cache))
-            best[i] = min(best[i], time.perf_counter() - start)
-    return [1e3 * seconds for seconds in best]
+            for timed in (False, True):
+                cache.length = CURVE_CONTEXT
+                start = time.perf_counter()
+                step.logits(step.hidden(tokens, positions, mask, cache))
+                if timed:
+                    seconds[i].append(time.perf_counter() - start)
+    return [1e3 * statistics.median(times) for times in seconds]
 
 
 def machine_key(step) -> str:
     """What a cost curve depends on: CPU model and flags, torch, the build of draftlattice's
-    kernels (a rebuilt core may run faster), threads, the step's format, kernel, fusion and shape."""
+    kernels (a rebuilt core may run faster), threads, the step's format, kernel, fusion and shape, and
+    how the curve is measured (:data:`CURVE_METHOD`)."""
     flags = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -169,6 +185,7 @@ def machine_key(step) -> str:
     parts += [str(step.dtype)]
     parts += [str(len(step.layers)), str(step.hidden_size), str(step.vocab_size)]
     parts += [str(getattr(step, "kernel", "")), str(getattr(step, "fused", False))]
+    parts += [CURVE_METHOD]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
