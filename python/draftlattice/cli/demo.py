@@ -143,7 +143,6 @@ def _demo(args: argparse.Namespace) -> int:
     from ..apps.demo_prompts import demo_prompts
     from ..apps.demo_report import DemoReport
     from ..default_model import FetchError, load_default
-    from ..default_model.load import artifacts_dir
     from ..filekinds import expect_lm, expect_text
 
     if args.quick:
@@ -211,8 +210,7 @@ def _demo(args: argparse.Namespace) -> int:
             p = settings.p if settings.sampling and tree.node_budget is not None else tree.p
             settings = dataclasses.replace(settings, p=p, nodes=tree.node_budget)
             if args.lookup_tokens is None:  # ngram_lookup_tree's copy: the fitted tree's
-                measured = table_settings(artifacts_dir(args.models) / BUDGET_TABLE)["copy_tokens"]
-                settings = dataclasses.replace(settings, lookup_tokens=tree.tree_copy_tokens or measured)
+                settings = dataclasses.replace(settings, lookup_tokens=tree.tree_copy_tokens)
         if copy is not None:
             settings = dataclasses.replace(settings, copy_tokens=copy.copy_tokens, retrieval=copy.retrieval)
     prompts = demo_prompts(bundle.tokenizer, data, args.chat, args.text)
@@ -267,7 +265,7 @@ def _fit(
     temperature: float | None = None,
 ) -> tuple[object, object, object, str | None]:
     """The lean step's weight format, the tree rows' tree (a :class:`~draftlattice.lean.fit.DraftOption`:
-    p best drafts or a node budget; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
+    p best drafts or a node budget, and the copy beside it; only ``p``'s or ``nodes``' when given) and (``fit_copy``) the
     lookup row's copy option (its longest copy and retrieval branch, only ``retrieval``'s when
     given) fitted to this machine (each candidate format's cost against nodes measured once and
     cached, the drafters' gains measured once per drafter), with a line saying why; without a
@@ -299,6 +297,8 @@ def _fit(
     steps.update({name: LeanLlama(bundle.model, name, kernel=kernel) for name in formats if name not in steps})
     curves = {name: cached_cost_curve(step) for name, step in steps.items()}
     name, best, predicted = best_format_and_option(curves, options)
+    if best.tree_copy_tokens is None:  # a table from before its tree options named their copy
+        best = dataclasses.replace(best, tree_copy_tokens=table_settings(table)["copy_tokens"])
     others = "; ".join(
         f"{n} " + ", ".join(f"{o.tree} {predicted_tokens_per_s(c, o):.0f}" for o in options) for n, c in curves.items()
     )

@@ -225,7 +225,7 @@ class LeanLlama:
         cache (the pieces before it among them) through its rows of ``mask``.
 
         Why: the fused step computes every row independently of the others, so the pieces give
-        one call's bits; a long prompt then runs 1.3-1.5x faster than through PyTorch's ops
+        one call's bits; a long prompt then runs 1.5-1.7x faster than through PyTorch's ops
         between our products (128-512 tokens of the default model, bench/RESULTS.md, the target
         step's item 20); pieces narrower than 64 tokens ran slower, wider ones no faster."""
         T, past = input_ids.shape[1], cache.length
