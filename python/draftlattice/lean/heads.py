@@ -73,7 +73,7 @@ class HeadLogits:
 
     Why: between two target steps each small PyTorch op runs 5-20x slower than hot (the step has
     flushed the caches), and the Python heads are ~20 of them around three products: 1.0-1.3 ms a
-    call inside the decoding loop (bench/RESULTS.md, the target step's item 14). The same
+    call inside the decoding loop (bench/RESULTS.md, the target step's item 15). The same
     arithmetic as :class:`LeanHeads` then ``rows`` up to GELU's last bits (its erf as PyTorch's
     vectorized one, another exponential inside: a hidden unit may move by one bf16 unit in the
     last place); the heads only draft, so no decoding's output moves.
