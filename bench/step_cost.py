@@ -1,5 +1,6 @@
 """What one target step of the default model costs against the nodes it verifies, per way of
-running it, in one run: transformers' eager forward (bf16, fp32), the lean step (dense bf16 and
+running it, in one run: transformers' eager forward (bf16, fp32; with torchao's CPU
+weight-only int4 and int8 layers where torchao is installed), the lean step (dense bf16 and
 fp32, int8 and int4 on draftlattice's kernels and on PyTorch's, int4 fused into one C++ call per
 step or not; dense bf16 and fp32 through ``torch.compile`` too) and llama.cpp's decode of n tokens (the same Q4_1 GGUF, in a child process;
 when llama-cpp-python is installed). Each step appends n tokens after a chat prompt (about 40 tokens) in the cache and
@@ -16,6 +17,7 @@ twice with the same ``TORCHINDUCTOR_CACHE_DIR`` for cold and warm (on-disk cache
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import platform
@@ -41,6 +43,40 @@ def transformers_step(model, prompt: torch.Tensor, n: int):
         model(tokens, cache=cache, use_cache=True)
 
     return step
+
+
+def torchao_models(model) -> dict:
+    """The model with torchao's CPU weight-only kernels in its linear layers (the output layer
+    stays bf16: torchao's int8 path over it cost more than it saved), one copy per format; none
+    without torchao. Its x86 int8 x int4 kernel (``Int8DynamicActivationInt4WeightConfig``,
+    ``da8w4_linear_cpu``) is not in torchao's PyPI wheels: it is tried and reported."""
+    try:
+        from torchao.prototype.quantization.int4.inference_workflow import (
+            Int8DynamicActivationInt4WeightConfig,
+            PrototypeInt4WeightOnlyConfig,
+        )
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    except ImportError as error:
+        print(f"(no torchao rows: {error}; pip install torchao)")
+        return {}
+    configs = {
+        # Q4_1's groups of 32; PyTorch's tinygemm kernel (_weight_int4pack_mm_for_cpu) under it
+        "transformers bf16, torchao int4": PrototypeInt4WeightOnlyConfig(group_size=32, set_inductor_config=False),
+        "transformers bf16, torchao int8": Int8WeightOnlyConfig(set_inductor_config=False),
+        "transformers bf16, torchao int8 x int4": Int8DynamicActivationInt4WeightConfig(group_size=32),
+    }
+    models = {}
+    for name, config in configs.items():
+        quantized = copy.deepcopy(model)
+        try:
+            quantize_(
+                quantized, config, filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and "lm_head" not in fqn
+            )
+        except (AssertionError, RuntimeError, ValueError) as error:
+            print(f"(no {name} row: {error})")
+            continue
+        models[name] = quantized
+    return models
 
 
 def lean_step(lean: LeanLlama, prompt: torch.Tensor, n: int):
@@ -175,6 +211,8 @@ def main() -> None:
     with torch.inference_mode():
         ways["transformers bf16"] = lambda n: transformers_step(bundle.model, prompt, n)
         ways["transformers fp32"] = lambda n: transformers_step(model32, prompt, n)
+        for name, quantized in torchao_models(bundle.model).items():
+            ways[name] = lambda n, quantized=quantized: transformers_step(quantized, prompt, n)
         steps = {
             "lean bf16": LeanLlama(bundle.model, "dense"),
             "lean fp32": LeanLlama(model32, "dense"),
