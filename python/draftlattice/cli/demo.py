@@ -103,8 +103,9 @@ def register(subparsers) -> None:
         "--weights",
         choices=["dense", "int8", "int4"],
         help="weight format of the lean target step that runs the drafted rows: dense (the model's "
-        "dtype), int8 or int4 (weight-only, bfloat16 compute, CPU; the GGUF's own Q8_0 and Q4_1 "
-        "schemes, on draftlattice's kernels; int4 runs fused, all layers in one C++ call). Default: int4 or "
+        "dtype), int8 or int4 (CPU; the GGUF's own Q8_0 and Q4_1 schemes on draftlattice's kernels, "
+        "activations in bfloat16, or in int8 per group of 32 on the integer kernels as llama.cpp's; int4 runs "
+        "fused, all layers in one C++ call). Default: int4 or "
         "dense, whichever the fit predicts faster on this CPU (with --p); dense with --dtype float32",
     )
     p.add_argument(
