@@ -17,7 +17,8 @@
 #   5. lossless sampling, T = 0.7 -> demo_T07.json
 #   6. ms per step against nodes  -> step_cost.json (transformers, lean dense/int8/int4, the AMX
 #                                    kernel where the CPU has it, llama.cpp)
-#   7. AMX CPUs: the main job on the AMX kernel (opt-in until measured) -> demo_amx.json
+#   7. AMX CPUs: the main job pinned to the AMX kernel -> demo_amx.json (the main job's own
+#      auto took the faster of it and the VNNI kernel by the predicted tokens/s: demo.txt's note)
 #   8. the verdicts               -> criteria.md
 set -u
 kind=avx2

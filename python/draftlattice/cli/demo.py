@@ -112,7 +112,7 @@ def register(subparsers) -> None:
         "--kernel",
         default="auto",
         help="kernel of the quantized weights: auto (default: the fastest this CPU runs), torch "
-        "(PyTorch's) or one of draftlattice's: avx512-vnni, amx-int8 (AMX tiles; not yet measured), avx512-bf16, "
+        "(PyTorch's) or one of draftlattice's: avx512-vnni, amx-int8 (AMX tiles: the VNNI kernel's bits; auto takes the faster of the two here), avx512-bf16, "
         "avx2-int8, avx2, portable (those this CPU runs)",
     )
     p.add_argument(

@@ -18,10 +18,14 @@ step, from gains measured at a few temperatures and interpolated to the one aske
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 BUDGET_TABLE = "draft_budget.json"  #: the drafters' gains, beside the shipped heads (bench/draft_budget.py)
 COPY, TREE = "lookup", "ngram_lookup_tree"  #: the drafters chosen between (the demo's row names)
@@ -151,6 +155,41 @@ def fastest_drafting(
         sampled_at=sampled_at,
         gains=gains.describe() if sampling else "",
     )
+
+
+def fastest_same_bits_step(bundle, build, table: str | os.PathLike[str] | None = None):
+    """``bundle.step``, or the same step on another kernel that gives its bits
+    (:func:`draftlattice.lean.lowbit.same_bits_kernels`: the AMX kernel beside the VNNI one)
+    where this machine's fastest drafting (:func:`fastest_drafting`; plain decoding's cost where
+    there is no ``table``) is predicted faster on it. ``build(kernel)`` makes the step on
+    ``kernel``. Each step's cost is measured once per machine and cached.
+
+    Why measured, not ranked: the AMX kernel's tiles multiply 16 rows for the price of a few, but
+    each group's sums come back through a tile store into the VNNI kernel's float terms, so
+    whether it beats the VNNI kernel, and at how many nodes, is the CPU's to say; outputs are the
+    same either way."""
+    from ..lean.fit import cached_cost_curve
+    from ..lean.lowbit import same_bits_kernels
+
+    step = bundle.step
+    if step is None or step.weights == "dense" or len(kernels := same_bits_kernels(step.kernel)) == 1:
+        return step
+
+    def rate(candidate) -> float:
+        try:
+            return fastest_drafting(dataclasses.replace(bundle, step=candidate), table).predicted
+        except (OSError, ValueError):  # no gains table: plain decoding's cost decides
+            return 1e3 / cached_cost_curve(candidate)(1)
+
+    rated = [(rate(step), step)]
+    rated += [(rate(other), other) for other in map(build, kernels[1:])]
+    best_rate, best = max(rated, key=lambda pair: pair[0])
+    logger.info(
+        "lean step on the %s kernel: predicted %s tokens/s (kernels giving the same bits)",
+        best.kernel,
+        ", ".join(f"{candidate.kernel} {tokens:.0f}" for tokens, candidate in rated),
+    )
+    return best
 
 
 def retrieval_label(retrieval: int) -> str:

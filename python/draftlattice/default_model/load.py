@@ -14,6 +14,7 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -111,10 +112,13 @@ def load_default(
         allow_mismatch: accept an LM built over another tokenizer (a warning; default: error).
         progress: the fetch's progress callback (:func:`.fetch.fetch_default`), if it fetches.
         weights: also build the lean target step (``bundle.step``) with "dense" (the model's
-            dtype), "int8" or "int4" weights (:mod:`draftlattice.lean`; quantized formats compute
-            in bfloat16 on the CPU); None: no step.
-        kernel: the quantized step's kernel: "auto" (the fastest this CPU runs), "torch" or one of
-            ``draftlattice._core.lowbit_kernels()`` (to compare kernels, or to pin one).
+            dtype), "int8" or "int4" weights (:mod:`draftlattice.lean`; quantized formats on the
+            CPU); None: no step.
+        kernel: the quantized step's kernel: "auto" (the fastest this CPU runs; where two give the
+            same bits, the AMX and VNNI kernels, the one this machine's fastest drafting is
+            predicted faster on: :func:`.fastest.fastest_same_bits_step`, measured once and
+            cached), "torch" or one of ``draftlattice._core.lowbit_kernels()`` (to compare
+            kernels, or to pin one).
 
     Raises:
         ValueError, OSError: a bad argument (horizon, folder, LM file), before anything is fetched.
@@ -164,4 +168,10 @@ def load_default(
 
         step = LeanLlama(model, weights, kernel=kernel)
     logger.info("default model from %s, heads, LM and datastore from %s", folder, artifacts)
-    return DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step, datastore)
+    bundle = DefaultModel(model, tokenizer, heads, sampling_heads, ngram, folder, step, datastore)
+    if step is not None and kernel == "auto":  # of kernels giving the same bits, the fastest here
+        from .fastest import BUDGET_TABLE, fastest_same_bits_step
+
+        build = functools.partial(LeanLlama, model, weights)  # build(kernel=...)
+        bundle.step = fastest_same_bits_step(bundle, lambda name: build(kernel=name), artifacts / BUDGET_TABLE)
+    return bundle

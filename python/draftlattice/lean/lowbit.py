@@ -15,7 +15,9 @@ Two families of kernels, the fastest the CPU has:
   activations and codes, float32 sums), AVX2 with int8 activations (``avx2-int8``: vpmaddubsw,
   the VNNI kernel's results bit for bit) or AVX2 FMAs (``avx2``: float32 activations). On CPUs with
   AMX, ``amx-int8`` runs the VNNI kernel's integer products as tile products (its results bit
-  for bit; by name only: not yet measured on an AMX CPU, so ``auto`` keeps the VNNI kernel). Its cost grows slowly with the rows a step
+  for bit, and the same attention beside it in a fused step: :data:`SAME_BITS`; ``LeanLlama``'s ``auto``
+  keeps the VNNI kernel, and ``load_default`` takes whichever of the two its fastest drafting is
+  predicted faster on, measured on the CPU). Its cost grows slowly with the rows a step
   verifies (one to ~16 draft tokens), and a row's result never depends on the other rows: a
   drafted step computes each token exactly as a one-token step would. Scales and minima are
   float16, as in GGUF blocks: a one-token step is bound by the bytes it reads.
@@ -23,7 +25,8 @@ Two families of kernels, the fastest the CPU has:
   scale per output channel instead of per group) where no vector kernel of ours runs (CPUs
   without AVX2, e.g. ARM): their cost grows with the rows, and they round scales to bf16.
 
-Activations are bfloat16 in and out.
+Activations are bfloat16 in and out (the integer kernels quantize them to int8 per group of 32
+inside, as llama.cpp's Q8_0).
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ GROUP = 32  #: input columns per scale (Q4_1's and Q8_0's block)
 LANES = 16  #: outputs per block of the packed layout (csrc/lowbit/matmul.h)
 HALF_TINY = 2.0**-24  #: float16's smallest positive value: the scale of a group of zeros
 VECTOR_KERNELS = ("avx512-vnni", "amx-int8", "avx512-bf16", "avx2-int8", "avx2")  #: our kernels that beat PyTorch's
+#: Kernels whose steps give the same bits: the AMX kernel multiplies the VNNI kernel's decoded
+#: codes on tiles, then adds the same float terms in the same order (csrc/lowbit/vnni_codes.h),
+#: and a fused step runs the same attention beside both (csrc/lowbit/attention.cc). So the faster
+#: on a CPU may be taken without moving an output. (``avx2-int8`` multiplies as they do, but its
+#: fused steps attend in plain C++: not the same bits.)
+SAME_BITS = ("avx512-vnni", "amx-int8")
 
 
 def check_kernel(kernel: str) -> str:
@@ -53,6 +62,13 @@ def check_kernel(kernel: str) -> str:
 def best_kernel() -> str:
     """Our fastest vector kernel on this CPU, or "torch" (PyTorch's kernels) when it has none."""
     return next((k for k in _core.lowbit_kernels() if k in VECTOR_KERNELS), "torch")
+
+
+def same_bits_kernels(kernel: str) -> list[str]:
+    """``kernel`` and the other kernels this CPU runs whose steps give its bits (:data:`SAME_BITS`)."""
+    if kernel not in SAME_BITS:
+        return [kernel]
+    return [kernel, *(k for k in SAME_BITS if k != kernel and k in _core.lowbit_kernels())]
 
 
 def _groups(weight: Tensor) -> Tensor:
