@@ -117,7 +117,7 @@ def fastest_drafting(
     (acceptance falls as it rises; :func:`draftlattice.lean.sampled_gains.gains_at`)."""
     from ..lean.fit import DraftOption, cached_cost_curve, fastest_of, load_options, predicted_tokens_per_s
     from ..lean.sampled_gains import gains_at
-    from .load import artifacts_dir
+    from .artifacts import artifacts_dir
 
     if bundle.step is None:
         raise ValueError("fastest_drafting times the lean step: load_default(weights='int4') (or 'int8', 'dense')")

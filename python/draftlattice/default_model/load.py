@@ -21,19 +21,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..assets import model_asset
 from ..datastore import Datastore
 from ..ngram import NgramLM
+from .artifacts import DATASTORE, HEADS, LM, SAMPLING_HEADS, artifacts_dir
 from .fetch import fetch_default
 from .progress import Callback, quiet_bars
 
 logger = logging.getLogger(__name__)
 
-ARTIFACTS = "smollm2"
-HEADS = "heads"
-SAMPLING_HEADS = "heads-sampled"
-LM = "katz4.dlm"
-DATASTORE = "datastore.npz"
 DEFAULT_HORIZON = 4
 
 
@@ -60,15 +55,6 @@ class DefaultModel:
             [{"role": "user", "content": message}], add_generation_prompt=True, tokenize=True
         )
         return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-
-
-def artifacts_dir(models: str | os.PathLike[str] | None = None) -> Path:
-    """``lm_models/smollm2`` (or ``models/smollm2``), checked to hold the heads and the LM."""
-    folder = model_asset(ARTIFACTS, base=Path(models) if models is not None else None)
-    for name in (HEADS, SAMPLING_HEADS, LM, DATASTORE):
-        if not (folder / name).exists():
-            raise FileNotFoundError(f"{folder / name} is missing: the default model's artifacts are incomplete")
-    return folder
 
 
 def _checked_arguments(horizon, model_dir, models, lm) -> tuple[Path, NgramLM]:

@@ -204,7 +204,7 @@ def cached_cost_curve(step, cache_file: str | os.PathLike[str] | None = None) ->
     """:func:`measure_cost_curve` once per machine key, kept in ``cache_file`` (default: the
     user cache's ``step-costs.json``; a file that cannot be read or written is measured around)."""
     if cache_file is None:
-        from ..default_model.fetch import cache_dir
+        from ..user_cache import cache_dir
 
         cache_file = cache_dir() / CACHE_NAME
     path, key = Path(cache_file), machine_key(step)
