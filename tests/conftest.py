@@ -55,12 +55,13 @@ def empty_cache(tmp_path_factory, monkeypatch) -> Path:
     """An empty user cache (``$DRAFTLATTICE_CACHE``, ``$HOME`` and ``$XDG_CACHE_HOME`` in a fresh
     folder) in which a fetch fails the test: for checks that must refuse before fetching, and that
     must not depend on what an earlier run left in the real cache. Yields the cache folder."""
+    from draftlattice import user_cache
     from draftlattice.default_model import fetch
 
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    monkeypatch.setenv(fetch.CACHE_ENV, str(home / "cache"))
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(home / "cache"))
 
     def no_fetch(*args, **kwargs):
         pytest.fail("the default model was fetched before the arguments were checked")

@@ -21,6 +21,7 @@ import pytest
 from draftlattice.cli.main import main
 from draftlattice.default_model import fetch
 from draftlattice.default_model.fetch import FetchError, fetch_default, is_fetched
+from draftlattice.user_cache import CACHE_ENV
 
 
 def leftovers(cache: Path) -> list[str]:
@@ -31,15 +32,15 @@ def leftovers(cache: Path) -> list[str]:
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
-    monkeypatch.setenv(fetch.CACHE_ENV, str(folder))
+    monkeypatch.setenv(CACHE_ENV, str(folder))
     return folder
 
 
 def test_cache_location_follows_the_environment(tmp_path, monkeypatch):
-    monkeypatch.delenv(fetch.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert fetch.default_model_dir() == tmp_path / "xdg" / "draftlattice" / fetch.DEFAULT_NAME
-    monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "mine"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "mine"))
     assert fetch.default_model_dir() == tmp_path / "mine" / fetch.DEFAULT_NAME
 
 

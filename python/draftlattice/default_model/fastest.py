@@ -183,7 +183,7 @@ def fastest_same_bits_step(bundle, build, table: str | os.PathLike[str] | None =
 
     rated = [(rate(step), step)]
     rated += [(rate(other), other) for other in map(build, kernels[1:])]
-    best_rate, best = max(rated, key=lambda pair: pair[0])
+    _, best = max(rated, key=lambda pair: pair[0])
     logger.info(
         "lean step on the %s kernel: predicted %s tokens/s (kernels giving the same bits)",
         best.kernel,

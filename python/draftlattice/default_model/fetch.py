@@ -33,7 +33,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from ..user_cache import CACHE_ENV, cache_dir  # noqa: F401 (CACHE_ENV: this module's API, as before)
+from ..user_cache import cache_dir
 from .dest_lock import locked, make_folders
 from .progress import Callback, FetchProgress, Reporter, quiet_bars
 

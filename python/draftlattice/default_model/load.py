@@ -14,7 +14,6 @@ and loads the shipped artifacts of ``lm_models/smollm2/`` (found like every ship
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -158,6 +157,8 @@ def load_default(
     if step is not None and kernel == "auto":  # of kernels giving the same bits, the fastest here
         from .fastest import BUDGET_TABLE, fastest_same_bits_step
 
-        build = functools.partial(LeanLlama, model, weights)  # build(kernel=...)
-        bundle.step = fastest_same_bits_step(bundle, lambda name: build(kernel=name), artifacts / BUDGET_TABLE)
+        def build(name: str):
+            return LeanLlama(model, weights, kernel=name)
+
+        bundle.step = fastest_same_bits_step(bundle, build, artifacts / BUDGET_TABLE)
     return bundle
